@@ -1,0 +1,81 @@
+// Writing RoCEv2 packets into a caller's buffer: Ethernet (optionally
+// 802.1Q-tagged), IPv4 or IPv6, UDP to port 4791, BTH, the extension headers
+// the opcode calls for, payload, pad and ICRC. Lengths, the IPv4 header
+// checksum and the ICRC are computed here; nothing is allocated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "droce/wire/headers.h"
+#include "droce/wire/packet.h"
+
+namespace droce::wire {
+
+// Everything below the BTH that stays the same for a flow (per QP).
+struct PathSpec {
+  MacAddress dst_mac{};
+  MacAddress src_mac{};
+  bool vlan = false;
+  uint16_t vlan_id = 0;
+  uint8_t pcp = 0;
+  IpAddress src_ip;
+  IpAddress dst_ip;     // must be the same family as src_ip
+  uint8_t dscp = 0;
+  Ecn ecn = Ecn::kEct0;  // RoCEv2 data is ECN-capable by default
+  uint8_t ttl = 64;      // hop limit for IPv6
+  uint32_t flow_label = 0;
+  uint16_t udp_src_port = 0xC000;
+};
+
+// The BTH and extension-header fields; only those the opcode uses are written.
+struct TransportSpec {
+  uint8_t opcode = 0;
+  bool solicited = false;
+  bool mig_req = true;  // RoCE NICs send M=1 (no APM state to migrate)
+  uint16_t pkey = 0xFFFF;
+  bool fecn = false;
+  bool becn = false;
+  uint32_t dest_qp = 0;
+  bool ack_req = false;
+  uint32_t psn = 0;
+  uint64_t reth_va = 0;
+  uint32_t reth_rkey = 0;
+  uint32_t reth_dma_length = 0;
+  uint8_t aeth_syndrome = 0;
+  uint32_t aeth_msn = 0;
+  uint64_t atomic_va = 0;
+  uint32_t atomic_rkey = 0;
+  uint64_t atomic_swap_add = 0;
+  uint64_t atomic_compare = 0;
+  uint64_t atomic_ack_original = 0;
+  uint32_t imm_data = 0;
+  uint32_t ieth_rkey = 0;
+  uint32_t deth_qkey = 0;
+  uint32_t deth_src_qp = 0;
+};
+
+// Size of the frame build_packet would write (without Ethernet padding).
+size_t packet_size(const PathSpec& path, uint8_t opcode, size_t payload_len);
+
+// Writes the frame into `out` and returns its length, or 0 if `out` is too
+// small, the opcode is unsupported, or the opcode takes no payload and one was
+// given. The pad count is derived from the payload length (IBA 9.2.5).
+size_t build_packet(const PathSpec& path, const TransportSpec& transport,
+                    std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// Recomputes the ICRC (and IPv4 checksum) of a frame that build_packet wrote
+// and someone then changed in place (the fabric stamping ECN, tests
+// corrupting it on purpose).
+void refresh_checksums(std::span<uint8_t> frame, const ParsedPacket& parsed);
+
+// RoCEv2 NICs put flow entropy in the UDP source port (annex A17.4.3 allows
+// any value; 0xC000 | 14-bit hash keeps it in the dynamic range).
+uint16_t udp_src_port_entropy(uint32_t src_qp, uint32_t dest_qp);
+
+// IPv4 header checksum (RFC 1071) over `len` bytes, the checksum field
+// included as it stands; 0 means a header with a correct checksum.
+uint16_t ipv4_checksum(const uint8_t* header, size_t len);
+
+}  // namespace droce::wire

@@ -1,0 +1,21 @@
+// RoCEv2 invariant CRC (IBA annex A17.4.1, IBA 7.8.1): CRC-32 over 8 bytes of
+// 0xFF (standing in for the LRH), then the IP header, UDP header, BTH and
+// everything after it up to the ICRC, with the fields that routers may change
+// replaced by ones: IPv4 TOS, TTL and header checksum; IPv6 traffic class,
+// flow label and hop limit; the UDP checksum; the BTH byte holding FECN, BECN
+// and the reserved bits. Stored in the 4 bytes before the Ethernet FCS, least
+// significant byte first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace droce::wire {
+
+// `l3` points at the IPv4 or IPv6 header; `len_before_icrc` counts bytes from
+// there up to (not including) the ICRC. The IP header's length fields must be
+// final: they are part of the CRC. Returns the CRC value (not yet byte-swapped
+// for storage; use store_le32 to write it).
+uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6);
+
+}  // namespace droce::wire
