@@ -1,16 +1,75 @@
-// Placeholder: bit-at-a-time CRC-32 until the folding implementations land.
+// CRC-32 front end: picks the fastest implementation the CPU supports, once.
+// The implementations live in crc32_table.cc (portable), crc32_pclmul.cc and
+// crc32_avx512.cc (x86 carry-less multiply, compiled with per-function
+// target attributes so no global -march is needed).
 #include "droce/wire/crc32.h"
+
+#include "crc32_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define DROCE_CRC32_X86 1
+#endif
 
 namespace droce::wire {
 
 namespace {
-uint32_t crc32_bitwise(uint32_t state, const uint8_t* data, size_t len) {
-  for (size_t i = 0; i < len; ++i) {
-    state ^= data[i];
-    for (int b = 0; b < 8; ++b) state = (state >> 1) ^ (0xEDB88320u & (0u - (state & 1)));
-  }
-  return state;
+
+using crc32_detail::UpdateFn;
+
+#ifdef DROCE_CRC32_X86
+struct CpuFlags {
+  bool pclmul = false;
+  bool avx512_vpclmul = false;
+};
+
+// Read CPUID directly: clang 14's __builtin_cpu_supports does not know
+// "vpclmulqdq", and the AVX-512 register state must also be enabled by the
+// OS (XCR0), which CPUID alone does not say.
+CpuFlags read_cpu_flags() {
+  CpuFlags f;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool sse41 = ecx & (1u << 19);
+  const bool pclmul = ecx & (1u << 1);
+  const bool osxsave = ecx & (1u << 27);
+  f.pclmul = sse41 && pclmul;
+  if (!f.pclmul || !osxsave || __get_cpuid_max(0, nullptr) < 7) return f;
+  uint32_t xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  // SSE, AVX, opmask, upper halves of zmm0-15, zmm16-31.
+  constexpr uint32_t kZmmState = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
+  const bool os_zmm = (xcr0_lo & kZmmState) == kZmmState;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const bool avx512f = ebx & (1u << 16);
+  const bool avx512bw = ebx & (1u << 30);
+  const bool avx512vl = ebx & (1u << 31);
+  const bool vpclmul = ecx & (1u << 10);
+  f.avx512_vpclmul = os_zmm && avx512f && avx512bw && avx512vl && vpclmul;
+  return f;
 }
+
+const CpuFlags& cpu_flags() {
+  static const CpuFlags flags = read_cpu_flags();
+  return flags;
+}
+#endif
+
+UpdateFn function_for(Crc32Impl impl) {
+  switch (impl) {
+    case Crc32Impl::kBitwise: return crc32_detail::update_bitwise;
+    case Crc32Impl::kSliceBy8: return crc32_detail::update_slice8;
+#ifdef DROCE_CRC32_X86
+    case Crc32Impl::kPclmul: return crc32_detail::update_pclmul;
+    case Crc32Impl::kVpclmulAvx512: return crc32_detail::update_vpclmul_avx512;
+#else
+    case Crc32Impl::kPclmul:
+    case Crc32Impl::kVpclmulAvx512: break;
+#endif
+  }
+  return crc32_detail::update_slice8;
+}
+
 }  // namespace
 
 std::string_view to_string(Crc32Impl impl) {
@@ -22,13 +81,39 @@ std::string_view to_string(Crc32Impl impl) {
   }
   return "?";
 }
-Crc32Impl crc32_best_impl() { return Crc32Impl::kBitwise; }
-bool crc32_impl_supported(Crc32Impl impl) { return impl == Crc32Impl::kBitwise; }
-uint32_t crc32_update(uint32_t state, const uint8_t* data, size_t len) {
-  return crc32_bitwise(state, data, len);
+
+bool crc32_impl_supported(Crc32Impl impl) {
+  switch (impl) {
+    case Crc32Impl::kBitwise:
+    case Crc32Impl::kSliceBy8: return true;
+#ifdef DROCE_CRC32_X86
+    case Crc32Impl::kPclmul: return cpu_flags().pclmul;
+    case Crc32Impl::kVpclmulAvx512: return cpu_flags().avx512_vpclmul;
+#else
+    case Crc32Impl::kPclmul:
+    case Crc32Impl::kVpclmulAvx512: return false;
+#endif
+  }
+  return false;
 }
-uint32_t crc32_update_with(Crc32Impl, uint32_t state, const uint8_t* data, size_t len) {
-  return crc32_bitwise(state, data, len);
+
+Crc32Impl crc32_best_impl() {
+  static const Crc32Impl best = [] {
+    for (Crc32Impl impl : {Crc32Impl::kVpclmulAvx512, Crc32Impl::kPclmul}) {
+      if (crc32_impl_supported(impl)) return impl;
+    }
+    return Crc32Impl::kSliceBy8;
+  }();
+  return best;
+}
+
+uint32_t crc32_update(uint32_t state, const uint8_t* data, size_t len) {
+  static const UpdateFn best = function_for(crc32_best_impl());
+  return best(state, data, len);
+}
+
+uint32_t crc32_update_with(Crc32Impl impl, uint32_t state, const uint8_t* data, size_t len) {
+  return function_for(impl)(state, data, len);
 }
 
 }  // namespace droce::wire

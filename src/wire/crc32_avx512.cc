@@ -1,0 +1,109 @@
+// CRC-32 by folding with VPCLMULQDQ on 512-bit registers: the PCLMULQDQ
+// method (crc32_pclmul.cc) with each 128-bit lane of a zmm register an
+// independent accumulator. Four zmm accumulators (16 lanes) take 256 bytes
+// per step, enough independent multiplies to keep the unit busy through its
+// latency; then they merge into one zmm, fold 64 bytes at a time, collapse
+// to one 128-bit lane and finish as the 128-bit code does.
+// gcc 12's AVX-512 intrinsics pass _mm512_undefined_*() as the merge source
+// and then warn about it (GCC bug 105593, fixed in gcc 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "crc32_clmul.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#define DROCE_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx2,vpclmulqdq,pclmul,sse4.1")))
+
+namespace droce::wire::crc32_detail {
+
+namespace {
+
+DROCE_TARGET_AVX512 inline __m512i load512(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+
+// The same (lo, hi) constant pair in each 128-bit lane.
+DROCE_TARGET_AVX512 inline __m512i fold_pair512(FoldConstants k) {
+  const auto lo = static_cast<int64_t>(k.lo);
+  const auto hi = static_cast<int64_t>(k.hi);
+  return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
+}
+
+DROCE_TARGET_AVX512 inline __m512i fold_mul512(__m512i acc, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(acc, k, 0x00),
+                          _mm512_clmulepi64_epi128(acc, k, 0x11));
+}
+
+// acc moved ahead and combined with data: one three-way XOR.
+DROCE_TARGET_AVX512 inline __m512i fold512(__m512i acc, __m512i k, __m512i data) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00),
+                                   _mm512_clmulepi64_epi128(acc, k, 0x11), data, 0x96);
+}
+
+// One zmm accumulator (whose last byte is the last byte folded so far) to
+// one xmm: lanes 0, 1, 2 move 384, 256, 128 bits ahead onto lane 3.
+DROCE_TARGET_AVX512 inline __m128i collapse(__m512i z) {
+  constexpr FoldConstants k384 = fold_constants(384);
+  constexpr FoldConstants k256 = fold_constants(256);
+  constexpr FoldConstants k128 = fold_constants(128);
+  const __m512i k = _mm512_set_epi64(0, 0,  // lane 3 stays: its products are 0
+                                     static_cast<int64_t>(k128.hi), static_cast<int64_t>(k128.lo),
+                                     static_cast<int64_t>(k256.hi), static_cast<int64_t>(k256.lo),
+                                     static_cast<int64_t>(k384.hi), static_cast<int64_t>(k384.lo));
+  const __m512i moved = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(z, k, 0x00),
+                                                  _mm512_clmulepi64_epi128(z, k, 0x11),
+                                                  _mm512_maskz_mov_epi64(0xC0, z), 0x96);
+  // XOR the four lanes together: swap 256-bit halves, then adjacent lanes.
+  const __m512i y = _mm512_xor_si512(moved, _mm512_shuffle_i64x2(moved, moved, 0x4E));
+  const __m512i x = _mm512_xor_si512(y, _mm512_shuffle_i64x2(y, y, 0xB1));
+  return _mm512_castsi512_si128(x);
+}
+
+}  // namespace
+
+DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,
+                                                   size_t len) {
+  // Below one zmm of data the 128-bit code is as good.
+  if (len < 64) return update_pclmul(state, p, len);
+  const __m512i init = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state)));
+  const __m512i k512 = fold_pair512(fold_constants(512));
+  __m512i acc;
+  if (len >= 256) {
+    const __m512i k2048 = fold_pair512(fold_constants(2048));
+    __m512i z0 = _mm512_xor_si512(load512(p), init);
+    __m512i z1 = load512(p + 64);
+    __m512i z2 = load512(p + 128);
+    __m512i z3 = load512(p + 192);
+    p += 256;
+    len -= 256;
+    while (len >= 256) {
+      z0 = fold512(z0, k2048, load512(p));
+      z1 = fold512(z1, k2048, load512(p + 64));
+      z2 = fold512(z2, k2048, load512(p + 128));
+      z3 = fold512(z3, k2048, load512(p + 192));
+      p += 256;
+      len -= 256;
+    }
+    const __m512i k1536 = fold_pair512(fold_constants(1536));
+    const __m512i k1024 = fold_pair512(fold_constants(1024));
+    acc = _mm512_ternarylogic_epi64(fold_mul512(z0, k1536), fold_mul512(z1, k1024),
+                                    fold512(z2, k512, z3), 0x96);
+  } else {
+    acc = _mm512_xor_si512(load512(p), init);
+    p += 64;
+    len -= 64;
+  }
+  while (len >= 64) {
+    acc = fold512(acc, k512, load512(p));
+    p += 64;
+    len -= 64;
+  }
+  return finish128(collapse(acc), p, len);
+}
+
+}  // namespace droce::wire::crc32_detail
+
+#endif  // x86

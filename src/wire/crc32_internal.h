@@ -1,0 +1,112 @@
+// Private to the CRC-32 implementation files: the per-implementation entry
+// points and the constants the carry-less-multiply folding derives from the
+// polynomial. Not installed; tests reach the implementations through
+// crc32_update_with().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace droce::wire::crc32_detail {
+
+// Every implementation has this shape: running state in, running state out.
+using UpdateFn = uint32_t (*)(uint32_t state, const uint8_t* data, size_t len);
+
+uint32_t update_bitwise(uint32_t state, const uint8_t* data, size_t len);
+uint32_t update_slice8(uint32_t state, const uint8_t* data, size_t len);
+// Only defined on x86; callers check the CPU flags first.
+uint32_t update_pclmul(uint32_t state, const uint8_t* data, size_t len);
+uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
+
+// ---------------------------------------------------------------------------
+// Polynomial arithmetic for the folding constants, all constexpr so nothing is
+// pasted from elsewhere and a changed derivation fails to compile rather than
+// silently producing wrong CRCs.
+//
+// P(x) = x^32 + 0x04C11DB7 (the Ethernet polynomial). "Normal" form below
+// means bit i holds the coefficient of x^i.
+constexpr uint32_t kPolyLow = 0x04C11DB7u;      // P without the x^32 term
+constexpr uint32_t kPolyReflected = 0xEDB88320u; // the same, bit-reversed
+
+// x^n mod P, normal form.
+constexpr uint32_t xpow_mod(unsigned n) {
+  uint32_t r = 1;
+  for (unsigned i = 0; i < n; ++i) {
+    r = (r << 1) ^ ((r & 0x80000000u) ? kPolyLow : 0u);
+  }
+  return r;
+}
+
+constexpr uint64_t reverse_bits(uint64_t v, unsigned width) {
+  uint64_t r = 0;
+  for (unsigned i = 0; i < width; ++i) r |= ((v >> i) & 1u) << (width - 1 - i);
+  return r;
+}
+
+// floor(x^64 / P), normal form (33 bits: degree 32), for Barrett reduction.
+constexpr uint64_t barrett_mu() {
+  // The first quotient bit is x^32; what remains of x^64 after subtracting
+  // x^32 * P is kPolyLow * x^32, which fits in 64 bits.
+  uint64_t q = uint64_t{1} << 32;
+  uint64_t rem = uint64_t{kPolyLow} << 32;
+  for (int deg = 63; deg >= 32; --deg) {
+    if ((rem >> deg) & 1u) {
+      q |= uint64_t{1} << (deg - 32);
+      rem ^= ((uint64_t{1} << 32) | kPolyLow) << (deg - 32);
+    }
+  }
+  return q;
+}
+
+// Bit-reflected world (how the data sits in a register after a little-endian
+// load): bit k of a value with "top" t stands for x^(t-k). A carry-less
+// multiply adds tops; so multiplying by a constant c whose bits 0..31 are
+// rev32(x^e mod P) moves a value down by a chosen distance while keeping it
+// congruent mod P. Working the tops through:
+//  - low qword of a 128-bit block (the earlier, higher-degree bytes), moved
+//    D bits later: e = D + 31;
+//  - high qword, moved D bits later: e = D - 33.
+struct FoldConstants {
+  uint64_t lo;  // multiplies the low qword
+  uint64_t hi;  // multiplies the high qword
+};
+constexpr FoldConstants fold_constants(unsigned distance_bits) {
+  return {reverse_bits(xpow_mod(distance_bits + 31), 32),
+          reverse_bits(xpow_mod(distance_bits - 33), 32)};
+}
+
+// Reduction of the last 128-bit block R (the message ends with it) to the
+// CRC state R * x^32 mod P:
+//  1. low qword times rev32(x^95 mod P), XOR the high qword: 95 bits left;
+//  2. the low 32 of those times rev32(x^63 mod P), XOR the rest shifted
+//     down 32: 63 bits left;
+//  3. Barrett: q = floor(hi32 * mu / x^32), state = lo32 ^ (q * P mod x^32),
+//     with mu and P as 33-bit reflected constants.
+constexpr uint64_t kReduce96 = reverse_bits(xpow_mod(95), 32);
+constexpr uint64_t kReduce64 = reverse_bits(xpow_mod(63), 32);
+constexpr uint64_t kBarrettMu = reverse_bits(barrett_mu(), 33);
+constexpr uint64_t kBarrettPoly = reverse_bits((uint64_t{1} << 32) | kPolyLow, 33);
+
+// Sanity checks on the derivation itself (not on known constants): x^32 mod P
+// is P's low part, the reflected polynomial is the bit-reversed one, and
+// mu * P has no terms of degree 32..64 other than x^64 (definition of
+// floor(x^64 / P) for a degree-32 divisor).
+static_assert(xpow_mod(32) == kPolyLow);
+static_assert(reverse_bits(kPolyLow, 32) == kPolyReflected);
+constexpr bool barrett_mu_is_quotient() {
+  // Carry-less product of mu (33 bits) and P (33 bits): 65 bits, keep the
+  // part above x^31 in a 128-bit-free way: compute bits 32..64 directly.
+  const uint64_t mu = barrett_mu();
+  const uint64_t p = (uint64_t{1} << 32) | kPolyLow;
+  for (unsigned deg = 32; deg <= 64; ++deg) {
+    unsigned bit = 0;
+    for (unsigned i = 0; i <= deg && i <= 32; ++i) {
+      if (deg - i <= 32) bit ^= ((mu >> i) & 1u) & ((p >> (deg - i)) & 1u);
+    }
+    if (bit != (deg == 64 ? 1u : 0u)) return false;
+  }
+  return true;
+}
+static_assert(barrett_mu_is_quotient());
+
+}  // namespace droce::wire::crc32_detail
