@@ -1,0 +1,53 @@
+// A timing wheel for TX pacing: each QP that has something to send is
+// scheduled at the time its rate (from congestion control, or a fixed rate)
+// next allows a packet. One slot per `granularity` ns; schedule and pop are
+// O(1), popping due entries touches only the slots that passed. Entries
+// further out than the wheel's span go to the last slot and are re-filed
+// when reached, so any deadline works. Deterministic: entries in a slot pop
+// in the order they were scheduled. `now` is always a parameter.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace droce::endpoint {
+
+class TimingWheel {
+ public:
+  // `slots` must be a power of two; span = slots * granularity_ns.
+  TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start_ns = 0);
+
+  // Schedules `id` (e.g. a QPN) at `when_ns`; a time already due is filed in
+  // the current slot. An id may be scheduled several times; the caller
+  // de-duplicates if it needs to.
+  void schedule(uint32_t id, uint64_t when_ns);
+
+  // Appends to `out` every id whose deadline is <= `now_ns` (slot by slot,
+  // so in deadline order up to slot granularity) and advances the wheel up
+  // to `now_ns`. Returns how many.
+  size_t pop_due(uint64_t now_ns, std::vector<uint32_t>& out);
+
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  // Earliest deadline among the scheduled ids; UINT64_MAX when empty.
+  // Scans slots from the cursor: O(slots) worst case, so call it once per
+  // loop iteration, not per packet.
+  uint64_t next_deadline() const;
+
+ private:
+  struct Entry {
+    uint32_t id;
+    uint64_t when;
+  };
+  uint64_t slot_start(uint64_t t) const { return t - t % granularity_; }
+
+  uint64_t granularity_;
+  uint32_t mask_;
+  uint64_t current_;  // start time of the slot at the wheel's cursor
+  size_t size_ = 0;
+  std::vector<std::vector<Entry>> slots_;
+  std::vector<Entry> scratch_;
+};
+
+}  // namespace droce::endpoint

@@ -1,0 +1,72 @@
+#include "droce/endpoint/timing_wheel.h"
+
+#include <stdexcept>
+
+namespace droce::endpoint {
+
+TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start_ns)
+    : granularity_(granularity_ns), mask_(slots - 1), slots_(slots) {
+  if (granularity_ns == 0 || slots == 0 || (slots & (slots - 1)) != 0)
+    throw std::invalid_argument("TimingWheel: slots must be a power of two, granularity > 0");
+  current_ = slot_start(start_ns);
+}
+
+void TimingWheel::schedule(uint32_t id, uint64_t when) {
+  if (when < current_) when = current_;
+  const uint64_t span = granularity_ * (uint64_t{mask_} + 1);
+  // Beyond the span: park in the slot just behind the cursor (the last one
+  // reached); pop_due re-files it once its time is within reach.
+  const uint64_t file_at = when - current_ >= span ? current_ + span - granularity_ : when;
+  slots_[(file_at / granularity_) & mask_].push_back({id, when});
+  ++size_;
+}
+
+size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
+  size_t popped = 0;
+  const uint64_t now_slot = slot_start(now);
+  while (size_ != 0 && current_ <= now_slot) {
+    auto& slot = slots_[(current_ / granularity_) & mask_];
+    if (!slot.empty()) {
+      scratch_.swap(slot);
+      for (const Entry& e : scratch_) {
+        if (e.when < current_ + granularity_) {
+          if (e.when <= now) {
+            out.push_back(e.id);
+            ++popped;
+            --size_;
+          } else {
+            slot.push_back(e);  // same slot as `now`, a little later
+          }
+        } else {
+          // Parked far-future entry (or one for a later lap): file again.
+          --size_;
+          const uint64_t saved = current_;
+          current_ += granularity_;
+          schedule(e.id, e.when);
+          current_ = saved;
+        }
+      }
+      scratch_.clear();
+    }
+    if (current_ == now_slot) break;  // the cursor never passes `now`
+    current_ += granularity_;
+  }
+  if (size_ == 0) current_ = now_slot;
+  return popped;
+}
+
+uint64_t TimingWheel::next_deadline() const {
+  if (size_ == 0) return UINT64_MAX;
+  // The first non-empty slot from the cursor holds the earliest entries
+  // (parked far-future ones are later than anything else in their slot).
+  for (uint64_t i = 0; i <= mask_; ++i) {
+    const auto& slot = slots_[((current_ / granularity_) + i) & mask_];
+    if (slot.empty()) continue;
+    uint64_t earliest = UINT64_MAX;
+    for (const Entry& e : slot) earliest = e.when < earliest ? e.when : earliest;
+    return earliest < current_ ? current_ : earliest;
+  }
+  return current_;
+}
+
+}  // namespace droce::endpoint

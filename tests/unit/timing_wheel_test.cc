@@ -1,0 +1,92 @@
+#include "droce/endpoint/timing_wheel.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+namespace droce::endpoint {
+namespace {
+
+TEST(TimingWheel, PopsOnlyWhatIsDue) {
+  TimingWheel w(100, 64);
+  w.schedule(1, 250);
+  w.schedule(2, 120);
+  w.schedule(3, 990);
+  std::vector<uint32_t> out;
+  // Expect: at t=150 only id 2 (slot 100..199) is due.
+  EXPECT_EQ(w.pop_due(150, out), 1u);
+  EXPECT_EQ(out, std::vector<uint32_t>{2});
+  EXPECT_EQ(w.next_deadline(), 250u);
+  out.clear();
+  EXPECT_EQ(w.pop_due(299, out), 1u);
+  EXPECT_EQ(out, std::vector<uint32_t>{1});
+  out.clear();
+  EXPECT_EQ(w.pop_due(989, out), 0u);
+  EXPECT_EQ(w.pop_due(990, out), 1u);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.next_deadline(), UINT64_MAX);
+}
+
+TEST(TimingWheel, PastDeadlinesAreDueNowAndOrderIsFifoWithinSlot) {
+  TimingWheel w(10, 8, 1000);
+  w.schedule(7, 5);  // already past
+  w.schedule(8, 1003);
+  w.schedule(9, 1001);
+  std::vector<uint32_t> out;
+  // Expect: at 1000 only the past one; at 1003 the other two, in the order
+  // they were scheduled (same slot).
+  w.pop_due(1000, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{7}));
+  w.pop_due(1003, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{7, 8, 9}));
+}
+
+TEST(TimingWheel, DeadlinesBeyondTheSpanAreNotLostOrEarly) {
+  TimingWheel w(10, 8);  // span 80 ns
+  w.schedule(1, 1000);
+  w.schedule(2, 85);
+  std::vector<uint32_t> out;
+  for (uint64_t t = 0; t < 1000; t += 7) {
+    w.pop_due(t, out);
+    if (t < 80) {
+      EXPECT_TRUE(out.empty()) << t;
+    }
+  }
+  EXPECT_EQ(out, std::vector<uint32_t>{2});
+  w.pop_due(1005, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{2, 1}));
+}
+
+TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
+  // Every id pops exactly once, never before its slot, and no later than the
+  // first poll at or after its deadline.
+  std::mt19937_64 rng(7);
+  TimingWheel w(64, 256);
+  std::map<uint32_t, uint64_t> deadline;
+  for (uint32_t id = 0; id < 5000; ++id) {
+    const uint64_t when = rng() % 200000;
+    deadline[id] = when;
+    w.schedule(id, when);
+  }
+  std::vector<uint32_t> out;
+  std::map<uint32_t, uint64_t> popped_at;
+  for (uint64_t t = 0; t <= 200000 + 64; t += 1 + rng() % 500) {
+    out.clear();
+    w.pop_due(t, out);
+    for (uint32_t id : out) {
+      ASSERT_FALSE(popped_at.count(id)) << "popped twice: " << id;
+      popped_at[id] = t;
+      ASSERT_GE(t, deadline[id]) << "popped early: " << id;
+    }
+  }
+  out.clear();
+  w.pop_due(400000, out);
+  for (uint32_t id : out) popped_at[id] = 400000;
+  EXPECT_EQ(popped_at.size(), deadline.size());
+  EXPECT_TRUE(w.empty());
+}
+
+}  // namespace
+}  // namespace droce::endpoint
