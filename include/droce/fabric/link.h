@@ -1,0 +1,119 @@
+// One direction of a cable between a switch port and its peer: propagation
+// delay plus impairments. A full-duplex cable is two Links. The link holds
+// packets in flight (ordered by arrival time) so that taking it down loses
+// them, and so that reordering and jitter are just different arrival times.
+#pragma once
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "droce/fabric/packet.h"
+#include "droce/fabric/rng.h"
+
+namespace droce::fabric {
+
+// Two-state Markov loss model (Gilbert 1960, Elliott 1963): bursts of loss
+// while in the bad state. Mean burst length is 1 / p_bad_to_good packets;
+// the stationary loss rate is
+//   (pi_good * loss_good + pi_bad * loss_bad),  pi_bad = p_gb / (p_gb + p_bg).
+struct GilbertElliott {
+  double p_good_to_bad = 0;  // per packet
+  double p_bad_to_good = 1;
+  double loss_good = 0;
+  double loss_bad = 1;
+  bool enabled() const { return p_good_to_bad > 0; }
+  double stationary_loss() const {
+    const double pb = p_good_to_bad / (p_good_to_bad + p_bad_to_good);
+    return (1 - pb) * loss_good + pb * loss_bad;
+  }
+};
+
+// Per-packet probabilities and delays, applied in this order: burst loss,
+// random loss, corruption, duplication, then the delays of each copy.
+struct Impairments {
+  double loss = 0;
+  GilbertElliott burst;
+  // One bit flipped at a uniform position between the IP header and the end
+  // of the frame: corruption inside a switch that the next hop's Ethernet
+  // FCS regeneration hides, which is the case the RoCE ICRC exists for.
+  double corrupt = 0;
+  double duplicate = 0;     // a second copy right behind the first
+  double reorder = 0;       // this packet is held back by reorder_delay_ns
+  uint64_t reorder_delay_ns = 10'000;
+  uint64_t extra_delay_ns = 0;
+  uint64_t jitter_ns = 0;   // uniform extra delay in [0, jitter_ns]; reorders
+};
+
+struct LinkConfig {
+  uint64_t propagation_ns = 500;  // ~100 m of fibre at 5 ns/m
+  Impairments impairments;
+  uint64_t seed = 1;
+};
+
+struct LinkCounters {
+  uint64_t sent = 0;
+  uint64_t delivered = 0;
+  uint64_t delivered_bytes = 0;
+  uint64_t lost_random = 0;
+  uint64_t lost_burst = 0;
+  uint64_t lost_down = 0;  // sent while down, or in flight when it went down
+  uint64_t corrupted = 0;
+  uint64_t duplicated = 0;
+  uint64_t reordered = 0;
+};
+
+class Link {
+ public:
+  explicit Link(const LinkConfig& cfg = {}) : cfg_(cfg), rng_(cfg.seed) {}
+
+  // `departure_time`: when the last bit left the sender (Departure::time).
+  // The packet arrives propagation_ns (+ impairment delays) later.
+  void send(Packet&& packet, uint64_t departure_time);
+
+  uint64_t next_event_time() const {
+    return in_flight_.empty() ? kNever : in_flight_.top().arrival;
+  }
+  // Delivers every packet with arrival <= now, in arrival order (ties in
+  // send order): deliver(Packet&&, uint64_t arrival_time).
+  template <class Deliver>
+  void advance(uint64_t now, Deliver&& deliver) {
+    while (!in_flight_.empty() && in_flight_.top().arrival <= now) {
+      InFlight f = std::move(const_cast<InFlight&>(in_flight_.top()));
+      in_flight_.pop();
+      ++counters_.delivered;
+      counters_.delivered_bytes += f.packet.size();
+      deliver(std::move(f.packet), f.arrival);
+    }
+  }
+
+  // Down drops everything in flight and everything sent until it is up.
+  void set_up(bool up);
+  bool up() const { return up_; }
+
+  Impairments& impairments() { return cfg_.impairments; }
+  const LinkConfig& config() const { return cfg_; }
+  const LinkCounters& counters() const { return counters_; }
+  size_t in_flight() const { return in_flight_.size(); }
+
+ private:
+  struct InFlight {
+    uint64_t arrival;
+    uint64_t seq;
+    Packet packet;
+    bool operator>(const InFlight& o) const {
+      return arrival != o.arrival ? arrival > o.arrival : seq > o.seq;
+    }
+  };
+  void enqueue(Packet&& p, uint64_t arrival);
+
+  LinkConfig cfg_;
+  Rng rng_;
+  bool up_ = true;
+  bool ge_bad_ = false;
+  uint64_t seq_ = 0;
+  LinkCounters counters_;
+  std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> in_flight_;
+};
+
+}  // namespace droce::fabric

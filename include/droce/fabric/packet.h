@@ -1,0 +1,69 @@
+// Packets as the fabric model moves them: an owned byte buffer (the Ethernet
+// frame without FCS) plus the metadata a switch attaches on ingress.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "droce/wire/headers.h"
+
+namespace droce::fabric {
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+constexpr size_t kNumClasses = 8;  // IEEE 802.1Q traffic classes / priorities
+
+struct Packet {
+  std::vector<uint8_t> bytes;
+  // Set by the switch on ingress.
+  uint16_t ingress_port = 0;
+  uint8_t tc = 0;            // traffic class = PFC priority (identity map)
+  uint8_t ip_version = 0;    // 0: not IP, 4 or 6
+  uint16_t l3_offset = 0;
+  uint32_t accounted = 0;    // bytes charged to the buffer at enqueue
+  uint64_t enqueue_time = 0;
+  // Free for the caller (flow id, sequence number for tracing).
+  uint64_t tag = 0;
+
+  size_t size() const { return bytes.size(); }
+};
+
+// A packet leaving a switch port or a link.
+struct Departure {
+  uint16_t port = 0;
+  uint64_t start_time = 0;  // first bit on the wire
+  uint64_t time = 0;        // last bit on the wire (store-and-forward view)
+  Packet packet;
+};
+
+// Header fields a switch looks at; filled by classify_frame().
+struct FrameInfo {
+  bool vlan = false;
+  uint8_t pcp = 0;
+  uint16_t ether_type = 0;  // after any VLAN tag
+  uint8_t ip_version = 0;   // 0 when neither IPv4 nor IPv6
+  uint16_t l3_offset = 0;
+  uint8_t dscp = 0;
+  wire::Ecn ecn = wire::Ecn::kNotEct;
+  uint8_t protocol = 0;
+  uint8_t src_ip[16] = {};  // IPv4 in the first 4 bytes
+  uint8_t dst_ip[16] = {};
+  bool has_ports = false;   // UDP and long enough for its header
+  uint16_t src_port = 0;
+  uint16_t dst_port = 0;
+};
+
+// Light, unchecked header walk (no checksums: switches forward corrupted
+// packets and the endpoint's ICRC check catches them). False if the frame is
+// too short for its Ethernet/IP headers.
+bool classify_frame(std::span<const uint8_t> frame, FrameInfo& out);
+
+enum class MarkResult : uint8_t { kMarked, kAlreadyCe, kNotEct, kNotIp };
+
+// Sets the ECN field to CE (RFC 3168 section 5) if the packet is ECT(0) or
+// ECT(1). The IPv4 header checksum is patched incrementally (RFC 1624 eqn. 3);
+// the ICRC masks TOS / traffic class, so it stays valid.
+MarkResult mark_ce(std::span<uint8_t> frame, uint16_t l3_offset, uint8_t ip_version);
+
+}  // namespace droce::fabric

@@ -1,0 +1,71 @@
+#include "droce/fabric/link.h"
+
+namespace droce::fabric {
+
+void Link::set_up(bool up) {
+  if (!up) {
+    counters_.lost_down += in_flight_.size();
+    in_flight_ = {};
+  }
+  up_ = up;
+}
+
+void Link::enqueue(Packet&& p, uint64_t arrival) {
+  in_flight_.push(InFlight{arrival, seq_++, std::move(p)});
+}
+
+void Link::send(Packet&& packet, uint64_t departure_time) {
+  ++counters_.sent;
+  if (!up_) {
+    ++counters_.lost_down;
+    return;
+  }
+  const Impairments& im = cfg_.impairments;
+  // Gilbert-Elliott: move the chain one step per packet, then lose with the
+  // new state's probability.
+  if (im.burst.enabled()) {
+    ge_bad_ = ge_bad_ ? !rng_.chance(im.burst.p_bad_to_good)
+                      : rng_.chance(im.burst.p_good_to_bad);
+    if (rng_.chance(ge_bad_ ? im.burst.loss_bad : im.burst.loss_good)) {
+      ++counters_.lost_burst;
+      return;
+    }
+  }
+  if (rng_.chance(im.loss)) {
+    ++counters_.lost_random;
+    return;
+  }
+  if (rng_.chance(im.corrupt)) {
+    // Past the Ethernet header (and any VLAN tag).
+    size_t l3 = wire::kEthSize;
+    if (packet.size() >= 18 && wire::load_be16(packet.bytes.data() + 12) ==
+                                   wire::kEtherTypeVlan)
+      l3 += wire::kVlanTagSize;
+    if (packet.size() > l3) {
+      const uint64_t bit = rng_.below((packet.size() - l3) * 8);
+      packet.bytes[l3 + bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      ++counters_.corrupted;
+    }
+  }
+  const bool dup = rng_.chance(im.duplicate);
+  auto delay = [&]() {
+    uint64_t d = cfg_.propagation_ns + im.extra_delay_ns;
+    if (im.jitter_ns) d += rng_.below(im.jitter_ns + 1);
+    if (rng_.chance(im.reorder)) {
+      d += im.reorder_delay_ns;
+      ++counters_.reordered;
+    }
+    return d;
+  };
+  if (dup) {
+    ++counters_.duplicated;
+    Packet copy = packet;
+    const uint64_t d1 = delay();
+    enqueue(std::move(packet), departure_time + d1);
+    enqueue(std::move(copy), departure_time + delay());
+    return;
+  }
+  enqueue(std::move(packet), departure_time + delay());
+}
+
+}  // namespace droce::fabric
