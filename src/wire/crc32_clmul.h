@@ -51,8 +51,21 @@ DROCE_TARGET_PCLMUL inline uint32_t reduce128(__m128i r) {
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(z, qp), 1));
 }
 
-// Folds 16-byte blocks into acc while at least 16 bytes remain, reduces, and
-// finishes the (< 16 byte) tail with the table implementation.
+// pshufb controls for the tail: bytes 16..31 are 0..15, the rest 0x80
+// (which pshufb turns into zero). A 16-byte window at offset r shifts a
+// register up by 16 - r bytes; at 16 + r it shifts it down by r bytes.
+alignas(16) inline constexpr uint8_t kTailShuffle[48] = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0x80, 0x80, 0x80, 0x80, 0,    1,    2,    3,    4,    5,    6,    7,
+    8,    9,    10,   11,   12,   13,   14,   15,   0x80, 0x80, 0x80, 0x80,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+
+// Folds the rest of the message (at least 16 bytes of it already sit in
+// acc, so reading 16 bytes back from the end stays inside the buffer) and
+// reduces. A tail of r < 16 bytes is handled without a byte loop: "acc, then
+// r bytes" is the same polynomial as "zeros and the first r bytes of acc"
+// followed by "the other 16 - r bytes of acc and the tail", and the first of
+// those folds onto the second like any block.
 DROCE_TARGET_PCLMUL inline uint32_t finish128(__m128i acc, const uint8_t* p, size_t len) {
   const __m128i k128 = fold_pair(fold_constants(128));
   while (len >= 16) {
@@ -60,7 +73,14 @@ DROCE_TARGET_PCLMUL inline uint32_t finish128(__m128i acc, const uint8_t* p, siz
     p += 16;
     len -= 16;
   }
-  return update_slice8(reduce128(acc), p, len);
+  if (len > 0) {
+    const __m128i head_mask = load128(kTailShuffle + len);     // acc[0, r) -> top
+    const __m128i rest_mask = load128(kTailShuffle + 16 + len); // acc[r, 16) -> bottom
+    const __m128i last16 = load128(p + len - 16);  // ends with the r tail bytes
+    const __m128i second = _mm_blendv_epi8(_mm_shuffle_epi8(acc, rest_mask), last16, rest_mask);
+    acc = _mm_xor_si128(fold_mul(_mm_shuffle_epi8(acc, head_mask), k128), second);
+  }
+  return reduce128(acc);
 }
 
 }  // namespace droce::wire::crc32_detail
