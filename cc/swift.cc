@@ -26,7 +26,9 @@ constexpr ParamSpec kSpecs[] = {
   {"min_cwnd", kDefaults.min_cwnd, 1, 1e9, false, "bytes",
    "window floor (Swift allows below one packet, then paces)", ""},
   {"max_cwnd", kDefaults.max_cwnd, 1, 1e12, false, "bytes",
-   "window ceiling and initial window (droce choice: 256 KB)", ""},
+   "window ceiling (droce choice: 256 KB)", ""},
+  {"init_cwnd", kDefaults.init_cwnd, 0, 1e12, false, "bytes",
+   "initial window, 0 = max_cwnd (droce choice)", ""},
   {"mtu", kDefaults.mtu, 64, 65536, true, "bytes",
    "below one MTU of window the flow is paced at cwnd/RTT (Swift §3.4)", ""},
 };
@@ -48,6 +50,7 @@ SwiftConfig SwiftConfig::from_params(const Params& p) {
   c.max_mdf = p.get("max_mdf");
   c.min_cwnd = p.get("min_cwnd");
   c.max_cwnd = p.get("max_cwnd");
+  c.init_cwnd = p.get("init_cwnd");
   c.mtu = p.get("mtu");
   return c;
 }
@@ -61,13 +64,14 @@ Swift::Swift(const SwiftConfig& c, uint64_t line_rate_bytes_per_sec)
       min_cwnd_(c.min_cwnd),
       max_cwnd_(c.max_cwnd),
       mtu_(c.mtu),
-      cwnd_(c.max_cwnd) {
+      cwnd_(c.init_cwnd > 0 ? c.init_cwnd : c.max_cwnd) {
   if (min_cwnd_ > max_cwnd_) {
     throw ConfigError(fmt::format(
         "swift parameter 'min_cwnd': {} exceeds max_cwnd {}; accepted range "
         "[1, max_cwnd]",
         c.min_cwnd, c.max_cwnd));
   }
+  cwnd_ = std::clamp(cwnd_, min_cwnd_, max_cwnd_);
 }
 
 void Swift::on_ack(uint64_t now_ns, const AckEvent& ack) {

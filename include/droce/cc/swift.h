@@ -23,7 +23,8 @@ struct SwiftConfig {
   double beta = 0.8;            // decrease gain
   double max_mdf = 0.5;         // largest fraction removed by one decrease
   double min_cwnd = 64;         // bytes
-  double max_cwnd = 262144;     // bytes, also the initial window
+  double max_cwnd = 262144;     // bytes
+  double init_cwnd = 0;         // bytes, 0 = max_cwnd
   double mtu = 4096;            // below one MTU the window is paced
 
   static SwiftConfig from_params(const Params& params);
