@@ -126,7 +126,9 @@ nlohmann::ordered_json to_json(const Record& r) {
   j["captured_length"] = r.captured_length;
   j["wire_length"] = r.wire_length;
   j["ok"] = r.error == ParseError::kOk;
-  j["roce"] = !wire::is_not_roce(r.error) && r.d.bth;
+  // Malformed frames count as RoCE (they fail --strict); only the "some
+  // other protocol" errors make a packet not RoCE.
+  j["roce"] = !wire::is_not_roce(r.error);
   if (r.error == ParseError::kOk) {
     j["error"] = nullptr;
   } else {
