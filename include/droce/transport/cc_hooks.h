@@ -1,0 +1,32 @@
+// The transport's side of congestion control: a small struct of function
+// pointers the endpoint fills in (it owns the cc/ algorithm instances). The
+// transport never depends on cc/: it asks "may I send N bytes now?" before
+// each request packet and reports events (DESIGN.md "Congestion control
+// interface": events, not packets; no virtual call per data packet — a null
+// hook costs a branch).
+#pragma once
+
+#include <cstdint>
+
+namespace droce::transport {
+
+enum class LossEvent : uint8_t { kTimeout, kSeqNak, kRnrNak, kSack };
+
+struct CcHooks {
+  void* ctx = nullptr;
+  // Gate for request packets (new and retransmitted). nullptr = always yes.
+  // Returning false makes produce() return 0; has_work() stays true, so the
+  // endpoint's pacer asks again later.
+  bool (*may_send)(void* ctx, uint32_t qpn, uint32_t bytes, uint64_t now) = nullptr;
+  void (*on_send)(void* ctx, uint32_t qpn, uint32_t bytes, bool retransmit,
+                  uint64_t now) = nullptr;
+  // acked_bytes: newly acknowledged PSNs times the path MTU (an upper bound
+  // for the last packet of a message, exact otherwise). rtt_ns: 0 when this
+  // ACK carries no valid sample (Karn: none from retransmitted packets).
+  void (*on_ack)(void* ctx, uint32_t qpn, uint64_t acked_bytes, uint64_t rtt_ns,
+                 uint64_t now) = nullptr;
+  void (*on_cnp)(void* ctx, uint32_t qpn, uint64_t now) = nullptr;
+  void (*on_loss)(void* ctx, uint32_t qpn, LossEvent event, uint64_t now) = nullptr;
+};
+
+}  // namespace droce::transport

@@ -1,0 +1,58 @@
+// Device (a verbs "context"): owns PDs, MRs, CQs and QPs and answers the
+// lookups the data path needs — QP by QPN for dispatch, MR by key for the
+// responder and requester. Single-threaded like everything in an lcore.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "droce/transport/cq.h"
+#include "droce/transport/mr.h"
+#include "droce/transport/pd.h"
+#include "droce/transport/qp.h"
+
+namespace droce::transport {
+
+// QPNs are 24-bit; 0 (SMI) and 1 (GSI) are reserved (IBA 10.2.4).
+constexpr uint32_t kFirstQpn = 2;
+constexpr uint32_t kQpnMask = 0xFFFFFF;
+
+class Device {
+ public:
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();
+
+  ProtectionDomain* alloc_pd();
+  // Registers [addr, addr + length); iova defaults to the pointer value
+  // (see mr.h). nullptr if length is 0 or > 2^32 or access is invalid
+  // (remote write/atomic need local write, IBA 10.6.3.1).
+  MemoryRegion* reg_mr(ProtectionDomain* pd, void* addr, size_t length,
+                       uint32_t access, std::optional<uint64_t> iova = {});
+  int dereg_mr(MemoryRegion* mr);
+  CompletionQueue* create_cq(uint32_t capacity);
+  QueuePair* create_qp(const QpInitAttr& init);
+  int destroy_qp(QueuePair* qp);
+
+  QueuePair* find_qp(uint32_t qpn) const;
+  const MemoryRegion* find_mr(uint32_t key) const;
+  // Calls f(QueuePair&) for each QP.
+  template <class F>
+  void for_each_qp(F&& f) {
+    for (auto& [qpn, qp] : qps_) f(*qp);
+  }
+
+ private:
+  std::vector<std::unique_ptr<ProtectionDomain>> pds_;
+  std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // slot = key >> 8
+  std::vector<uint8_t> mr_generation_;
+  std::vector<std::unique_ptr<CompletionQueue>> cqs_;
+  std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
+  uint32_t next_qpn_ = kFirstQpn;
+};
+
+}  // namespace droce::transport

@@ -1,0 +1,71 @@
+// Memory regions (IBA 10.6) over caller-owned host memory.
+//
+// Addressing choice: an MR covers [addr, addr + length) of host memory, and
+// the virtual address the peer puts in a RETH / AtomicETH is the MR's `iova`
+// plus the offset. By default iova == the pointer value (what ibv_reg_mr
+// does), so a local SGE and a remote VA use the same numbers; reg_mr can be
+// given another iova (as ibv_reg_mr_iova does), e.g. 0 for offset-based VAs,
+// which keeps simulations deterministic across runs.
+//
+// Keys: lkey == rkey == (slot index << 8) | 8-bit generation, so a lookup is
+// an index plus a compare, and a stale key of a re-used slot does not match.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "droce/transport/pd.h"
+
+namespace droce::transport {
+
+class MemoryRegion {
+ public:
+  MemoryRegion(const ProtectionDomain* pd, uint8_t* addr, size_t length,
+               uint32_t access, uint64_t iova, uint32_t key)
+      : pd_(pd), addr_(addr), length_(length), access_(access), iova_(iova),
+        key_(key) {}
+
+  const ProtectionDomain* pd() const { return pd_; }
+  uint8_t* addr() const { return addr_; }
+  size_t length() const { return length_; }
+  uint32_t access() const { return access_; }  // ibv_access_flags bits
+  uint64_t iova() const { return iova_; }
+  uint32_t lkey() const { return key_; }
+  uint32_t rkey() const { return key_; }
+  // SEND_WITH_INV (IBA 10.6.7.2) invalidates the rkey: remote access is
+  // refused from then on; local access continues.
+  bool remote_valid() const { return remote_valid_; }
+  void invalidate_remote() { remote_valid_ = false; }
+
+  // Host pointer for [va, va + len) if it lies inside the region, else
+  // nullptr. Overflow-safe: va and len come from the network.
+  uint8_t* translate(uint64_t va, uint64_t len) const {
+    if (va < iova_) return nullptr;
+    const uint64_t off = va - iova_;
+    if (off > length_ || len > length_ - off) return nullptr;
+    return addr_ + off;
+  }
+  bool allows(uint32_t needed) const { return (access_ & needed) == needed; }
+
+ private:
+  const ProtectionDomain* pd_;
+  uint8_t* addr_;
+  size_t length_;
+  uint32_t access_;
+  uint64_t iova_;
+  uint32_t key_;
+  bool remote_valid_ = true;
+};
+
+// Result of checking a remote request against an MR (IBA 9.7.5.2: which NAK
+// the responder returns).
+enum class AccessCheck : uint8_t {
+  kOk,
+  kBadKey,        // no such rkey, invalidated, or another PD
+  kNoPermission,  // MR lacks the remote access flag
+  kOutOfRange,    // [va, va+len) not inside the MR
+};
+
+}  // namespace droce::transport

@@ -1,0 +1,308 @@
+// Queue pair: the RC / UC / UD transport state machine (IBA vol. 1 ch. 9,
+// QP states ch. 10.3, RoCEv2 annex A17), DPDK-free.
+//
+// Contract with the endpoint (the only caller in the data path):
+//   RX:     parse a frame, find the QP by BTH dest QPN (Device::find_qp),
+//           call on_packet(parsed, now). The frame must stay valid for the
+//           call only; payload is copied into registered memory.
+//   TX:     while has_work(now): n = produce(now, buf); n == 0 means nothing
+//           is due (window closed, CC said no, timer pending). One frame per
+//           call, written with wire::build_packet; nothing is allocated.
+//   Timers: next_deadline() (UINT64_MAX when none) and on_timer(now).
+// The three halves of an RC QP live in their own files: requester.cc (what
+// to send), responder.cc (incoming requests, ACK/NAK/READ responses),
+// completer.cc (incoming ACKs/responses, retiring WQEs).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "droce/transport/cc_hooks.h"
+#include "droce/transport/counters.h"
+#include "droce/transport/cq.h"
+#include "droce/transport/mr.h"
+#include "droce/transport/pd.h"
+#include "droce/transport/responder.h"
+#include "droce/transport/wqe.h"
+#include "droce/wire/build.h"
+#include "droce/wire/packet.h"
+
+namespace droce::transport {
+
+class Device;
+
+enum class QpType : uint8_t { kRc, kUc, kUd };
+std::string_view to_string(QpType t);
+
+// IBA 10.3.1 QP states (SQE, "send queue error", is UC/UD only).
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+std::string_view to_string(QpState s);
+ibv_qp_state to_ibv(QpState s);
+// IBA 10.3.1 figure 124 / ibv_modify_qp: which modify transitions a
+// consumer may request. Any state may go to RESET or ERR.
+bool transition_allowed(QpState from, QpState to);
+
+// Loss recovery. Go-back-N is IBA 9.7.5.2. Selective repeat is IRN-style
+// (Mittal et al., SIGCOMM 2018) on a standard wire:
+//  - the responder places out-of-order RDMA WRITE packets whose message
+//    context (RETH of the first packet) it knows — offset = (PSN - first
+//    PSN) * MTU — and drops other out-of-order packets (SEND, READ,
+//    atomics, WRITE-with-immediate: they need in-order receive WQE or
+//    execution semantics);
+//  - for every out-of-order packet it sends a PSN-sequence-error NAK whose
+//    BTH PSN is the first missing PSN (cumulative) and whose AETH MSN field
+//    carries the PSN of the packet just received (the selective ACK); a
+//    value equal to the BTH PSN means "no selective information". A
+//    go-back-N peer reading this NAK simply goes back N: still correct;
+//  - the requester marks SACKed PSNs and resends only the holes below the
+//    highest SACKed PSN, once per hole per recovery; on timeout it resends
+//    every un-SACKed outstanding packet. READ responses stay in order (the
+//    requester re-issues the READ from the first missing response).
+// Both ends must be configured for selective repeat.
+enum class Recovery : uint8_t { kGoBackN, kSelectiveRepeat };
+
+struct QpCaps {
+  uint32_t max_send_wr = 256;
+  uint32_t max_recv_wr = 256;
+};
+
+struct QpInitAttr {
+  QpType type = QpType::kRc;
+  ProtectionDomain* pd = nullptr;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  QpCaps caps;
+  bool sq_sig_all = false;
+};
+
+// Attributes for modify(); which fields a transition reads mirrors
+// ibv_modify_qp's required masks (IBA 11.2.4.2):
+//   RESET->INIT: qp_access_flags, pkey, qkey (UD)
+//   INIT->RTR:   path, dest_qpn, rq_psn, path_mtu, max_dest_rd_atomic,
+//                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
+//   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
+//                ack_req_every_n, max_inflight_psns
+struct QpAttr {
+  uint32_t qp_access_flags =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  uint16_t pkey = 0xFFFF;
+  uint32_t qkey = 0;
+
+  wire::PathSpec path;
+  uint32_t dest_qpn = 0;
+  uint32_t rq_psn = 0;
+  ibv_mtu path_mtu = IBV_MTU_1024;
+  uint8_t max_dest_rd_atomic = 16;
+  uint8_t min_rnr_timer = 12;  // table 45 code: 0.64 ms
+  // Responder ACK coalescing: ACK when the request has AckReq set, or after
+  // this many unacknowledged packets (0 = only on AckReq).
+  uint32_t ack_every_n = 0;
+  Recovery recovery = Recovery::kGoBackN;
+  // Selective repeat: PSNs tracked; a power of two (64..2^20) so PSN % size
+  // stays consistent across the 2^24 wrap.
+  uint32_t sack_window = 1024;
+  // DCQCN notification point (RoCEv2 annex A17.9; mlx5 names).
+  uint64_t np_min_time_between_cnps_ns = 4000;
+  uint8_t cnp_dscp = 48;
+
+  uint32_t sq_psn = 0;
+  uint8_t timeout = 14;   // 4.096 us * 2^14 = 67 ms
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;  // 7 = infinite
+  uint8_t max_rd_atomic = 16;
+  // Requester AckReq policy: always on the last packet of a message, and
+  // on every N-th packet of a long message (0 = last packet only).
+  uint32_t ack_req_every_n = 64;
+  // Cap on PSNs in flight (at most 2^23 - 1 so that the responder can tell
+  // duplicates from future packets, IBA 9.7.1).
+  uint32_t max_inflight_psns = 8192;
+};
+
+class QueuePair {
+ public:
+  QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init);
+  QueuePair(const QueuePair&) = delete;
+  QueuePair& operator=(const QueuePair&) = delete;
+
+  uint32_t qpn() const { return qpn_; }
+  QpType type() const { return type_; }
+  QpState state() const { return state_; }
+  const QpAttr& attr() const { return attr_; }
+  const ProtectionDomain* pd() const { return pd_; }
+  const QpCounters& counters() const { return counters_; }
+  void set_cc_hooks(const CcHooks& hooks) { cc_ = hooks; }
+
+  // Step function of the state machine: 0 on success, EINVAL if the
+  // transition or an attribute is not allowed (IBA 10.3.1, 11.2.4.2).
+  int modify(QpState target, const QpAttr& attr);
+
+  // Verbs: 0, ENOMEM (queue full) or EINVAL (bad opcode for the QP type,
+  // too many SGEs, bad lkey / range, message too long, wrong state).
+  // In ERR, posted WRs complete at once with IBV_WC_WR_FLUSH_ERR.
+  int post_send(const SendWr& wr);
+  int post_recv(const RecvWr& wr);
+
+  void on_packet(const wire::ParsedPacket& pkt, uint64_t now);
+  size_t produce(uint64_t now, std::span<uint8_t> buf);
+  bool has_work(uint64_t now) const;
+  uint64_t next_deadline() const;
+  void on_timer(uint64_t now);
+
+  // Introspection (tests, stats).
+  uint32_t next_send_psn() const { return next_psn_; }
+  uint32_t expected_psn() const { return epsn_; }
+  uint32_t msn() const { return msn_; }
+  uint32_t send_queue_depth() const { return static_cast<uint32_t>(sq_tail_ - sq_head_); }
+  uint32_t recv_queue_depth() const { return static_cast<uint32_t>(rq_tail_ - rq_head_); }
+  uint32_t responses_queued() const { return resp_count_; }
+  uint32_t mtu() const { return mtu_; }
+
+ private:
+  // ---- qp.cc
+  void enter_error();
+  void flush_all();
+  void complete_send(SendWqe& w, ibv_wc_status status);
+  void complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
+                     uint32_t byte_len, unsigned flags, uint32_t imm,
+                     uint32_t inv_rkey, uint32_t src_qp);
+  bool check_sges(const Sge* sge, uint32_t n, uint32_t access, uint64_t* total) const;
+  bool gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) const;
+  bool scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len) const;
+  bool scatter_sges(const Sge* sge, uint32_t n, uint64_t offset, const uint8_t* src,
+                    uint32_t len) const;
+  AccessCheck check_remote(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                           const MemoryRegion** mr) const;
+  void maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now);
+  size_t build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
+               std::span<uint8_t> buf, const wire::PathSpec* path = nullptr);
+
+  // ---- requester.cc
+  size_t produce_request(uint64_t now, std::span<uint8_t> buf);
+  bool requester_has_work() const;
+  bool can_start(const SendWqe& w) const;
+  void start_wqe(SendWqe& w);
+  size_t build_request(SendWqe& w, uint32_t k, uint64_t now, std::span<uint8_t> buf,
+                       bool* ok);
+  void advance_cursor_after(const SendWqe& w, uint32_t k);
+  void rewind_to(uint32_t psn);
+  uint32_t resume_psn() const;  // first PSN not yet acknowledged
+  bool find_psn(uint32_t psn, uint64_t* index, uint32_t* k) const;
+  void arm_timer(uint64_t now);
+  void requester_timer(uint64_t now);
+  size_t produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* sent);
+
+  // ---- completer.cc
+  void on_response(const wire::ParsedPacket& pkt, uint64_t now);
+  bool ack_up_to(uint32_t psn, uint64_t now);  // false: ghost / stale
+  void retire(uint64_t now);
+  void on_read_response(const wire::ParsedPacket& pkt, uint64_t now);
+  void on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now);
+  void on_nak(const wire::ParsedPacket& pkt, uint64_t now);
+  void fail_head(uint32_t psn, ibv_wc_status status);
+  void fail_wqe(uint64_t index, ibv_wc_status status);
+  bool reject(const wire::ParsedPacket& pkt, wire::NakCode code, bool uc);
+  void sack_mark(uint32_t psn);
+  bool sacked(uint32_t psn) const;
+  void clear_sacks_through(uint32_t from, uint32_t to);
+
+  // ---- responder.cc
+  void on_request(const wire::ParsedPacket& pkt, uint64_t now);
+  void on_request_ud(const wire::ParsedPacket& pkt);
+  void on_request_uc(const wire::ParsedPacket& pkt);
+  // Executes the in-order request at epsn_; returns false when it was
+  // NAKed/RNR-NAKed or dropped (epsn_ not advanced).
+  bool execute(const wire::ParsedPacket& pkt, bool uc);
+  void on_duplicate(const wire::ParsedPacket& pkt);
+  void on_out_of_order(const wire::ParsedPacket& pkt);
+  bool sr_accept(const wire::ParsedPacket& pkt);
+  void sr_advance();
+  Response* push_response();
+  void queue_ack(uint32_t psn);
+  void queue_nak(uint32_t psn, wire::NakCode code, uint32_t msn_field, bool fatal);
+  void queue_rnr_nak(uint32_t psn);
+  size_t produce_response(uint64_t now, std::span<uint8_t> buf);
+  WriteContext* find_write_context(uint32_t psn);
+
+  Device& device_;
+  const uint32_t qpn_;
+  const QpType type_;
+  ProtectionDomain* pd_;
+  CompletionQueue* send_cq_;
+  CompletionQueue* recv_cq_;
+  const bool sq_sig_all_;
+  QpState state_ = QpState::kReset;
+  QpAttr attr_;
+  uint32_t mtu_ = 1024;
+  QpCounters counters_;
+  CcHooks cc_;
+
+  // Send queue (ring; the counters only grow, index = counter % size).
+  std::vector<SendWqe> sq_;
+  uint64_t sq_head_ = 0;  // oldest WQE not yet completed
+  uint64_t sq_send_ = 0;  // WQE holding the next packet to send
+  uint64_t sq_tail_ = 0;  // next free slot
+  uint32_t send_pkt_ = 0; // packet index in sq_[sq_send_]
+  uint32_t next_psn_ = 0; // PSN for the next WQE to start
+  uint32_t send_high_ = 0;  // one past the highest PSN ever sent
+  uint32_t acked_psn_ = 0;  // last PSN acknowledged (cumulative)
+  uint32_t outstanding_rd_atomic_ = 0;
+  uint8_t retry_left_ = 7;
+  uint8_t rnr_retry_left_ = 7;
+  uint64_t timer_deadline_ = 0;  // 0: disarmed
+  uint64_t rnr_wait_until_ = 0;  // 0: not waiting
+  uint32_t rnr_psn_ = 0;
+  bool read_gap_reissued_ = false;
+  uint32_t read_gap_psn_ = 0;
+  // RTT sampling: one AckReq packet in flight at a time.
+  bool rtt_probe_ = false;
+  uint32_t rtt_psn_ = 0;
+  uint64_t rtt_sent_ns_ = 0;
+  // Selective repeat, requester side.
+  std::vector<uint8_t> sack_;  // indexed by psn % size
+  bool sr_recovery_ = false;
+  uint32_t sr_cursor_ = 0;     // next PSN to consider resending
+  uint32_t sr_high_ = 0;       // resend holes below this PSN
+  std::array<uint8_t, 4096> scratch_{};
+
+  // Receive queue.
+  std::vector<RecvWqe> rq_;
+  uint64_t rq_head_ = 0;
+  uint64_t rq_tail_ = 0;
+
+  // Responder.
+  uint32_t epsn_ = 0;
+  uint32_t msn_ = 0;
+  enum class InMsg : uint8_t { kNone, kSend, kWrite };
+  InMsg in_msg_ = InMsg::kNone;
+  uint64_t recv_offset_ = 0;         // SEND: bytes placed in rq_[rq_head_]
+  bool recv_failed_ = false;
+  uint32_t write_first_psn_ = 0;     // WRITE in progress
+  uint64_t write_va_ = 0;
+  uint32_t write_length_ = 0;
+  uint32_t write_rkey_ = 0;
+  bool nak_seq_sent_ = false;        // one NAK per gap (IBA 9.7.5.2.1)
+  uint32_t unacked_ = 0;
+  std::vector<Response> resp_;
+  uint32_t resp_head_ = 0;
+  uint32_t resp_count_ = 0;
+  std::array<AtomicCacheEntry, kAtomicCacheSize> atomic_cache_{};
+  uint32_t atomic_cache_next_ = 0;
+  bool responder_fatal_ = false;     // a fatal NAK is queued: stop executing
+  // Selective repeat, responder side: opcode+1 of out-of-order packets
+  // already placed, indexed by psn % sack_window.
+  std::vector<uint8_t> ooo_;
+  std::array<WriteContext, kWriteContexts> write_ctx_{};
+  uint32_t write_ctx_next_ = 0;
+
+  // DCQCN NP.
+  bool cnp_pending_ = false;
+  bool cnp_sent_once_ = false;
+  uint64_t last_cnp_ns_ = 0;
+};
+
+}  // namespace droce::transport

@@ -1,0 +1,484 @@
+// QueuePair: state machine, verbs entry points, dispatch and shared helpers.
+#include "droce/transport/qp.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "droce/transport/device.h"
+#include "droce/transport/requester.h"
+#include "droce/wire/psn.h"
+
+namespace droce::transport {
+
+std::string_view to_string(QpType t) {
+  switch (t) {
+    case QpType::kRc: return "RC";
+    case QpType::kUc: return "UC";
+    case QpType::kUd: return "UD";
+  }
+  return "?";
+}
+
+std::string_view to_string(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kSqd: return "SQD";
+    case QpState::kSqe: return "SQE";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
+ibv_qp_state to_ibv(QpState s) {
+  switch (s) {
+    case QpState::kReset: return IBV_QPS_RESET;
+    case QpState::kInit: return IBV_QPS_INIT;
+    case QpState::kRtr: return IBV_QPS_RTR;
+    case QpState::kRts: return IBV_QPS_RTS;
+    case QpState::kSqd: return IBV_QPS_SQD;
+    case QpState::kSqe: return IBV_QPS_SQE;
+    case QpState::kErr: return IBV_QPS_ERR;
+  }
+  return IBV_QPS_UNKNOWN;
+}
+
+bool transition_allowed(QpState from, QpState to) {
+  using enum QpState;
+  if (to == kReset || to == kErr) return true;
+  switch (from) {
+    case kReset: return to == kInit;
+    case kInit: return to == kInit || to == kRtr;
+    case kRtr: return to == kRts;
+    case kRts: return to == kRts || to == kSqd;
+    case kSqd: return to == kRts || to == kSqd;
+    case kSqe: return to == kRts;
+    case kErr: return false;
+  }
+  return false;
+}
+
+QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
+    : device_(device),
+      qpn_(qpn),
+      type_(init.type),
+      pd_(init.pd),
+      send_cq_(init.send_cq),
+      recv_cq_(init.recv_cq),
+      sq_sig_all_(init.sq_sig_all),
+      sq_(init.caps.max_send_wr),
+      rq_(init.caps.max_recv_wr) {}
+
+int QueuePair::modify(QpState target, const QpAttr& a) {
+  if (!transition_allowed(state_, target)) return EINVAL;
+  switch (target) {
+    case QpState::kReset:
+      // IBA 10.3.1: RESET empties the queues without completions.
+      sq_head_ = sq_send_ = sq_tail_ = 0;
+      rq_head_ = rq_tail_ = 0;
+      resp_head_ = resp_count_ = 0;
+      in_msg_ = InMsg::kNone;
+      responder_fatal_ = false;
+      cnp_pending_ = false;
+      timer_deadline_ = rnr_wait_until_ = 0;
+      outstanding_rd_atomic_ = 0;
+      sr_recovery_ = false;
+      atomic_cache_ = {};
+      write_ctx_ = {};
+      break;
+    case QpState::kInit:
+      attr_.qp_access_flags = a.qp_access_flags;
+      attr_.pkey = a.pkey;
+      attr_.qkey = a.qkey;
+      break;
+    case QpState::kRtr: {
+      const uint32_t mtu = mtu_bytes(a.path_mtu);
+      if (mtu == 0 || a.rq_psn > wire::kPsnMask || a.dest_qpn > wire::kPsnMask) return EINVAL;
+      if (a.path.src_ip.v6 != a.path.dst_ip.v6) return EINVAL;
+      if (a.recovery == Recovery::kSelectiveRepeat &&
+          (a.sack_window < 64 || a.sack_window > (1u << 20) ||
+           (a.sack_window & (a.sack_window - 1)) != 0))
+        return EINVAL;
+      attr_.path = a.path;
+      attr_.dest_qpn = a.dest_qpn;
+      attr_.rq_psn = a.rq_psn;
+      attr_.path_mtu = a.path_mtu;
+      attr_.max_dest_rd_atomic = std::max<uint8_t>(1, a.max_dest_rd_atomic);
+      attr_.min_rnr_timer = a.min_rnr_timer & 31;
+      attr_.ack_every_n = a.ack_every_n;
+      attr_.recovery = a.recovery;
+      attr_.sack_window = a.sack_window;
+      attr_.np_min_time_between_cnps_ns = a.np_min_time_between_cnps_ns;
+      attr_.cnp_dscp = a.cnp_dscp;
+      mtu_ = mtu;
+      epsn_ = a.rq_psn;
+      msn_ = 0;
+      nak_seq_sent_ = false;
+      unacked_ = 0;
+      // Room for one outstanding answer per READ/atomic plus ACKs/NAKs
+      // interleaved with them.
+      resp_.assign(2u * attr_.max_dest_rd_atomic + 16, Response{});
+      resp_head_ = resp_count_ = 0;
+      if (a.recovery == Recovery::kSelectiveRepeat) {
+        ooo_.assign(a.sack_window, 0);
+        sack_.assign(a.sack_window, 0);
+      } else {
+        ooo_.clear();
+        sack_.clear();
+      }
+      break;
+    }
+    case QpState::kRts:
+      if (state_ == QpState::kRtr) {
+        if (a.sq_psn > wire::kPsnMask) return EINVAL;
+        attr_.sq_psn = a.sq_psn;
+        next_psn_ = send_high_ = a.sq_psn;
+        acked_psn_ = wire::psn_add(a.sq_psn, wire::kPsnMask);  // sq_psn - 1
+      }
+      attr_.timeout = a.timeout;
+      attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
+      attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);
+      attr_.max_rd_atomic = std::max<uint8_t>(1, a.max_rd_atomic);
+      attr_.ack_req_every_n = a.ack_req_every_n;
+      attr_.max_inflight_psns =
+          std::clamp<uint32_t>(a.max_inflight_psns, 1, wire::kPsnHalfSpace - 1);
+      if (attr_.recovery == Recovery::kSelectiveRepeat)
+        attr_.max_inflight_psns = std::min(attr_.max_inflight_psns, attr_.sack_window);
+      retry_left_ = attr_.retry_cnt;
+      rnr_retry_left_ = attr_.rnr_retry;
+      break;
+    case QpState::kSqd:
+    case QpState::kSqe:
+      break;
+    case QpState::kErr:
+      enter_error();
+      return 0;
+  }
+  state_ = target;
+  return 0;
+}
+
+void QueuePair::enter_error() {
+  state_ = QpState::kErr;
+  resp_head_ = resp_count_ = 0;
+  cnp_pending_ = false;
+  timer_deadline_ = rnr_wait_until_ = 0;
+  flush_all();
+}
+
+// IBA 10.3.1 (Error state) / 11.4.2.1: every outstanding WR completes with
+// "flushed in error", signaled or not.
+void QueuePair::flush_all() {
+  while (sq_head_ != sq_tail_) {
+    SendWqe& w = sq_[sq_head_ % sq_.size()];
+    WorkCompletion wc;
+    wc.wr_id = w.wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = wc_opcode_for(w.opcode);
+    wc.qp_num = qpn_;
+    send_cq_->push(wc);
+    ++counters_.flushed_wqes;
+    ++sq_head_;
+  }
+  sq_send_ = sq_head_;
+  send_pkt_ = 0;
+  while (rq_head_ != rq_tail_) {
+    const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+    WorkCompletion wc;
+    wc.wr_id = r.wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qpn_;
+    recv_cq_->push(wc);
+    ++counters_.flushed_wqes;
+    ++rq_head_;
+  }
+  in_msg_ = InMsg::kNone;
+}
+
+void QueuePair::complete_send(SendWqe& w, ibv_wc_status status) {
+  if (status == IBV_WC_SUCCESS && !sq_sig_all_ && !(w.send_flags & IBV_SEND_SIGNALED))
+    return;
+  WorkCompletion wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode_for(w.opcode);
+  wc.qp_num = qpn_;
+  if (w.opcode == IBV_WR_RDMA_READ) wc.byte_len = static_cast<uint32_t>(w.length);
+  if (w.is_atomic()) wc.byte_len = 8;
+  send_cq_->push(wc);
+  ++counters_.send_completions;
+}
+
+void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
+                              uint32_t byte_len, unsigned flags, uint32_t imm,
+                              uint32_t inv_rkey, uint32_t src_qp) {
+  WorkCompletion wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = op;
+  wc.byte_len = byte_len;
+  wc.wc_flags = flags;
+  wc.imm_data = imm;
+  wc.invalidated_rkey = inv_rkey;
+  wc.qp_num = qpn_;
+  wc.src_qp = src_qp;
+  recv_cq_->push(wc);
+  ++counters_.recv_completions;
+}
+
+bool QueuePair::check_sges(const Sge* sge, uint32_t n, uint32_t access,
+                           uint64_t* total) const {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (sge[i].length == 0) continue;
+    const MemoryRegion* mr = device_.find_mr(sge[i].lkey);
+    if (!mr || mr->pd() != pd_ || !mr->allows(access) ||
+        !mr->translate(sge[i].addr, sge[i].length))
+      return false;
+    sum += sge[i].length;
+  }
+  *total = sum;
+  return true;
+}
+
+bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
+                       uint8_t* dst) const {
+  for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len));
+    // Re-translate every time: the MR may have been deregistered since
+    // post_send (then this is a local protection error).
+    const MemoryRegion* mr = device_.find_mr(s.lkey);
+    const uint8_t* src = mr ? mr->translate(s.addr + offset, n) : nullptr;
+    if (!src) return false;
+    std::memcpy(dst, src, n);
+    dst += n;
+    len -= n;
+    offset = 0;
+  }
+  return len == 0;
+}
+
+bool QueuePair::scatter_sges(const Sge* sge, uint32_t num, uint64_t offset,
+                             const uint8_t* src, uint32_t len) const {
+  for (uint32_t i = 0; i < num && len > 0; ++i) {
+    const Sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length - offset, len));
+    const MemoryRegion* mr = device_.find_mr(s.lkey);
+    if (!mr || !mr->allows(IBV_ACCESS_LOCAL_WRITE)) return false;
+    uint8_t* dst = mr->translate(s.addr + offset, n);
+    if (!dst) return false;
+    std::memcpy(dst, src, n);
+    src += n;
+    len -= n;
+    offset = 0;
+  }
+  return len == 0;
+}
+
+bool QueuePair::scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src,
+                        uint32_t len) const {
+  return scatter_sges(w.sge.data(), w.num_sge, offset, src, len);
+}
+
+AccessCheck QueuePair::check_remote(uint32_t rkey, uint64_t va, uint64_t len,
+                                    uint32_t access, const MemoryRegion** out) const {
+  const MemoryRegion* mr = device_.find_mr(rkey);
+  // IBA 10.6.3.2: the R_Key must name a valid region of the QP's PD.
+  if (!mr || mr->pd() != pd_ || !mr->remote_valid()) return AccessCheck::kBadKey;
+  if (!mr->allows(access)) return AccessCheck::kNoPermission;
+  if (!mr->translate(va, len)) return AccessCheck::kOutOfRange;
+  *out = mr;
+  return AccessCheck::kOk;
+}
+
+int QueuePair::post_send(const SendWr& wr) {
+  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kRtr)
+    return EINVAL;  // IBA 10.3.1: the send queue works from RTS on
+  if (wr.sg_list.size() > kMaxSge) return EINVAL;
+  switch (wr.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: break;
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      if (type_ != QpType::kRc) return EINVAL;
+      break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      if (type_ == QpType::kUd) return EINVAL;
+      break;
+    default: return EINVAL;
+  }
+  if (type_ == QpType::kUd && !wr.ud_path) return EINVAL;
+  if (sq_tail_ - sq_head_ >= sq_.size()) return ENOMEM;
+
+  SendWqe& w = sq_[sq_tail_ % sq_.size()];
+  w = SendWqe{};
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge.begin());
+  w.imm_data = wr.imm_data;
+  w.invalidate_rkey = wr.invalidate_rkey;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  if (wr.ud_path) w.ud_path = *wr.ud_path;
+  w.ud_remote_qpn = wr.ud_remote_qpn & wire::kPsnMask;
+  w.ud_remote_qkey = wr.ud_remote_qkey;
+  // READ and atomic targets are written locally, so they need local write
+  // (IBA 10.6.3.1); gathered data needs only a valid lkey.
+  const uint32_t local_access = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
+  if (!check_sges(w.sge.data(), w.num_sge, local_access, &w.length)) return EINVAL;
+  if (w.is_atomic()) {
+    if (w.length < 8) return EINVAL;  // the original value lands here
+    w.length = 8;
+  }
+  if (w.length > kMaxMessageBytes) return EINVAL;
+  if (type_ == QpType::kUd && w.length > mtu_) return EINVAL;
+  ++sq_tail_;
+  if (state_ == QpState::kErr) flush_all();
+  return 0;
+}
+
+int QueuePair::post_recv(const RecvWr& wr) {
+  if (state_ == QpState::kReset) return EINVAL;
+  if (wr.sg_list.size() > kMaxSge) return EINVAL;
+  if (rq_tail_ - rq_head_ >= rq_.size()) return ENOMEM;
+  RecvWqe& r = rq_[rq_tail_ % rq_.size()];
+  r.wr_id = wr.wr_id;
+  r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
+  if (!check_sges(r.sge.data(), r.num_sge, IBV_ACCESS_LOCAL_WRITE, &r.length)) return EINVAL;
+  ++rq_tail_;
+  if (state_ == QpState::kErr) flush_all();
+  return 0;
+}
+
+void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
+  if (!pkt.info || !pkt.info->supported) return;
+  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr) {
+    ++counters_.rx_dropped_bad_state;
+    return;
+  }
+  const wire::OpcodeInfo& info = *pkt.info;
+  if (info.op_class == wire::OpClass::kCnp) {
+    // RoCEv2 annex A17.9.3: the reaction point lowers its rate.
+    ++counters_.cnps_received;
+    if (cc_.on_cnp) cc_.on_cnp(cc_.ctx, qpn_, now);
+    return;
+  }
+  const wire::Transport want = type_ == QpType::kRc   ? wire::Transport::kRc
+                               : type_ == QpType::kUc ? wire::Transport::kUc
+                                                      : wire::Transport::kUd;
+  if (info.transport != want) {
+    ++counters_.rx_dropped_wrong_transport;
+    return;
+  }
+  maybe_cnp(pkt, now);
+  if (info.op_class == wire::OpClass::kRequest) {
+    on_request(pkt, now);
+  } else if (type_ == QpType::kRc) {
+    if (state_ == QpState::kRtr) {
+      ++counters_.rx_dropped_bad_state;  // nothing sent yet: cannot be ours
+      return;
+    }
+    on_response(pkt, now);
+  }
+}
+
+// DCQCN notification point (RoCEv2 annex A17.9.2, mlx5 behaviour): a
+// CE-marked data packet triggers a CNP back to the sending QP, at most one
+// per np_min_time_between_cnps.
+void QueuePair::maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now) {
+  if (pkt.ecn != wire::Ecn::kCe || type_ == QpType::kUd) return;
+  if (pkt.info->op_class != wire::OpClass::kRequest &&
+      pkt.info->op_class != wire::OpClass::kResponse)
+    return;
+  ++counters_.rx_ecn_ce;
+  if (cnp_pending_ ||
+      (cnp_sent_once_ && now - last_cnp_ns_ < attr_.np_min_time_between_cnps_ns)) {
+    ++counters_.cnps_suppressed;
+    return;
+  }
+  cnp_pending_ = true;
+  cnp_sent_once_ = true;
+  last_cnp_ns_ = now;
+}
+
+size_t QueuePair::build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
+                        std::span<uint8_t> buf, const wire::PathSpec* path) {
+  const size_t n = wire::build_packet(path ? *path : attr_.path, t, payload, buf);
+  if (n) {
+    ++counters_.tx_packets;
+    counters_.tx_bytes += payload.size();
+  }
+  return n;
+}
+
+size_t QueuePair::produce(uint64_t now, std::span<uint8_t> buf) {
+  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr)
+    return 0;
+  if (cnp_pending_) {
+    wire::TransportSpec t;
+    t.opcode = wire::kOpCnp;
+    t.dest_qp = attr_.dest_qpn;
+    t.becn = true;  // annex A17.9.2: BECN set in a CNP
+    t.pkey = attr_.pkey;
+    wire::PathSpec path = attr_.path;
+    path.ecn = wire::Ecn::kNotEct;
+    path.dscp = attr_.cnp_dscp;
+    const size_t n = build(t, {}, buf, &path);
+    if (n) {
+      cnp_pending_ = false;
+      ++counters_.cnps_sent;
+      return n;
+    }
+    return 0;
+  }
+  if (resp_count_ > 0) {
+    const size_t n = produce_response(now, buf);
+    if (n || state_ == QpState::kErr) return n;
+  }
+  if (state_ == QpState::kRts || state_ == QpState::kSqd)
+    return produce_request(now, buf);
+  return 0;
+}
+
+bool QueuePair::has_work(uint64_t) const {
+  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr)
+    return false;
+  if (cnp_pending_ || resp_count_ > 0) return true;
+  return (state_ == QpState::kRts || state_ == QpState::kSqd) && requester_has_work();
+}
+
+uint64_t QueuePair::next_deadline() const {
+  uint64_t d = std::numeric_limits<uint64_t>::max();
+  if (timer_deadline_) d = std::min(d, timer_deadline_);
+  if (rnr_wait_until_) d = std::min(d, rnr_wait_until_);
+  return d;
+}
+
+void QueuePair::on_timer(uint64_t now) {
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) return;
+  requester_timer(now);
+}
+
+}  // namespace droce::transport

@@ -1,0 +1,402 @@
+// Requester: turns send WQEs into request packets (IBA 9.7.4 "Requester
+// side", 9.7.6 retransmission): PSN assignment, segmentation by path MTU,
+// AckReq policy, outstanding-request limits, go-back-N and selective-repeat
+// retransmission, the local ACK timer and RNR waits.
+#include <algorithm>
+
+#include "droce/transport/qp.h"
+#include "droce/transport/requester.h"
+#include "droce/wire/psn.h"
+
+namespace droce::transport {
+
+namespace {
+bool unstarted_or(const SendWqe& w) { return !w.started; }
+}  // namespace
+
+uint32_t QueuePair::resume_psn() const {
+  if (sq_head_ == sq_tail_) return next_psn_;
+  const SendWqe& w = sq_[sq_head_ % sq_.size()];
+  if (unstarted_or(w)) return next_psn_;
+  if (w.is_read_or_atomic()) return wire::psn_add(w.first_psn, w.resp_received);
+  const uint32_t after_ack = wire::psn_add(acked_psn_, 1);
+  return wire::psn_gt(after_ack, w.first_psn) ? after_ack : w.first_psn;
+}
+
+bool QueuePair::find_psn(uint32_t psn, uint64_t* index, uint32_t* k) const {
+  for (uint64_t i = sq_head_; i != sq_tail_; ++i) {
+    const SendWqe& w = sq_[i % sq_.size()];
+    if (!w.started) break;
+    const uint32_t d = wire::psn_distance(w.first_psn, psn);
+    if (d < w.npkts) {
+      *index = i;
+      *k = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Go back to `psn` (IBA 9.7.6.2: retransmit starting from the first
+// unacknowledged packet).
+void QueuePair::rewind_to(uint32_t psn) {
+  uint64_t idx;
+  uint32_t k;
+  if (find_psn(psn, &idx, &k)) {
+    SendWqe& w = sq_[idx % sq_.size()];
+    sq_send_ = idx;
+    send_pkt_ = w.is_atomic() ? 0 : k;
+  } else {
+    uint64_t i = sq_head_;
+    while (i != sq_tail_ && sq_[i % sq_.size()].started) ++i;
+    sq_send_ = i;
+    send_pkt_ = 0;
+  }
+  rtt_probe_ = false;  // Karn: retransmissions give no RTT sample
+}
+
+bool QueuePair::can_start(const SendWqe& w) const {
+  if (state_ != QpState::kRts) return false;  // SQD: drain, start nothing new
+  if (type_ != QpType::kRc) return true;
+  if (w.is_read_or_atomic() && outstanding_rd_atomic_ >= attr_.max_rd_atomic) return false;
+  // IBV_SEND_FENCE (IBA 10.8.3.3): wait for earlier READ/atomics.
+  if ((w.send_flags & IBV_SEND_FENCE) && outstanding_rd_atomic_ > 0) return false;
+  return true;
+}
+
+void QueuePair::start_wqe(SendWqe& w) {
+  w.started = true;
+  w.first_psn = next_psn_;
+  if (w.is_atomic() || type_ == QpType::kUd)
+    w.npkts = 1;
+  else
+    w.npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (w.length + mtu_ - 1) / mtu_));
+  next_psn_ = wire::psn_add(next_psn_, w.npkts);
+  if (w.is_read_or_atomic()) ++outstanding_rd_atomic_;
+}
+
+bool QueuePair::requester_has_work() const {
+  if (rnr_wait_until_) return false;
+  if (sr_recovery_ && wire::psn_lt(sr_cursor_, sr_high_)) return true;
+  for (uint64_t i = sq_send_; i != sq_tail_; ++i) {
+    const SendWqe& w = sq_[i % sq_.size()];
+    if (!w.started) return can_start(w);
+    if (w.is_read_or_atomic() && w.done) continue;
+    if (type_ == QpType::kRc && !w.is_read_or_atomic() &&
+        wire::psn_le(w.last_psn(), acked_psn_) && wire::psn_ge(acked_psn_, w.first_psn))
+      continue;
+    return true;
+  }
+  return false;
+}
+
+void QueuePair::arm_timer(uint64_t now) {
+  const uint64_t t = ack_timeout_ns(attr_.timeout);
+  timer_deadline_ = t ? now + t : 0;
+}
+
+size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint8_t> buf,
+                                bool* ok) {
+  *ok = true;
+  wire::TransportSpec t;
+  t.dest_qp = type_ == QpType::kUd ? w.ud_remote_qpn : attr_.dest_qpn;
+  t.pkey = attr_.pkey;
+  t.psn = wire::psn_add(w.first_psn, k);
+  const wire::PathSpec* path = type_ == QpType::kUd ? &w.ud_path : nullptr;
+  std::span<const uint8_t> payload;
+  switch (w.opcode) {
+    case IBV_WR_RDMA_READ: {
+      // A re-issued READ asks only for what is missing (IBA 9.7.6.2.?).
+      const uint64_t off = uint64_t{k} * mtu_;
+      t.opcode = IBV_OPCODE_RC_RDMA_READ_REQUEST;
+      t.reth_va = w.remote_addr + off;
+      t.reth_rkey = w.rkey;
+      t.reth_dma_length = static_cast<uint32_t>(w.length - std::min(off, w.length));
+      t.ack_req = true;
+      break;
+    }
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      t.opcode = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP
+                                                       : IBV_OPCODE_RC_FETCH_ADD;
+      t.atomic_va = w.remote_addr;
+      t.atomic_rkey = w.rkey;
+      if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+        t.atomic_compare = w.compare_add;
+        t.atomic_swap_add = w.swap;
+      } else {
+        t.atomic_swap_add = w.compare_add;
+      }
+      t.ack_req = true;
+      break;
+    default: {
+      const bool first = k == 0;
+      const bool last = k + 1 == w.npkts;
+      const uint64_t off = uint64_t{k} * mtu_;
+      const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
+      if (len > 0) {
+        if (!gather(w, off, len, scratch_.data())) {
+          *ok = false;
+          return 0;
+        }
+        payload = {scratch_.data(), len};
+      }
+      const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      // Per-transport opcode: low 5 bits as in IBA 9.2.1 table 38.
+      uint8_t code;
+      if (first && last) code = write ? (imm ? 0x0b : 0x0a) : (imm ? 0x05 : 0x04);
+      else if (first) code = write ? 0x06 : 0x00;
+      else if (last) code = write ? (imm ? 0x09 : 0x08) : (imm ? 0x03 : 0x02);
+      else code = write ? 0x07 : 0x01;
+      if (w.opcode == IBV_WR_SEND_WITH_INV && last) {
+        code = first ? wire::kOpRcSendOnlyWithInvalidate : wire::kOpRcSendLastWithInvalidate;
+        t.ieth_rkey = w.invalidate_rkey;
+      }
+      if (type_ == QpType::kUd) {
+        t.opcode = imm ? IBV_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE : IBV_OPCODE_UD_SEND_ONLY;
+        t.deth_qkey = w.ud_remote_qkey;
+        t.deth_src_qp = qpn_;
+      } else {
+        t.opcode = static_cast<uint8_t>((type_ == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC) | code);
+      }
+      if (write && first) {
+        t.reth_va = w.remote_addr;
+        t.reth_rkey = w.rkey;
+        t.reth_dma_length = static_cast<uint32_t>(w.length);
+      }
+      t.imm_data = w.imm_data;
+      t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
+      // AckReq (IBA 9.7.4.1.?): on the last packet of every message, and
+      // every ack_req_every_n packets so long messages make progress.
+      t.ack_req = type_ == QpType::kRc &&
+                  (last || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0));
+      break;
+    }
+  }
+  return build(t, payload, buf, path);
+}
+
+// Moves sq_ past a request packet just sent from the cursor.
+void QueuePair::advance_cursor_after(const SendWqe& w, uint32_t k) {
+  if (w.is_read_or_atomic() || k + 1 >= w.npkts) {
+    ++sq_send_;
+    send_pkt_ = 0;
+  } else {
+    send_pkt_ = k + 1;
+  }
+}
+
+// Fails WQE `index`: earlier unfinished WQEs are flushed, this one gets
+// `status` (always reported, signaled or not), the rest flush with the QP.
+void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
+  while (sq_head_ != index && sq_head_ != sq_tail_) {
+    SendWqe& e = sq_[sq_head_ % sq_.size()];
+    complete_send(e, IBV_WC_WR_FLUSH_ERR);
+    ++counters_.flushed_wqes;
+    ++sq_head_;
+  }
+  if (sq_head_ != sq_tail_) {
+    complete_send(sq_[sq_head_ % sq_.size()], status);
+    ++sq_head_;
+  }
+  enter_error();
+}
+
+size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
+  if (rnr_wait_until_) return 0;
+  if (type_ == QpType::kRc && sr_recovery_) {
+    bool attempted = false;
+    const size_t n = produce_sack_hole(now, buf, &attempted);
+    if (attempted) return n;
+  }
+  SendWqe* wp = nullptr;
+  while (sq_send_ != sq_tail_) {
+    SendWqe& w = sq_[sq_send_ % sq_.size()];
+    if (w.started && type_ == QpType::kRc) {
+      if (w.is_read_or_atomic() && w.done) {
+        ++sq_send_;
+        send_pkt_ = 0;
+        continue;
+      }
+      if (!w.is_read_or_atomic()) {
+        // Packets the responder already acknowledged (we went back past
+        // them to re-issue an earlier READ) are not sent again.
+        const uint32_t psn = wire::psn_add(w.first_psn, send_pkt_);
+        if (wire::psn_le(psn, acked_psn_) && wire::psn_ge(acked_psn_, w.first_psn)) {
+          const uint32_t next = wire::psn_distance(w.first_psn, acked_psn_) + 1;
+          if (next >= w.npkts) {
+            ++sq_send_;
+            send_pkt_ = 0;
+            continue;
+          }
+          send_pkt_ = next;
+        }
+      }
+      if (w.opcode == IBV_WR_RDMA_READ) send_pkt_ = std::max(send_pkt_, w.resp_received);
+    }
+    wp = &w;
+    break;
+  }
+  if (!wp) return 0;
+  SendWqe& w = *wp;
+  if (!w.started) {
+    if (!can_start(w)) return 0;
+    if (type_ == QpType::kRc &&
+        wire::psn_distance(resume_psn(), next_psn_) >= attr_.max_inflight_psns) {
+      ++counters_.window_stalls;
+      return 0;
+    }
+    start_wqe(w);
+  }
+  const uint32_t k = send_pkt_;
+  const uint32_t psn = wire::psn_add(w.first_psn, k);
+  if (type_ == QpType::kRc &&
+      wire::psn_distance(resume_psn(), psn) >= attr_.max_inflight_psns) {
+    ++counters_.window_stalls;
+    return 0;
+  }
+  const uint32_t bytes = w.is_read_or_atomic()
+                             ? 0
+                             : static_cast<uint32_t>(std::min<uint64_t>(
+                                   mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));
+  if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
+    ++counters_.cc_stalls;
+    return 0;
+  }
+  bool ok;
+  const size_t n = build_request(w, k, now, buf, &ok);
+  if (!ok) {
+    // The local buffer vanished since post_send: local protection error
+    // (IBA 10.8.3.? / 11.6.2), the QP enters ERR.
+    ++counters_.local_errors;
+    fail_wqe(sq_send_, IBV_WC_LOC_PROT_ERR);
+    return 0;
+  }
+  if (!n) return 0;
+  ++counters_.tx_request_packets;
+  const bool retransmit = type_ == QpType::kRc && wire::psn_lt(psn, send_high_);
+  if (retransmit) {
+    ++counters_.tx_retransmit_packets;
+    w.retransmitted = true;
+  } else {
+    const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
+    send_high_ = wire::psn_add(psn, span);
+    if (type_ == QpType::kRc && !rtt_probe_) {
+      rtt_probe_ = true;
+      rtt_psn_ = wire::psn_add(send_high_, wire::kPsnMask);
+      rtt_sent_ns_ = now;
+    }
+  }
+  w.last_sent_ns = now;
+  if (cc_.on_send) cc_.on_send(cc_.ctx, qpn_, bytes, retransmit, now);
+  if (type_ == QpType::kRc) {
+    if (!timer_deadline_) arm_timer(now);
+    advance_cursor_after(w, k);
+  } else {
+    // UC/UD: no acknowledgements; the WQE completes once its last packet
+    // is handed to the wire (IBA 9.8.? / 11.4.2.1).
+    const bool last = k + 1 >= w.npkts;
+    advance_cursor_after(w, k);
+    if (last) {
+      complete_send(w, IBV_WC_SUCCESS);
+      ++sq_head_;
+    }
+  }
+  return n;
+}
+
+// Selective repeat: resend the next hole below the highest SACKed PSN.
+size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* attempted) {
+  *attempted = false;
+  while (wire::psn_lt(sr_cursor_, sr_high_)) {
+    if (wire::psn_le(sr_cursor_, acked_psn_)) {
+      sr_cursor_ = wire::psn_add(acked_psn_, 1);
+      continue;
+    }
+    if (sacked(sr_cursor_) || wire::psn_ge(sr_cursor_, send_high_)) {
+      sr_cursor_ = wire::psn_add(sr_cursor_, 1);
+      continue;
+    }
+    uint64_t idx;
+    uint32_t k;
+    if (!find_psn(sr_cursor_, &idx, &k)) {
+      sr_cursor_ = wire::psn_add(sr_cursor_, 1);
+      continue;
+    }
+    SendWqe& w = sq_[idx % sq_.size()];
+    uint32_t next_cursor = wire::psn_add(sr_cursor_, 1);
+    if (w.is_read_or_atomic()) {
+      next_cursor = wire::psn_add(w.first_psn, w.npkts);
+      if (w.done) {
+        sr_cursor_ = next_cursor;
+        continue;
+      }
+      k = w.is_atomic() ? 0 : w.resp_received;
+    }
+    const uint32_t bytes = w.is_read_or_atomic() ? 0 : mtu_;
+    *attempted = true;
+    if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
+      ++counters_.cc_stalls;
+      return 0;
+    }
+    bool ok;
+    const size_t n = build_request(w, k, now, buf, &ok);
+    if (!ok) {
+      ++counters_.local_errors;
+      fail_wqe(idx, IBV_WC_LOC_PROT_ERR);
+      return 0;
+    }
+    if (!n) return 0;
+    sr_cursor_ = next_cursor;
+    ++counters_.tx_request_packets;
+    ++counters_.tx_retransmit_packets;
+    ++counters_.retransmit_sack_holes;
+    w.retransmitted = true;
+    w.last_sent_ns = now;
+    rtt_probe_ = false;
+    if (cc_.on_send) cc_.on_send(cc_.ctx, qpn_, bytes, true, now);
+    if (!timer_deadline_) arm_timer(now);
+    return n;
+  }
+  sr_recovery_ = false;
+  return 0;
+}
+
+void QueuePair::requester_timer(uint64_t now) {
+  if (rnr_wait_until_ && now >= rnr_wait_until_) {
+    // IBA 9.7.5.2.8: after the RNR delay, resend from the NAKed PSN.
+    rnr_wait_until_ = 0;
+    rewind_to(rnr_psn_);
+    arm_timer(now);
+  }
+  if (!timer_deadline_ || now < timer_deadline_) return;
+  const bool outstanding = sq_head_ != sq_tail_ && sq_[sq_head_ % sq_.size()].started;
+  if (!outstanding) {
+    timer_deadline_ = 0;
+    return;
+  }
+  // IBA 9.7.6.1.3: local ACK timeout; retry_cnt bounds consecutive
+  // timeouts without progress, then IBV_WC_RETRY_EXC_ERR.
+  ++counters_.retransmit_timeouts;
+  if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kTimeout, now);
+  if (retry_left_ == 0) {
+    ++counters_.retry_exceeded;
+    fail_head(resume_psn(), IBV_WC_RETRY_EXC_ERR);
+    return;
+  }
+  --retry_left_;
+  if (attr_.recovery == Recovery::kSelectiveRepeat) {
+    // Resend every outstanding packet not SACKed, then continue.
+    sr_recovery_ = true;
+    sr_cursor_ = resume_psn();
+    sr_high_ = send_high_;
+    rtt_probe_ = false;
+    // A READ needing re-issue is also covered by the hole walk.
+  } else {
+    rewind_to(resume_psn());
+  }
+  arm_timer(now);
+}
+
+}  // namespace droce::transport

@@ -1,0 +1,648 @@
+// Responder: requests from the network (IBA 9.7.5.2 "Responder side
+// behavior", 9.8 for UC, 9.8.? / 11.4.1.2 for UD). Everything here comes from
+// the wire: every field is checked before it is used, and nothing is written
+// outside a registered region (IBA 10.6.3 access rights).
+#include <algorithm>
+#include <cstring>
+
+#include "droce/transport/device.h"
+#include "droce/transport/qp.h"
+#include "droce/wire/psn.h"
+
+namespace droce::transport {
+
+using wire::NakCode;
+using wire::Operation;
+using wire::Position;
+
+namespace {
+constexpr uint32_t kGrhSize = 40;  // IBA 11.4.1.2: UD receive buffers start with a GRH
+}
+
+void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
+  ++counters_.rx_request_packets;
+  if (type_ == QpType::kUd) return on_request_ud(pkt);
+  if (type_ == QpType::kUc) return on_request_uc(pkt);
+  if (responder_fatal_) {
+    ++counters_.rx_dropped_bad_state;
+    return;
+  }
+  const int32_t d = wire::psn_diff(pkt.psn, epsn_);
+  if (d < 0) return on_duplicate(pkt);
+  if (d > 0) return on_out_of_order(pkt);
+  if (execute(pkt, false)) {
+    nak_seq_sent_ = false;
+    if (attr_.recovery == Recovery::kSelectiveRepeat) sr_advance();
+  }
+}
+
+// Class of error -> NAK (RC) or silent drop (UC, IBA 9.8.3.?: UC has no
+// acknowledgements; the damaged message is discarded).
+bool QueuePair::reject(const wire::ParsedPacket& pkt, NakCode code, bool uc) {
+  if (uc) {
+    ++counters_.rx_dropped_uc;
+    in_msg_ = InMsg::kNone;
+    return false;
+  }
+  queue_nak(pkt.psn, code, msn_, /*fatal=*/true);
+  return false;
+}
+
+bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const Operation op = info.operation;
+  const Position pos = info.position;
+  const uint32_t len = pkt.payload_length;
+  // Keep one slot for a NAK: an answer we cannot queue is a request we did
+  // not receive (the requester retransmits it).
+  if (!uc && resp_count_ + 2 > resp_.size()) {
+    ++counters_.rx_response_queue_full;
+    return false;
+  }
+  // Opcode sequence (IBA 9.7.5.2.2 / C9-?: middle and last continue the
+  // message in progress; first and only start one).
+  const bool cont = pos == Position::kMiddle || pos == Position::kLast;
+  if (in_msg_ != InMsg::kNone) {
+    const bool same = (in_msg_ == InMsg::kSend && op == Operation::kSend) ||
+                      (in_msg_ == InMsg::kWrite && op == Operation::kWrite);
+    if (!cont || !same) {
+      if (uc) {
+        // UC: the previous message lost its tail; drop it and start over
+        // with this packet if it begins a message.
+        in_msg_ = InMsg::kNone;
+        ++counters_.rx_dropped_uc;
+        if (cont) return false;
+      } else {
+        return reject(pkt, NakCode::kInvalidRequest, uc);
+      }
+    }
+  } else if (cont) {
+    return reject(pkt, NakCode::kInvalidRequest, uc);
+  }
+  // Payload length rules (IBA 9.7.5.2.?): first and middle packets carry
+  // exactly the path MTU; last carries 1..MTU; only carries 0..MTU.
+  if (len > mtu_ || ((pos == Position::kFirst || pos == Position::kMiddle) && len != mtu_) ||
+      (pos == Position::kLast && len == 0))
+    return reject(pkt, NakCode::kInvalidRequest, uc);
+
+  switch (op) {
+    case Operation::kSend: {
+      if (pos == Position::kFirst || pos == Position::kOnly) {
+        if (rq_head_ == rq_tail_) {
+          // IBA 9.7.5.2.8: no receive WQE -> RNR NAK; the PSN is not consumed.
+          if (uc) {
+            ++counters_.rx_dropped_uc;
+            return false;
+          }
+          queue_rnr_nak(pkt.psn);
+          return false;
+        }
+        in_msg_ = InMsg::kSend;
+        recv_offset_ = 0;
+      }
+      const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+      if (recv_offset_ + len > r.length) {
+        // Message longer than the receive buffer: the receive WQE completes
+        // with a local length error, the requester gets Invalid Request
+        // (IBA 9.7.5.2.? / verbs IBV_WC_REM_INV_REQ_ERR).
+        complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
+        ++rq_head_;
+        in_msg_ = InMsg::kNone;
+        return reject(pkt, NakCode::kInvalidRequest, uc);
+      }
+      if (!scatter(r, recv_offset_, pkt.payload, len)) {
+        // The receive buffer's MR went away: local protection error here,
+        // Remote Operational Error for the requester (IBA 9.7.5.2.?).
+        complete_recv(r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
+        ++rq_head_;
+        in_msg_ = InMsg::kNone;
+        return reject(pkt, NakCode::kRemoteOperationalError, uc);
+      }
+      recv_offset_ += len;
+      if (info.is_last_or_only()) {
+        unsigned flags = 0;
+        uint32_t inv = 0;
+        if (pkt.has(wire::kExtImmDt)) flags |= IBV_WC_WITH_IMM;
+        if (pkt.has(wire::kExtIeth)) {
+          // IBA 10.6.7.2 (Send with Invalidate): the named R_Key must be a
+          // region of this PD.
+          MemoryRegion* mr = const_cast<MemoryRegion*>(device_.find_mr(pkt.ieth_rkey));
+          if (!mr || mr->pd() != pd_) {
+            complete_recv(r, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
+            ++rq_head_;
+            in_msg_ = InMsg::kNone;
+            return reject(pkt, NakCode::kInvalidRequest, uc);
+          }
+          mr->invalidate_remote();
+          inv = pkt.ieth_rkey;
+          flags |= IBV_WC_WITH_INV;
+        }
+        complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(recv_offset_),
+                      flags, pkt.imm_data, inv, 0);
+        ++rq_head_;
+        in_msg_ = InMsg::kNone;
+        msn_ = wire::psn_add(msn_, 1);
+      }
+      break;
+    }
+    case Operation::kWrite: {
+      if (pos == Position::kFirst || pos == Position::kOnly) {
+        if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+          return reject(pkt, NakCode::kRemoteAccessError, uc);
+        if (pkt.reth_dma_length > kMaxMessageBytes)
+          return reject(pkt, NakCode::kInvalidRequest, uc);
+        if (pkt.reth_dma_length > 0) {
+          const MemoryRegion* mr = nullptr;
+          if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
+                           IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk)
+            return reject(pkt, NakCode::kRemoteAccessError, uc);
+        }
+        write_first_psn_ = pkt.psn;
+        write_va_ = pkt.reth_va;
+        write_length_ = pkt.reth_dma_length;
+        write_rkey_ = pkt.reth_rkey;
+        in_msg_ = InMsg::kWrite;
+        if (attr_.recovery == Recovery::kSelectiveRepeat && pos == Position::kFirst) {
+          WriteContext& c = write_ctx_[write_ctx_next_++ % kWriteContexts];
+          c = WriteContext{true, pkt.psn, (write_length_ + mtu_ - 1) / mtu_, write_va_,
+                           write_length_, write_rkey_};
+        }
+      }
+      // Offset from the PSN distance to the first packet: exact because
+      // every packet but the last carries exactly one MTU.
+      const uint64_t offset = uint64_t{wire::psn_distance(write_first_psn_, pkt.psn)} * mtu_;
+      if (offset + len > write_length_ ||
+          (info.is_last_or_only() && offset + len != write_length_)) {
+        // The payload disagrees with the RETH DMA length (IBA 9.7.5.2.?).
+        in_msg_ = InMsg::kNone;
+        return reject(pkt, NakCode::kInvalidRequest, uc);
+      }
+      if (pkt.has(wire::kExtImmDt) && rq_head_ == rq_tail_) {
+        // WRITE with immediate consumes a receive WQE at its last packet.
+        if (uc) {
+          in_msg_ = InMsg::kNone;
+          ++counters_.rx_dropped_uc;
+          return false;
+        }
+        queue_rnr_nak(pkt.psn);
+        return false;
+      }
+      if (len > 0) {
+        const MemoryRegion* mr = nullptr;
+        if (check_remote(write_rkey_, write_va_ + offset, len, IBV_ACCESS_REMOTE_WRITE,
+                         &mr) != AccessCheck::kOk) {
+          in_msg_ = InMsg::kNone;
+          return reject(pkt, NakCode::kRemoteAccessError, uc);
+        }
+        std::memcpy(mr->translate(write_va_ + offset, len), pkt.payload, len);
+      }
+      if (info.is_last_or_only()) {
+        if (pkt.has(wire::kExtImmDt)) {
+          const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+          complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, write_length_,
+                        IBV_WC_WITH_IMM, pkt.imm_data, 0, 0);
+          ++rq_head_;
+        }
+        in_msg_ = InMsg::kNone;
+        msn_ = wire::psn_add(msn_, 1);
+      }
+      break;
+    }
+    case Operation::kReadRequest: {
+      if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_READ))
+        return reject(pkt, NakCode::kRemoteAccessError, uc);
+      if (pkt.reth_dma_length > kMaxMessageBytes)
+        return reject(pkt, NakCode::kInvalidRequest, uc);
+      if (pkt.reth_dma_length > 0) {
+        const MemoryRegion* mr = nullptr;
+        if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
+                         IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
+          return reject(pkt, NakCode::kRemoteAccessError, uc);
+      }
+      // IBA 9.7.5.2.? : more outstanding READ/atomics than the responder
+      // advertised (max_dest_rd_atomic) is an invalid request.
+      uint32_t reads = 0;
+      for (uint32_t i = 0; i < resp_count_; ++i)
+        if (resp_[(resp_head_ + i) % resp_.size()].kind == Response::Kind::kRead) ++reads;
+      if (reads >= attr_.max_dest_rd_atomic)
+        return reject(pkt, NakCode::kInvalidRequest, uc);
+      const uint32_t npkts = std::max<uint32_t>(1, (pkt.reth_dma_length + mtu_ - 1) / mtu_);
+      msn_ = wire::psn_add(msn_, 1);
+      Response* r = push_response();
+      *r = Response{};
+      r->kind = Response::Kind::kRead;
+      r->psn = pkt.psn;
+      r->end_psn = wire::psn_add(pkt.psn, npkts);
+      r->msn = msn_;
+      r->rkey = pkt.reth_rkey;
+      r->va = pkt.reth_va;
+      r->remaining = pkt.reth_dma_length;
+      // IBA 9.7.5.2.? : a READ consumes one PSN per response packet.
+      epsn_ = r->end_psn;
+      unacked_ = 0;  // the responses acknowledge everything before them
+      return true;
+    }
+    case Operation::kCompareSwap:
+    case Operation::kFetchAdd: {
+      if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC))
+        return reject(pkt, NakCode::kRemoteAccessError, uc);
+      // Atomics address a naturally aligned 8-byte word (IBA 9.4.5); a
+      // misaligned VA is an invalid request.
+      if (pkt.atomic_va & 7) return reject(pkt, NakCode::kInvalidRequest, uc);
+      const MemoryRegion* mr = nullptr;
+      if (check_remote(pkt.atomic_rkey, pkt.atomic_va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr) !=
+          AccessCheck::kOk)
+        return reject(pkt, NakCode::kRemoteAccessError, uc);
+      uint8_t* p = mr->translate(pkt.atomic_va, 8);
+      uint64_t original;
+      std::memcpy(&original, p, 8);  // the target is a host-order 64-bit word
+      uint64_t value = original;
+      if (op == Operation::kCompareSwap) {
+        if (original == pkt.atomic_compare) value = pkt.atomic_swap_add;
+      } else {
+        value = original + pkt.atomic_swap_add;
+      }
+      std::memcpy(p, &value, 8);
+      atomic_cache_[atomic_cache_next_++ % kAtomicCacheSize] =
+          AtomicCacheEntry{true, pkt.psn, original};
+      msn_ = wire::psn_add(msn_, 1);
+      Response* r = push_response();
+      *r = Response{};
+      r->kind = Response::Kind::kAtomicAck;
+      r->psn = pkt.psn;
+      r->msn = msn_;
+      r->atomic_original = original;
+      epsn_ = wire::psn_add(epsn_, 1);
+      unacked_ = 0;
+      return true;
+    }
+    default:
+      return reject(pkt, NakCode::kInvalidRequest, uc);
+  }
+  epsn_ = wire::psn_add(epsn_, 1);
+  if (!uc) {
+    // Coalesced ACKs (IBA 9.7.5.1.2 lets the responder acknowledge several
+    // packets with one ACK): on AckReq, or every ack_every_n packets.
+    ++unacked_;
+    if (pkt.ack_req || (attr_.ack_every_n && unacked_ >= attr_.ack_every_n)) {
+      queue_ack(pkt.psn);
+      unacked_ = 0;
+    }
+  }
+  return true;
+}
+
+// IBA 9.7.5.2.? (duplicate requests): SEND/WRITE are acknowledged again,
+// READ is executed again from the PSN and RETH the retransmission carries,
+// an atomic returns its saved result.
+void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
+  ++counters_.rx_duplicate_packets;
+  const Operation op = pkt.info->operation;
+  if (op == Operation::kReadRequest) {
+    const uint32_t npkts = std::max<uint32_t>(1, (pkt.reth_dma_length + mtu_ - 1) / mtu_);
+    // The re-issued range must lie inside what was executed.
+    if (pkt.reth_dma_length > kMaxMessageBytes ||
+        wire::psn_gt(wire::psn_add(pkt.psn, npkts), epsn_))
+      return;
+    if (pkt.reth_dma_length > 0) {
+      const MemoryRegion* mr = nullptr;
+      if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
+                       IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
+        return;
+    }
+    // Already answering that range: the queued stream covers it.
+    for (uint32_t i = 0; i < resp_count_; ++i) {
+      const Response& q = resp_[(resp_head_ + i) % resp_.size()];
+      if (q.kind == Response::Kind::kRead && wire::psn_le(q.psn, pkt.psn) &&
+          wire::psn_lt(pkt.psn, q.end_psn))
+        return;
+    }
+    Response* r = push_response();
+    if (!r) {
+      ++counters_.rx_response_queue_full;
+      return;
+    }
+    ++counters_.rx_duplicate_reads;
+    *r = Response{};
+    r->kind = Response::Kind::kRead;
+    r->psn = pkt.psn;
+    r->end_psn = wire::psn_add(pkt.psn, npkts);
+    r->msn = msn_;
+    r->rkey = pkt.reth_rkey;
+    r->va = pkt.reth_va;
+    r->remaining = pkt.reth_dma_length;
+    return;
+  }
+  if (op == Operation::kCompareSwap || op == Operation::kFetchAdd) {
+    for (const AtomicCacheEntry& e : atomic_cache_) {
+      if (e.valid && e.psn == pkt.psn) {
+        Response* r = push_response();
+        if (!r) return;
+        ++counters_.rx_duplicate_atomics_replayed;
+        *r = Response{};
+        r->kind = Response::Kind::kAtomicAck;
+        r->psn = pkt.psn;
+        r->msn = msn_;
+        r->atomic_original = e.original;
+        return;
+      }
+    }
+    ++counters_.rx_duplicate_atomics_unknown;
+    return;
+  }
+  queue_ack(wire::psn_add(epsn_, wire::kPsnMask));  // epsn - 1
+}
+
+// IBA 9.7.5.2.1: a PSN ahead of the expected one means lost packets; go-back-N
+// sends one sequence-error NAK per gap and drops until the hole is filled.
+void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
+  ++counters_.rx_out_of_sequence;
+  if (attr_.recovery == Recovery::kSelectiveRepeat) {
+    if (sr_accept(pkt)) {
+      ++counters_.rx_ooo_accepted;
+      queue_nak(epsn_, NakCode::kPsnSequenceError, pkt.psn, false);
+      nak_seq_sent_ = true;
+      return;
+    }
+  }
+  if (!nak_seq_sent_) {
+    queue_nak(epsn_, NakCode::kPsnSequenceError,
+              attr_.recovery == Recovery::kSelectiveRepeat ? epsn_ : msn_, false);
+    nak_seq_sent_ = true;
+  }
+}
+
+WriteContext* QueuePair::find_write_context(uint32_t psn) {
+  for (WriteContext& c : write_ctx_) {
+    if (c.valid && wire::psn_ge(psn, c.first_psn) &&
+        wire::psn_distance(c.first_psn, psn) < std::max<uint32_t>(c.npkts, 1))
+      return &c;
+  }
+  return nullptr;
+}
+
+// Selective repeat: place an out-of-order RDMA WRITE packet if its message
+// context is known (see qp.h). Anything doubtful is dropped, not NAKed: the
+// requester resends it as a hole and the in-order path judges it.
+bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
+  const uint32_t d = wire::psn_distance(epsn_, pkt.psn);
+  if (d >= ooo_.size() || resp_count_ + 2 > resp_.size()) return false;
+  uint8_t& slot = ooo_[pkt.psn % ooo_.size()];
+  if (slot) return false;  // already placed
+  const wire::OpcodeInfo& info = *pkt.info;
+  if (info.operation != Operation::kWrite || pkt.has(wire::kExtImmDt)) return false;
+  const uint32_t len = pkt.payload_length;
+  if (len > mtu_) return false;
+  WriteContext* c = nullptr;
+  if (info.is_first_or_only()) {
+    if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+        pkt.reth_dma_length > kMaxMessageBytes)
+      return false;
+    if (info.position == Position::kFirst ? len != mtu_ : len != pkt.reth_dma_length)
+      return false;
+    if (info.position == Position::kFirst) {
+      c = &write_ctx_[write_ctx_next_++ % kWriteContexts];
+      *c = WriteContext{true, pkt.psn, (pkt.reth_dma_length + mtu_ - 1) / mtu_,
+                        pkt.reth_va, pkt.reth_dma_length, pkt.reth_rkey};
+    } else if (len > 0) {
+      const MemoryRegion* mr = nullptr;
+      if (check_remote(pkt.reth_rkey, pkt.reth_va, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
+          AccessCheck::kOk)
+        return false;
+      std::memcpy(mr->translate(pkt.reth_va, len), pkt.payload, len);
+    }
+  } else {
+    c = find_write_context(pkt.psn);
+    if (!c || c->first_psn == pkt.psn) return false;
+  }
+  if (c) {
+    const uint64_t offset = uint64_t{wire::psn_distance(c->first_psn, pkt.psn)} * mtu_;
+    const bool last = info.position == Position::kLast;
+    if ((info.position == Position::kMiddle && len != mtu_) ||
+        offset + len > c->length || (last && offset + len != c->length))
+      return false;
+    if (len > 0) {
+      const MemoryRegion* mr = nullptr;
+      if (check_remote(c->rkey, c->va + offset, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
+          AccessCheck::kOk)
+        return false;
+      std::memcpy(mr->translate(c->va + offset, len), pkt.payload, len);
+    }
+  }
+  slot = static_cast<uint8_t>(pkt.opcode + 1);
+  return true;
+}
+
+// After the in-order packet: walk over packets already placed out of order,
+// replaying their sequencing effects (message start/end, MSN).
+void QueuePair::sr_advance() {
+  bool moved = false;
+  for (;;) {
+    uint8_t& slot = ooo_[epsn_ % ooo_.size()];
+    if (!slot) break;
+    const wire::OpcodeInfo& info = wire::opcode_info(static_cast<uint8_t>(slot - 1));
+    slot = 0;
+    if (info.position == Position::kFirst) {
+      if (const WriteContext* c = find_write_context(epsn_)) {
+        write_first_psn_ = c->first_psn;
+        write_va_ = c->va;
+        write_length_ = c->length;
+        write_rkey_ = c->rkey;
+      }
+      in_msg_ = InMsg::kWrite;
+    } else if (info.is_last_or_only()) {
+      in_msg_ = InMsg::kNone;
+      msn_ = wire::psn_add(msn_, 1);
+    }
+    epsn_ = wire::psn_add(epsn_, 1);
+    moved = true;
+  }
+  if (moved) {
+    queue_ack(wire::psn_add(epsn_, wire::kPsnMask));
+    unacked_ = 0;
+  }
+}
+
+void QueuePair::on_request_uc(const wire::ParsedPacket& pkt) {
+  // IBA 9.8.3: UC has no retransmission; a PSN gap loses the message in
+  // progress (its receive WQE is reused) and the responder resynchronises
+  // on the next first/only packet.
+  if (pkt.psn != epsn_) {
+    ++counters_.rx_out_of_sequence;
+    if (in_msg_ != InMsg::kNone) ++counters_.rx_dropped_uc;
+    in_msg_ = InMsg::kNone;
+    epsn_ = pkt.psn;
+  }
+  if (!execute(pkt, true)) in_msg_ = InMsg::kNone;
+  epsn_ = wire::psn_add(pkt.psn, 1);
+}
+
+void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
+  // IBA 10.2.5 / 9.6.1.?: the Q_Key must match, otherwise silently dropped.
+  if (pkt.deth_qkey != attr_.qkey) {
+    ++counters_.rx_dropped_ud_qkey;
+    return;
+  }
+  if (rq_head_ == rq_tail_) {
+    ++counters_.rx_dropped_ud_no_wqe;  // UD has no RNR: the datagram is lost
+    return;
+  }
+  const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+  const uint32_t total = kGrhSize + pkt.payload_length;
+  if (total > r.length) {
+    ++counters_.rx_dropped_ud_too_long;
+    complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, pkt.deth_src_qp);
+    ++rq_head_;
+    return;
+  }
+  // The first 40 bytes receive the GRH; for RoCEv2 over IPv4 that is 20
+  // zero bytes and the IPv4 header (as rdma-core documents for RoCE).
+  uint8_t grh[kGrhSize] = {};
+  const uint8_t* frame = pkt.payload - pkt.payload_offset;
+  if (pkt.ipv6())
+    std::memcpy(grh, frame + pkt.l3_offset, kGrhSize);
+  else
+    std::memcpy(grh + 20, frame + pkt.l3_offset, 20);
+  if (!scatter(r, 0, grh, kGrhSize) ||
+      !scatter(r, kGrhSize, pkt.payload, pkt.payload_length)) {
+    complete_recv(r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, 0, 0, 0, pkt.deth_src_qp);
+    ++rq_head_;
+    return;
+  }
+  unsigned flags = IBV_WC_GRH;
+  if (pkt.has(wire::kExtImmDt)) flags |= IBV_WC_WITH_IMM;
+  complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV, total, flags, pkt.imm_data, 0,
+                pkt.deth_src_qp);
+  ++rq_head_;
+}
+
+Response* QueuePair::push_response() {
+  if (resp_count_ >= resp_.size()) return nullptr;
+  Response* r = &resp_[(resp_head_ + resp_count_) % resp_.size()];
+  ++resp_count_;
+  return r;
+}
+
+void QueuePair::queue_ack(uint32_t psn) {
+  if (resp_count_ > 0) {
+    Response& tail = resp_[(resp_head_ + resp_count_ - 1) % resp_.size()];
+    if (tail.kind == Response::Kind::kAck) {  // coalesce: ACKs are cumulative
+      tail.psn = psn;
+      tail.msn = msn_;
+      return;
+    }
+  }
+  Response* r = push_response();
+  if (!r) return;  // a later ACK covers it
+  *r = Response{};
+  r->kind = Response::Kind::kAck;
+  r->syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+  r->psn = psn;
+  r->msn = msn_;
+}
+
+void QueuePair::queue_nak(uint32_t psn, NakCode code, uint32_t msn_field, bool fatal) {
+  Response* r = push_response();
+  if (!r) return;
+  *r = Response{};
+  r->kind = Response::Kind::kNak;
+  r->syndrome = wire::make_syndrome(wire::AethType::kNak, static_cast<uint8_t>(code));
+  r->psn = psn;
+  r->msn = msn_field & wire::kPsnMask;
+  r->fatal = fatal;
+  if (fatal) {
+    // IBA 9.9.3 (responder errors): after an invalid request / access /
+    // operational NAK the QP goes to the error state.
+    responder_fatal_ = true;
+    in_msg_ = InMsg::kNone;
+  }
+}
+
+void QueuePair::queue_rnr_nak(uint32_t psn) {
+  Response* r = push_response();
+  if (!r) return;
+  *r = Response{};
+  r->kind = Response::Kind::kNak;
+  r->syndrome = wire::make_syndrome(wire::AethType::kRnrNak, attr_.min_rnr_timer);
+  r->psn = psn;
+  r->msn = msn_;
+}
+
+size_t QueuePair::produce_response(uint64_t, std::span<uint8_t> buf) {
+  Response& r = resp_[resp_head_];
+  wire::TransportSpec t;
+  t.dest_qp = attr_.dest_qpn;
+  t.pkey = attr_.pkey;
+  t.psn = r.psn;
+  t.aeth_msn = r.msn;
+  auto pop = [&] {
+    resp_head_ = (resp_head_ + 1) % static_cast<uint32_t>(resp_.size());
+    --resp_count_;
+  };
+  switch (r.kind) {
+    case Response::Kind::kAck:
+    case Response::Kind::kNak: {
+      t.opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
+      t.aeth_syndrome = r.syndrome;
+      const size_t n = build(t, {}, buf);
+      if (!n) return 0;
+      const bool fatal = r.fatal;
+      if (r.kind == Response::Kind::kAck) {
+        ++counters_.acks_sent;
+      } else if (wire::aeth_type(r.syndrome) == wire::AethType::kRnrNak) {
+        ++counters_.rnr_naks_sent;
+      } else {
+        switch (static_cast<NakCode>(wire::aeth_value(r.syndrome))) {
+          case NakCode::kPsnSequenceError: ++counters_.naks_seq_sent; break;
+          case NakCode::kInvalidRequest: ++counters_.naks_invalid_request_sent; break;
+          case NakCode::kRemoteAccessError: ++counters_.naks_remote_access_sent; break;
+          default: ++counters_.naks_remote_operational_sent; break;
+        }
+      }
+      pop();
+      if (fatal) enter_error();
+      return n;
+    }
+    case Response::Kind::kAtomicAck: {
+      t.opcode = IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE;
+      t.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+      t.atomic_ack_original = r.atomic_original;
+      const size_t n = build(t, {}, buf);
+      if (!n) return 0;
+      ++counters_.atomic_acks_sent;
+      pop();
+      return n;
+    }
+    case Response::Kind::kRead: {
+      const uint32_t len = std::min(r.remaining, mtu_);
+      const bool last = r.remaining <= mtu_;
+      if (r.first && last) t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY;
+      else if (r.first) t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST;
+      else if (last) t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST;
+      else t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
+      t.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+      std::span<const uint8_t> payload;
+      if (len > 0) {
+        const MemoryRegion* mr = nullptr;
+        if (check_remote(r.rkey, r.va, len, IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk) {
+          // Deregistered while queued: stop answering; the requester times out.
+          pop();
+          return 0;
+        }
+        payload = {mr->translate(r.va, len), len};
+      }
+      const size_t n = build(t, payload, buf);
+      if (!n) return 0;
+      ++counters_.read_response_packets_sent;
+      r.first = false;
+      r.psn = wire::psn_add(r.psn, 1);
+      r.va += len;
+      r.remaining -= len;
+      if (last) pop();
+      return n;
+    }
+  }
+  return 0;
+}
+
+}  // namespace droce::transport
