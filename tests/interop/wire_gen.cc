@@ -153,7 +153,7 @@ int run(const std::string& specs_path, const std::string& out_path,
     }
     in = &file;
   }
-  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
+  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 262144);
   pcap_dumper_t* dumper = pcap_dump_open(dead, out_path.c_str());
   if (dumper == nullptr) {
     std::cerr << "wire_gen: cannot write '" << out_path << "': " << pcap_geterr(dead)
