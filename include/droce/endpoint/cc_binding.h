@@ -1,0 +1,40 @@
+// Connects one QP's transport to its congestion-control algorithm and its
+// pacer state: the transport asks may_send() before each request packet and
+// reports sends, ACKs, CNPs and losses (transport/cc_hooks.h); the binding
+// turns those into cc::Algorithm events and keeps the QP's next allowed send
+// time (rate) and bytes in flight (window).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "droce/cc/algorithm.h"
+#include "droce/transport/cc_hooks.h"
+
+namespace droce::endpoint {
+
+class CcBinding {
+ public:
+  explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm);
+
+  // The hooks to install on the QP; they point at this object, which must
+  // therefore not move while the QP uses them.
+  transport::CcHooks hooks();
+
+  cc::Algorithm& algorithm() { return *algorithm_; }
+  uint64_t next_send_ns() const { return next_send_ns_; }
+  uint64_t inflight_bytes() const { return inflight_bytes_; }
+
+  bool may_send(uint32_t bytes, uint64_t now) const;
+  void on_send(uint32_t bytes, uint64_t now);
+  void on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now);
+  void on_cnp(uint64_t now);
+  void on_loss(transport::LossEvent event, uint64_t now);
+
+ private:
+  std::unique_ptr<cc::Algorithm> algorithm_;
+  uint64_t next_send_ns_ = 0;
+  uint64_t inflight_bytes_ = 0;
+};
+
+}  // namespace droce::endpoint

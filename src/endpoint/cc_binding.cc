@@ -1,0 +1,65 @@
+#include "droce/endpoint/cc_binding.h"
+
+#include <algorithm>
+
+namespace droce::endpoint {
+
+CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm)
+    : algorithm_(std::move(algorithm)) {}
+
+transport::CcHooks CcBinding::hooks() {
+  transport::CcHooks h;
+  h.ctx = this;
+  h.may_send = [](void* c, uint32_t, uint32_t bytes, uint64_t now) {
+    return static_cast<CcBinding*>(c)->may_send(bytes, now);
+  };
+  h.on_send = [](void* c, uint32_t, uint32_t bytes, bool, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_send(bytes, now);
+  };
+  h.on_ack = [](void* c, uint32_t, uint64_t acked, uint64_t rtt, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_ack(acked, rtt, now);
+  };
+  h.on_cnp = [](void* c, uint32_t, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_cnp(now);
+  };
+  h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_loss(e, now);
+  };
+  return h;
+}
+
+bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
+  if (now < next_send_ns_) return false;
+  const auto window = algorithm_->window_bytes();
+  // A window smaller than one packet still lets one packet out, or the flow
+  // could never send again.
+  return !window || inflight_bytes_ == 0 || inflight_bytes_ + bytes <= *window;
+}
+
+void CcBinding::on_send(uint32_t bytes, uint64_t now) {
+  const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
+  // Pacing: the next packet may leave once this one has been "sent" at the
+  // CC rate. Start from now when the QP was idle, so idleness earns no burst.
+  const uint64_t gap = (uint64_t{bytes} * 1'000'000'000ull + rate - 1) / rate;
+  next_send_ns_ = std::max(next_send_ns_, now) + gap;
+  inflight_bytes_ += bytes;
+  algorithm_->on_send(now, bytes);
+}
+
+void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
+  inflight_bytes_ -= std::min(inflight_bytes_, acked_bytes);
+  cc::AckEvent ack;
+  ack.acked_bytes = acked_bytes;
+  if (rtt_ns != 0) ack.rtt_ns = rtt_ns;
+  algorithm_->on_ack(now, ack);
+}
+
+void CcBinding::on_cnp(uint64_t now) { algorithm_->on_cnp(now); }
+
+void CcBinding::on_loss(transport::LossEvent event, uint64_t) {
+  // After a timeout everything outstanding is sent again and counted again;
+  // forget the old flight so the window does not stay shut.
+  if (event == transport::LossEvent::kTimeout) inflight_bytes_ = 0;
+}
+
+}  // namespace droce::endpoint

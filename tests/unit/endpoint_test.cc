@@ -1,0 +1,254 @@
+// Two endpoints joined by an in-memory wire with a fixed propagation delay,
+// stepped in virtual time: dispatch by QPN, pacing by CC rate and by the
+// port's link rate, round robin between QPs, and accounting of bad input.
+#include "droce/endpoint/endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+
+#include "droce/cc/registry.h"
+#include "droce/wire/build.h"
+
+namespace droce::endpoint {
+namespace {
+
+using transport::QpAttr;
+using transport::QpState;
+
+constexpr uint64_t kDelayNs = 1000;
+
+struct Host {
+  transport::Device device;
+  std::unique_ptr<Endpoint> ep;
+  transport::ProtectionDomain* pd = nullptr;
+  transport::CompletionQueue* cq = nullptr;
+  std::vector<uint8_t> memory;
+  transport::MemoryRegion* mr = nullptr;
+
+  Host(const EndpointConfig& cfg, size_t bytes) : memory(bytes) {
+    ep = std::make_unique<Endpoint>(device, cfg);
+    pd = device.alloc_pd();
+    cq = device.create_cq(4096);
+    mr = device.reg_mr(pd, memory.data(), memory.size(),
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  }
+  transport::QueuePair* make_qp() {
+    transport::QpInitAttr init;
+    init.pd = pd;
+    init.send_cq = init.recv_cq = cq;
+    init.caps.max_send_wr = 1024;
+    return device.create_qp(init);
+  }
+};
+
+wire::PathSpec path_between(int from, int to) {
+  wire::PathSpec p;
+  p.src_mac = {2, 0, 0, 0, 0, static_cast<uint8_t>(from)};
+  p.dst_mac = {2, 0, 0, 0, 0, static_cast<uint8_t>(to)};
+  p.src_ip = wire::IpAddress::v4(0x0A000000u + static_cast<uint32_t>(from));
+  p.dst_ip = wire::IpAddress::v4(0x0A000000u + static_cast<uint32_t>(to));
+  return p;
+}
+
+void connect(transport::QueuePair& a, int a_id, transport::QueuePair& b, int b_id) {
+  for (auto [qp, peer, me, them] : {std::tuple{&a, &b, a_id, b_id}, std::tuple{&b, &a, b_id, a_id}}) {
+    QpAttr attr;
+    attr.path = path_between(me, them);
+    attr.path.udp_src_port = wire::udp_src_port_entropy(qp->qpn(), peer->qpn());
+    attr.dest_qpn = peer->qpn();
+    attr.path_mtu = IBV_MTU_4096;
+    ASSERT_EQ(qp->modify(QpState::kInit, attr), 0);
+    ASSERT_EQ(qp->modify(QpState::kRtr, attr), 0);
+    ASSERT_EQ(qp->modify(QpState::kRts, attr), 0);
+  }
+}
+
+// Steps both hosts in virtual time until nothing is left to do or
+// `limit_ns` is reached; frames arrive kDelayNs after they are sent.
+struct Harness {
+  Host* hosts[2] = {nullptr, nullptr};
+  std::multimap<uint64_t, std::pair<int, std::vector<uint8_t>>> in_flight;
+  uint64_t now = 0;
+
+  void run(uint64_t limit_ns) {
+    std::vector<std::vector<uint8_t>> storage(32, std::vector<uint8_t>(4200));
+    std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
+    std::vector<uint32_t> lens(bufs.size());
+    while (now <= limit_ns) {
+      while (!in_flight.empty() && in_flight.begin()->first <= now) {
+        auto node = in_flight.extract(in_flight.begin());
+        hosts[node.mapped().first]->ep->receive(node.mapped().second, now);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const size_t n = hosts[h]->ep->transmit(now, bufs, lens);
+        for (size_t i = 0; i < n; ++i)
+          in_flight.emplace(now + kDelayNs,
+                            std::pair{1 - h, std::vector<uint8_t>(bufs[i].begin(),
+                                                                  bufs[i].begin() + lens[i])});
+      }
+      uint64_t next = UINT64_MAX;
+      if (!in_flight.empty()) next = in_flight.begin()->first;
+      for (Host* h : hosts) next = std::min(next, h->ep->next_deadline());
+      // Never step past the limit: the caller polls completions between
+      // runs, and a stale timer far ahead must not hide when they arrived.
+      if (next > limit_ns) {
+        now = limit_ns;
+        return;
+      }
+      now = std::max(now + 1, next);
+    }
+  }
+};
+
+std::unique_ptr<cc::Algorithm> fixed_rate(uint64_t bytes_per_sec) {
+  return cc::make_algorithm("none", {}, bytes_per_sec);
+}
+
+uint64_t write_and_measure(uint64_t port_rate, uint64_t cc_rate, size_t bytes) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = port_rate;
+  Host a(cfg, bytes), b(cfg, bytes);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(cc_rate));
+  b.ep->attach(*qb, fixed_rate(cc_rate));
+  std::iota(a.memory.begin(), a.memory.end(), 0);
+  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()),
+                     static_cast<uint32_t>(bytes), a.mr->lkey()};
+  transport::SendWr wr;
+  wr.wr_id = 7;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
+  wr.rkey = b.mr->rkey();
+  EXPECT_EQ(a.ep->post_send(*qa, wr), 0);
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  uint64_t done_at = 0;
+  while (done_at == 0 && h.now < 1'000'000'000) {
+    h.run(h.now + 1'000);
+    transport::WorkCompletion wc;
+    if (a.cq->poll({&wc, 1}) == 1) {
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+      EXPECT_EQ(wc.wr_id, 7u);
+      done_at = h.now;
+    }
+  }
+  EXPECT_NE(done_at, 0u) << "transfer did not complete";
+  // Expect: a clean link needs no retransmission.
+  EXPECT_EQ(qa->counters().tx_retransmit_packets, 0u);
+  EXPECT_EQ(a.memory, b.memory);
+  EXPECT_EQ(a.ep->counters().rx_malformed + b.ep->counters().rx_malformed, 0u);
+  return done_at;
+}
+
+TEST(Endpoint, WriteCompletesByteExactAtPortRate) {
+  // 1 MiB over a 10 Gb/s port: 256 frames of 4 KiB payload + headers. The
+  // transfer can not finish before the link serialises those bytes, and
+  // should finish within a few RTTs after that.
+  const size_t bytes = 1 << 20;
+  const uint64_t rate = 10'000'000'000ull / 8;
+  const uint64_t t = write_and_measure(rate, rate, bytes);
+  const uint64_t serialise_ns = bytes * 1'000'000'000ull / rate;
+  EXPECT_GE(t, serialise_ns);
+  EXPECT_LE(t, serialise_ns * 11 / 10 + 10 * kDelayNs);
+}
+
+TEST(Endpoint, CcRateBelowPortRatePacesTheQp) {
+  // Expect: a QP whose CC allows 1 Gb/s on a 100 Gb/s port takes ~8.4 ms.
+  const size_t bytes = 1 << 20;
+  const uint64_t cc_rate = 1'000'000'000ull / 8;
+  const uint64_t t = write_and_measure(100'000'000'000ull / 8, cc_rate, bytes);
+  const uint64_t paced_ns = bytes * 1'000'000'000ull / cc_rate;
+  EXPECT_GE(t, paced_ns * 95 / 100);
+  EXPECT_LE(t, paced_ns * 11 / 10);
+}
+
+TEST(Endpoint, BadInputIsCountedAndDropped) {
+  EndpointConfig cfg;
+  Host a(cfg, 4096);
+  auto* qa = a.make_qp();
+  a.ep->attach(*qa, fixed_rate(1'000'000'000));
+  wire::TransportSpec t;
+  t.opcode = IBV_OPCODE_RC_SEND_ONLY;
+  t.dest_qp = qa->qpn();
+  std::vector<uint8_t> frame(256);
+  const size_t n = wire::build_packet(path_between(2, 1), t, {}, frame);
+  frame.resize(n);
+
+  auto bad_icrc = frame;
+  bad_icrc[n - 1] ^= 1;
+  a.ep->receive(bad_icrc, 0);
+  auto unknown = frame;
+  t.dest_qp = 0x777;
+  wire::build_packet(path_between(2, 1), t, {}, unknown);
+  a.ep->receive(unknown, 0);
+  std::vector<uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  a.ep->receive(arp, 0);
+  a.ep->receive({frame.data(), 20}, 0);
+
+  const auto& c = a.ep->counters();
+  EXPECT_EQ(c.rx_frames, 4u);
+  EXPECT_EQ(c.rx_parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)], 1u);
+  EXPECT_EQ(c.rx_parse_errors[static_cast<size_t>(wire::ParseError::kTruncatedIp)], 1u);
+  EXPECT_EQ(c.rx_malformed, 2u);
+  EXPECT_EQ(c.rx_unknown_qpn, 1u);
+  EXPECT_EQ(c.rx_not_roce, 1u);
+  EXPECT_EQ(c.rx_delivered, 0u);
+}
+
+TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {
+  // Two QPs on host A each write 512 KiB at the same time over one 10 Gb/s
+  // port: both finish at about the same time, near the time for 1 MiB.
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 10'000'000'000ull / 8;
+  const size_t half = 512 << 10;
+  Host a(cfg, 2 * half), b(cfg, 2 * half);
+  std::iota(a.memory.begin(), a.memory.end(), 3);
+  transport::QueuePair* qa[2] = {a.make_qp(), a.make_qp()};
+  transport::QueuePair* qb[2] = {b.make_qp(), b.make_qp()};
+  std::vector<transport::Sge> sges(2);
+  for (int i = 0; i < 2; ++i) {
+    connect(*qa[i], 1, *qb[i], 2);
+    a.ep->attach(*qa[i], fixed_rate(cfg.port_rate_bytes_per_sec));
+    b.ep->attach(*qb[i], fixed_rate(cfg.port_rate_bytes_per_sec));
+    sges[i] = {reinterpret_cast<uint64_t>(a.memory.data() + i * half),
+               static_cast<uint32_t>(half), a.mr->lkey()};
+    transport::SendWr wr;
+    wr.wr_id = static_cast<uint64_t>(i);
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = {&sges[i], 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data() + i * half);
+    wr.rkey = b.mr->rkey();
+    ASSERT_EQ(a.ep->post_send(*qa[i], wr), 0);
+  }
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  uint64_t done[2] = {0, 0};
+  while ((done[0] == 0 || done[1] == 0) && h.now < 100'000'000) {
+    h.run(h.now + 1'000);
+    transport::WorkCompletion wc;
+    while (a.cq->poll({&wc, 1}) == 1) {
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+      done[wc.wr_id] = h.now;
+    }
+  }
+  ASSERT_NE(done[0], 0u);
+  ASSERT_NE(done[1], 0u);
+  EXPECT_EQ(a.memory, b.memory);
+  const uint64_t total_ns = 2 * half * 1'000'000'000ull / cfg.port_rate_bytes_per_sec;
+  // Expect: neither finishes before ~90% of the time for both halves.
+  EXPECT_GE(std::min(done[0], done[1]), total_ns * 9 / 10);
+}
+
+}  // namespace
+}  // namespace droce::endpoint
