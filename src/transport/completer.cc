@@ -45,11 +45,15 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   }
   if (wire::psn_le(psn, acked_psn_)) {
     ++counters_.acks_stale;
+    // A READ/atomic finished by this response may be retirable now that a
+    // later ACK had already covered its PSN.
+    retire(now);
     return true;
   }
   const uint32_t newly = wire::psn_distance(acked_psn_, psn);
   clear_sacks_through(wire::psn_add(acked_psn_, 1), psn);
   acked_psn_ = psn;
+  if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) sr_recovery_ = false;
   // Forward progress resets the retry budgets (IBA 9.7.6.1.3: the retry
   // counter counts consecutive failures).
   retry_left_ = attr_.retry_cnt;
@@ -150,8 +154,12 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   const uint64_t remaining = w.length - std::min(off, w.length);
   const bool last = k + 1 == w.npkts;
   const wire::Position pos = pkt.info->position;
-  const bool pos_ok = (k == 0) == (pos == wire::Position::kFirst || pos == wire::Position::kOnly) &&
-                      last == (pos == wire::Position::kLast || pos == wire::Position::kOnly);
+  // A re-issued READ is answered as a new response message (it starts
+  // with FIRST/ONLY at the resumed PSN), so only "is this the last packet"
+  // is checked against our own count.
+  const bool pos_ok = last == (pos == wire::Position::kLast || pos == wire::Position::kOnly) &&
+                      (k == 0 ? (pos == wire::Position::kFirst || pos == wire::Position::kOnly)
+                              : true);
   const uint32_t want_len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, remaining));
   if (!pos_ok || pkt.payload_length != want_len) {
     ++counters_.read_responses_bad_length;
@@ -257,6 +265,9 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
         sr_recovery_ = true;
         sr_cursor_ = psn;
         sr_high_ = high;
+        // IRN: each hole is resent once per recovery episode; the episode
+        // lasts until everything sent before it is acknowledged.
+        sr_point_ = send_high_;
       } else if (wire::psn_gt(high, sr_high_)) {
         sr_high_ = high;
       }

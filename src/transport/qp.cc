@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -479,6 +480,30 @@ uint64_t QueuePair::next_deadline() const {
 void QueuePair::on_timer(uint64_t now) {
   if (state_ != QpState::kRts && state_ != QpState::kSqd) return;
   requester_timer(now);
+}
+
+std::string QueuePair::debug_state() const {
+  char line[512];
+  int n = std::snprintf(line, sizeof line,
+                        "qp %u %s sq[%llu,%llu,%llu) pkt %u next_psn %u send_high %u acked %u "
+                        "rd_out %u retry %u timer %llu rnr %llu | epsn %u msn %u resp %u",
+                        qpn_, std::string(to_string(state_)).c_str(),
+                        static_cast<unsigned long long>(sq_head_),
+                        static_cast<unsigned long long>(sq_send_),
+                        static_cast<unsigned long long>(sq_tail_), send_pkt_, next_psn_,
+                        send_high_, acked_psn_, outstanding_rd_atomic_, retry_left_,
+                        static_cast<unsigned long long>(timer_deadline_),
+                        static_cast<unsigned long long>(rnr_wait_until_), epsn_, msn_, resp_count_);
+  std::string out(line, static_cast<size_t>(std::max(n, 0)));
+  for (uint64_t i = sq_head_; i != sq_tail_ && i < sq_head_ + 4; ++i) {
+    const SendWqe& w = sq_[i % sq_.size()];
+    std::snprintf(line, sizeof line, "\n  wqe %llu op %d len %llu started %d psn %u+%u resp %u done %d",
+                  static_cast<unsigned long long>(i), static_cast<int>(w.opcode),
+                  static_cast<unsigned long long>(w.length), w.started, w.first_psn, w.npkts,
+                  w.resp_received, w.done);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace droce::transport

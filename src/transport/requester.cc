@@ -3,6 +3,7 @@
 // AckReq policy, outstanding-request limits, go-back-N and selective-repeat
 // retransmission, the local ACK timer and RNR waits.
 #include <algorithm>
+#include <cstdio>
 
 #include "droce/transport/qp.h"
 #include "droce/transport/requester.h"
@@ -359,7 +360,6 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     if (!timer_deadline_) arm_timer(now);
     return n;
   }
-  sr_recovery_ = false;
   return 0;
 }
 
@@ -391,6 +391,7 @@ void QueuePair::requester_timer(uint64_t now) {
     sr_recovery_ = true;
     sr_cursor_ = resume_psn();
     sr_high_ = send_high_;
+    sr_point_ = send_high_;
     rtt_probe_ = false;
     // A READ needing re-issue is also covered by the hole walk.
   } else {

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -161,6 +162,8 @@ class QueuePair {
   uint32_t recv_queue_depth() const { return static_cast<uint32_t>(rq_tail_ - rq_head_); }
   uint32_t responses_queued() const { return resp_count_; }
   uint32_t mtu() const { return mtu_; }
+  // One line of requester/responder state for logs and test failures.
+  std::string debug_state() const;
 
  private:
   // ---- qp.cc
@@ -267,6 +270,7 @@ class QueuePair {
   bool sr_recovery_ = false;
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
+  uint32_t sr_point_ = 0;      // episode ends when everything below is acked
   std::array<uint8_t, 4096> scratch_{};
 
   // Receive queue.
