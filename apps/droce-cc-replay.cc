@@ -14,9 +14,9 @@
 //   one row per input event plus one per algorithm timer that fired (event
 //   "timer"), window empty for rate-only algorithms.
 // Invalid options or trace lines: message naming the problem, exit code 2.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -55,7 +55,8 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
   while (!s.empty() &&
          (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
     s.remove_suffix(1);
@@ -66,9 +67,11 @@ std::string_view trim(std::string_view s) {
 uint64_t parse_u64(std::string_view text, std::string_view what) {
   text = trim(text);
   uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    throw TraceError{fmt::format("{} '{}' is not an unsigned integer", what, text)};
+    throw TraceError{
+        fmt::format("{} '{}' is not an unsigned integer", what, text)};
   }
   return value;
 }
@@ -89,8 +92,8 @@ droce::cc::IntRecord parse_int(std::string_view field) {
                parse_u64(parts[2], "INT qlen_bytes"),
                parse_u64(parts[3], "INT rate_bytes_per_sec")};
     if (!record.push(hop)) {
-      throw TraceError{fmt::format("more than {} INT hops",
-                                   droce::cc::kMaxIntHops)};
+      throw TraceError{
+          fmt::format("more than {} INT hops", droce::cc::kMaxIntHops)};
     }
   }
   return record;
@@ -135,9 +138,9 @@ void replay(std::istream& in, Algorithm& cc, std::optional<uint64_t> until) {
       };
       const uint64_t now = parse_u64(field(0), "time_ns");
       if (now < last_time) {
-        throw TraceError{fmt::format(
-            "time_ns {} goes backwards (previous event at {})", now,
-            last_time)};
+        throw TraceError{
+            fmt::format("time_ns {} goes backwards (previous event at {})", now,
+                        last_time)};
       }
       last_time = now;
       const std::string_view event = field(1);
@@ -199,8 +202,7 @@ int main(int argc, char** argv) {
 
   app.add_option("trace", trace_path,
                  "event CSV: time_ns,event,bytes,rtt_ns,int ('-' = stdin)");
-  app.add_option("--cc", cc_name,
-                 "algorithm: " + droce::cc::algorithm_names());
+  app.add_option("--cc", cc_name, "algorithm: " + droce::cc::algorithm_names());
   app.add_option("--param", param_args,
                  "algorithm parameter name=value (repeatable); see --list")
       ->allow_extra_args(false);
@@ -226,7 +228,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cc_name.empty()) {
-    fmt::print(stderr, "droce-cc-replay: option --cc is required; accepted: {}\n",
+    fmt::print(stderr,
+               "droce-cc-replay: option --cc is required; accepted: {}\n",
                droce::cc::algorithm_names());
     return kExitUsage;
   }
@@ -245,8 +248,8 @@ int main(int argc, char** argv) {
       }
     }
     const double line = line_rate_gbps * 1e9 / 8;
-    cc = droce::cc::make_algorithm(cc_name, params,
-                                   static_cast<uint64_t>(line));
+    cc =
+        droce::cc::make_algorithm(cc_name, params, static_cast<uint64_t>(line));
   } catch (const ConfigError& e) {
     fmt::print(stderr, "droce-cc-replay: --cc/--param: {}\n", e.what());
     return kExitUsage;

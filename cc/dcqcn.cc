@@ -99,8 +99,8 @@ Dcqcn::Dcqcn(const DcqcnConfig& c, uint64_t line_rate_bytes_per_sec)
           mbps_to_bytes_per_sec(c.rp_rate_to_set_on_first_cnp_mbps)),
       g_((1024 - c.rp_dce_tcp_g) / 1024),
       alpha_period_ns_(static_cast<uint64_t>(us_to_ns(c.rp_dce_tcp_rtt_us))),
-      reduce_period_ns_(static_cast<uint64_t>(
-          us_to_ns(c.rp_rate_reduce_monitor_period_us))),
+      reduce_period_ns_(
+          static_cast<uint64_t>(us_to_ns(c.rp_rate_reduce_monitor_period_us))),
       initial_alpha_(c.rp_initial_alpha_value / 1024),
       np_min_time_between_cnps_ns_(
           static_cast<uint64_t>(us_to_ns(c.np_min_time_between_cnps_us))),
@@ -178,7 +178,8 @@ void Dcqcn::increase() {
   // entry; the next CNP starts over from rp_initial_alpha_value. Comparing the
   // rounded output avoids chasing the last ulp of the (R_T+R_C)/2 halving.
   const uint64_t line = line_rate_bytes_per_sec();
-  if (rt_ >= static_cast<double>(line) && std::llround(rc_) >= static_cast<long long>(line)) {
+  if (rt_ >= static_cast<double>(line) &&
+      std::llround(rc_) >= static_cast<long long>(line)) {
     limited_ = false;
     cut_pending_ = false;
     rc_ = rt_ = static_cast<double>(line);

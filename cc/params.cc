@@ -102,8 +102,8 @@ Params resolve_params(std::string_view algorithm,
 std::pair<std::string, std::string> parse_assignment(std::string_view text) {
   auto eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0) {
-    throw ConfigError(fmt::format(
-        "cc parameter '{}' is not of the form name=value", text));
+    throw ConfigError(
+        fmt::format("cc parameter '{}' is not of the form name=value", text));
   }
   return {std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
 }
@@ -111,13 +111,13 @@ std::pair<std::string, std::string> parse_assignment(std::string_view text) {
 std::string describe_params(std::span<const ParamSpec> specs) {
   std::string out;
   for (const ParamSpec& spec : specs) {
-    out += fmt::format("  {} ({}{}default {}, range [{}, {}]){}: {}\n",
-                       spec.name, spec.unit, spec.unit.empty() ? "" : ", ",
-                       spec.default_value, spec.min_value, spec.max_value,
-                       spec.alias.empty()
-                           ? std::string()
-                           : fmt::format(" alias {}", spec.alias),
-                       spec.help);
+    out +=
+        fmt::format("  {} ({}{}default {}, range [{}, {}]){}: {}\n", spec.name,
+                    spec.unit, spec.unit.empty() ? "" : ", ",
+                    spec.default_value, spec.min_value, spec.max_value,
+                    spec.alias.empty() ? std::string()
+                                       : fmt::format(" alias {}", spec.alias),
+                    spec.help);
   }
   if (specs.empty()) out = "  (no parameters)\n";
   return out;

@@ -88,8 +88,8 @@ void Swift::on_ack(uint64_t now_ns, const AckEvent& ack) {
     // Multiplicative decrease proportional to how far over target the delay
     // is, bounded by max_mdf, at most once per RTT so one congestion episode
     // is not counted many times.
-    const double factor = std::max(1 - beta_ * (delay - target_ns_) / delay,
-                                   1 - max_mdf_);
+    const double factor =
+        std::max(1 - beta_ * (delay - target_ns_) / delay, 1 - max_mdf_);
     cwnd_ *= factor;
     decreased_ = true;
     last_decrease_ns_ = now_ns;

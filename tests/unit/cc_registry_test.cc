@@ -1,14 +1,14 @@
 // The cc registry: creation by name, parameter validation and its messages,
 // and properties every registered algorithm must have (determinism, rate
 // within [min, line]).
-#include "droce/cc/registry.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "droce/cc/registry.h"
 
 namespace droce::cc {
 namespace {
@@ -97,8 +97,9 @@ TEST(CcRegistry, RejectsSettingsInconsistentWithLineRate) {
 }
 
 TEST(CcRegistry, ValuesReachTheAlgorithm) {
-  auto cc = make_algorithm("dcqcn", {{"rate_to_set_on_first_cnp", "8000"},
-                                     {"np_min_time_between_cnps", "50"}},
+  auto cc = make_algorithm("dcqcn",
+                           {{"rate_to_set_on_first_cnp", "8000"},
+                            {"np_min_time_between_cnps", "50"}},
                            kLine);
   EXPECT_EQ(cc->np_min_time_between_cnps_ns(), 50'000u);
   cc->on_cnp(0);
@@ -155,8 +156,8 @@ std::vector<Output> run(Algorithm& cc) {
     while (auto deadline = cc.next_timer()) {
       if (*deadline > now) break;
       cc.on_timer(*deadline);
-      out.push_back({cc.rate_bytes_per_sec(), cc.window_bytes(),
-                     cc.next_timer()});
+      out.push_back(
+          {cc.rate_bytes_per_sec(), cc.window_bytes(), cc.next_timer()});
     }
     switch (next() % 4) {
       case 0:
@@ -174,8 +175,8 @@ std::vector<Output> run(Algorithm& cc) {
         cc.on_ack(now, ack);
       }
     }
-    out.push_back({cc.rate_bytes_per_sec(), cc.window_bytes(),
-                   cc.next_timer()});
+    out.push_back(
+        {cc.rate_bytes_per_sec(), cc.window_bytes(), cc.next_timer()});
   }
   return out;
 }

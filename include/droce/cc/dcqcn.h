@@ -17,17 +17,17 @@ struct AlgorithmInfo;
 // Field defaults are the mlx5 firmware defaults (docs/CC.md has the table
 // with sources); times in microseconds and rates in Mbit/s like mlx5.
 struct DcqcnConfig {
-  double rp_time_reset_us = 300;     // rate-increase timer period
-  double rp_byte_reset = 32767;      // bytes per byte-counter stage; 0 = off
-  double rp_threshold = 1;           // F: stages of fast recovery
-  double rp_ai_rate_mbps = 5;        // R_AI
-  double rp_hai_rate_mbps = 50;      // R_HAI
-  double rp_gd = 11;                 // log2 of the decrease divisor (1/1024)
-  double rp_min_dec_fac = 50;        // % floor of the multiplicative cut
-  double rp_min_rate_mbps = 1;       // rate floor
+  double rp_time_reset_us = 300;  // rate-increase timer period
+  double rp_byte_reset = 32767;   // bytes per byte-counter stage; 0 = off
+  double rp_threshold = 1;        // F: stages of fast recovery
+  double rp_ai_rate_mbps = 5;     // R_AI
+  double rp_hai_rate_mbps = 50;   // R_HAI
+  double rp_gd = 11;              // log2 of the decrease divisor (1/1024)
+  double rp_min_dec_fac = 50;     // % floor of the multiplicative cut
+  double rp_min_rate_mbps = 1;    // rate floor
   double rp_rate_to_set_on_first_cnp_mbps = 0;  // 0 = cut from line rate
-  double rp_dce_tcp_g = 1019;        // alpha gain g = (1024 - this) / 1024
-  double rp_dce_tcp_rtt_us = 1;      // alpha timer period (paper's K)
+  double rp_dce_tcp_g = 1019;    // alpha gain g = (1024 - this) / 1024
+  double rp_dce_tcp_rtt_us = 1;  // alpha timer period (paper's K)
   double rp_rate_reduce_monitor_period_us = 4;  // min time between cuts
   double rp_initial_alpha_value = 1023;         // alpha, units of 1/1024
   double np_min_time_between_cnps_us = 4;       // exposed for the NP
@@ -83,16 +83,16 @@ class Dcqcn final : public Algorithm {
   uint64_t np_min_time_between_cnps_ns_;
 
   // Reaction-point state (paper Fig. 7 names in comments).
-  bool limited_ = false;     // a rate limiter is allocated (after 1st CNP)
-  double rc_;                // R_C, current rate
-  double rt_;                // R_T, target rate
+  bool limited_ = false;  // a rate limiter is allocated (after 1st CNP)
+  double rc_;             // R_C, current rate
+  double rt_;             // R_T, target rate
   double alpha_ = 0;
   uint64_t alpha_epoch_ns_ = 0;  // start of the running alpha-timer period
   uint32_t time_stage_ = 0;      // T: timer expiries since the last cut
   uint32_t byte_stage_ = 0;      // BC: byte-counter expiries since the cut
   uint64_t bytes_since_stage_ = 0;
   uint64_t increase_deadline_ns_ = 0;
-  bool cut_pending_ = false;     // CNP seen inside the monitor period
+  bool cut_pending_ = false;  // CNP seen inside the monitor period
   uint64_t last_cut_ns_ = 0;
 };
 

@@ -15,10 +15,10 @@ namespace droce::cc {
 struct AlgorithmInfo;
 
 struct HpccConfig {
-  double eta = 0.95;          // target utilisation
-  double max_stage = 5;       // additive stages before a multiplicative step
-  double w_ai = 80;           // additive increase, bytes
-  double base_rtt_us = 8;     // T, the base RTT
+  double eta = 0.95;           // target utilisation
+  double max_stage = 5;        // additive stages before a multiplicative step
+  double w_ai = 80;            // additive increase, bytes
+  double base_rtt_us = 8;      // T, the base RTT
   double min_rate_mbps = 100;  // window floor = min_rate * T
 
   static HpccConfig from_params(const Params& params);
@@ -34,9 +34,9 @@ class Hpcc final : public Algorithm {
   uint64_t rate_bytes_per_sec() const override;
   std::optional<uint64_t> window_bytes() const override;
 
-  double window() const { return window_; }            // W, bytes
-  double reference_window() const { return wc_; }      // W^c, bytes
-  double utilisation() const { return u_; }            // U
+  double window() const { return window_; }        // W, bytes
+  double reference_window() const { return wc_; }  // W^c, bytes
+  double utilisation() const { return u_; }        // U
   uint32_t inc_stage() const { return inc_stage_; }
 
  private:
@@ -55,10 +55,10 @@ class Hpcc final : public Algorithm {
   double u_ = 0;
   bool have_u_ = false;
   uint32_t inc_stage_ = 0;
-  uint64_t snd_nxt_ = 0;       // bytes handed to on_send so far
-  uint64_t acked_ = 0;         // cumulative acked bytes (the ACK "seq")
+  uint64_t snd_nxt_ = 0;  // bytes handed to on_send so far
+  uint64_t acked_ = 0;    // cumulative acked bytes (the ACK "seq")
   uint64_t last_update_seq_ = 0;
-  IntRecord last_;             // L: previous INT per hop
+  IntRecord last_;  // L: previous INT per hop
 };
 
 const AlgorithmInfo& hpcc_algorithm();

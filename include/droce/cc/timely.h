@@ -39,7 +39,7 @@ class Timely final : public Algorithm {
   void on_ack(uint64_t now_ns, const AckEvent& ack) override;
   uint64_t rate_bytes_per_sec() const override;
 
-  double rate() const { return rate_; }          // bytes/s, unrounded
+  double rate() const { return rate_; }  // bytes/s, unrounded
   double rtt_diff_ns() const { return rtt_diff_ns_; }
   uint32_t negative_gradient_count() const { return neg_count_; }
 
