@@ -9,7 +9,6 @@ agreement with droce means something.
 
 import ipaddress
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -342,8 +341,3 @@ class Failures:
             sys.exit(1)
         print(f"{self.name}: all {self.checks} checks passed")
 
-
-def tmpdir():
-    import tempfile
-    return tempfile.mkdtemp(prefix="droce-interop-",
-                            dir=os.environ.get("MESON_BUILD_ROOT"))
