@@ -82,6 +82,8 @@ uint64_t Switch::paused_ns(uint16_t port, uint8_t prio, uint64_t now) const {
 }
 
 uint64_t Switch::next_event_time() const {
+  // Departures started inside receive() are waiting to be emitted.
+  if (!outbox_.empty()) return clock_;
   uint64_t t = kNever;
   for (const Port& p : ports_) t = std::min(t, p.next);
   return t;

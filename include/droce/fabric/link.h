@@ -33,7 +33,7 @@ struct GilbertElliott {
 // random loss, corruption, duplication, then the delays of each copy.
 struct Impairments {
   double loss = 0;
-  GilbertElliott burst;
+  GilbertElliott burst{};
   // One bit flipped at a uniform position between the IP header and the end
   // of the frame: corruption inside a switch that the next hop's Ethernet
   // FCS regeneration hides, which is the case the RoCE ICRC exists for.
@@ -47,7 +47,7 @@ struct Impairments {
 
 struct LinkConfig {
   uint64_t propagation_ns = 500;  // ~100 m of fibre at 5 ns/m
-  Impairments impairments;
+  Impairments impairments{};
   uint64_t seed = 1;
 };
 

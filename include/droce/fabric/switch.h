@@ -148,7 +148,7 @@ class Switch {
   void receive(uint16_t port, Packet&& packet, uint64_t now);
 
   // Earliest time at which advance() has work (a transmission start, a PFC
-  // refresh, a watchdog check), or kNever.
+  // refresh, a watchdog check, departures not yet emitted), or kNever.
   uint64_t next_event_time() const;
 
   // Runs everything due at or before `now`; emits departures.

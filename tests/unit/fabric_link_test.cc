@@ -1,0 +1,184 @@
+// Link impairments: random and Gilbert-Elliott loss, duplication, reordering,
+// corruption caught by the ICRC, link down, and determinism by seed.
+#include "droce/fabric/link.h"
+
+#include <gtest/gtest.h>
+
+#include "droce/wire/packet.h"
+#include "fabric_test_util.h"
+
+namespace droce::fabric {
+namespace {
+
+using testing::binomial_tolerance;
+using testing::roce_bytes;
+using testing::roce_packet;
+
+// Sends n tagged packets 1 us apart and returns the tags in arrival order.
+std::vector<uint64_t> run(Link& link, size_t n, std::vector<Packet>* got = nullptr) {
+  std::vector<uint64_t> tags;
+  Packet proto = roce_packet({.payload = 64});
+  for (size_t i = 0; i < n; ++i) {
+    Packet p = proto;
+    p.tag = i;
+    link.send(std::move(p), i * 1000);
+    link.advance(i * 1000, [&](Packet&& q, uint64_t) {
+      tags.push_back(q.tag);
+      if (got) got->push_back(std::move(q));
+    });
+  }
+  link.advance(kNever - 1, [&](Packet&& q, uint64_t) {
+    tags.push_back(q.tag);
+    if (got) got->push_back(std::move(q));
+  });
+  return tags;
+}
+
+TEST(Link, PropagationAndOrder) {
+  Link link(LinkConfig{.propagation_ns = 700});
+  std::vector<std::pair<uint64_t, uint64_t>> arr;
+  for (uint64_t i = 0; i < 5; ++i) {
+    Packet p;
+    p.tag = i;
+    link.send(std::move(p), 100 + i);
+  }
+  EXPECT_EQ(link.next_event_time(), 800u);
+  link.advance(802, [&](Packet&& p, uint64_t t) { arr.emplace_back(p.tag, t); });
+  ASSERT_EQ(arr.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(arr[i], std::make_pair(i, 800 + i));
+}
+
+TEST(Link, RandomLossRate) {
+  const double p = 0.03;
+  const size_t n = 100'000;
+  Link link(LinkConfig{.impairments = {.loss = p}, .seed = 9});
+  const size_t got = run(link, n).size();
+  EXPECT_NEAR(static_cast<double>(n - got), p * n, binomial_tolerance(p, n));
+  EXPECT_EQ(link.counters().lost_random, n - got);
+}
+
+TEST(Link, GilbertElliottBurstLoss) {
+  Impairments im;
+  im.burst = {.p_good_to_bad = 0.01, .p_bad_to_good = 0.25, .loss_good = 0, .loss_bad = 1};
+  const size_t n = 400'000;
+  Link link(LinkConfig{.impairments = im, .seed = 5});
+  const std::vector<uint64_t> tags = run(link, n);
+  const double rate = 1.0 - static_cast<double>(tags.size()) / n;
+  EXPECT_NEAR(rate, im.burst.stationary_loss(), 0.15 * im.burst.stationary_loss());
+  // Mean run of consecutive losses: 1 / p_bad_to_good = 4 packets.
+  size_t runs = 0, lost = 0;
+  uint64_t expect = 0;
+  for (uint64_t t : tags) {
+    if (t != expect) {
+      ++runs;
+      lost += t - expect;
+    }
+    expect = t + 1;
+  }
+  ASSERT_GT(runs, 100u);
+  EXPECT_NEAR(static_cast<double>(lost) / runs, 4.0, 0.4);
+  EXPECT_EQ(link.counters().lost_burst, lost + (n - expect));
+}
+
+TEST(Link, Duplication) {
+  const double p = 0.05;
+  const size_t n = 50'000;
+  Link link(LinkConfig{.impairments = {.duplicate = p}, .seed = 2});
+  const std::vector<uint64_t> tags = run(link, n);
+  EXPECT_NEAR(static_cast<double>(tags.size() - n), p * n, binomial_tolerance(p, n));
+  size_t dups = 0;
+  for (size_t i = 1; i < tags.size(); ++i) dups += tags[i] == tags[i - 1];
+  EXPECT_EQ(dups, tags.size() - n);  // the copy arrives right behind
+}
+
+TEST(Link, Reordering) {
+  Impairments im;
+  im.reorder = 0.1;
+  im.reorder_delay_ns = 3'500;  // overtaken by the next three packets
+  const size_t n = 20'000;
+  Link link(LinkConfig{.impairments = im, .seed = 4});
+  const std::vector<uint64_t> tags = run(link, n);
+  ASSERT_EQ(tags.size(), n);
+  size_t late = 0;
+  uint64_t max_seen = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i && tags[i] < max_seen) ++late;
+    max_seen = std::max(max_seen, tags[i]);
+  }
+  EXPECT_NEAR(static_cast<double>(late), 0.1 * n, binomial_tolerance(0.1, n));
+  // A held-back packet is late unless its followers were all held back too.
+  EXPECT_NEAR(static_cast<double>(late), static_cast<double>(link.counters().reordered),
+              0.02 * static_cast<double>(link.counters().reordered) + 1);
+}
+
+// Which bytes of an IPv4 RoCE frame the ICRC does not cover and the IPv4
+// checksum does not catch either: the UDP checksum and the BTH FECN/BECN byte.
+bool undetectable(size_t byte) {
+  const size_t udp = wire::kEthSize + wire::kIpv4Size;
+  return byte == udp + 6 || byte == udp + 7 || byte == udp + 8 + 4;
+}
+
+TEST(Link, CorruptionCaughtByIcrc) {
+  const size_t n = 5'000;
+  Link link(LinkConfig{.impairments = {.corrupt = 1.0}, .seed = 11});
+  std::vector<Packet> got;
+  run(link, n, &got);
+  const std::vector<uint8_t> orig = roce_bytes({.payload = 64});
+  ASSERT_EQ(got.size(), n);
+  EXPECT_EQ(link.counters().corrupted, n);
+  size_t caught = 0, masked = 0;
+  for (const Packet& p : got) {
+    size_t diff = 0, where = 0;
+    for (size_t i = 0; i < orig.size(); ++i)
+      if (p.bytes[i] != orig[i]) ++diff, where = i;
+    ASSERT_EQ(diff, 1u);  // exactly one bit
+    ASSERT_GE(where, wire::kEthSize);
+    wire::ParsedPacket pp;
+    const wire::ParseError e = wire::parse(p.bytes, pp);
+    if (undetectable(where)) {
+      ++masked;
+    } else {
+      EXPECT_NE(e, wire::ParseError::kOk) << "flip at byte " << where;
+      caught += e != wire::ParseError::kOk;
+    }
+  }
+  EXPECT_EQ(caught + masked, n);
+  EXPECT_LT(masked, n / 10);
+}
+
+TEST(Link, DownDropsInFlightAndNewPackets) {
+  Link link(LinkConfig{.propagation_ns = 10'000});
+  for (uint64_t i = 0; i < 3; ++i) link.send(Packet{}, i);
+  link.set_up(false);
+  link.send(Packet{}, 5);
+  EXPECT_EQ(link.counters().lost_down, 4u);
+  EXPECT_EQ(link.next_event_time(), kNever);
+  link.set_up(true);
+  link.send(Packet{}, 20);
+  size_t n = 0;
+  link.advance(kNever - 1, [&](Packet&&, uint64_t) { ++n; });
+  EXPECT_EQ(n, 1u);
+}
+
+TEST(Link, DeterministicBySeed) {
+  Impairments im;
+  im.loss = 0.05;
+  im.burst = {.p_good_to_bad = 0.01, .p_bad_to_good = 0.3};
+  im.duplicate = 0.02;
+  im.reorder = 0.05;
+  im.jitter_ns = 300;
+  im.corrupt = 0.01;
+  auto trace = [&](uint64_t seed) {
+    Link link(LinkConfig{.impairments = im, .seed = seed});
+    std::vector<Packet> got;
+    auto tags = run(link, 5'000, &got);
+    std::vector<uint8_t> all;
+    for (auto& p : got) all.insert(all.end(), p.bytes.begin(), p.bytes.end());
+    return std::make_pair(tags, all);
+  };
+  EXPECT_EQ(trace(77), trace(77));
+  EXPECT_NE(trace(77).first, trace(78).first);
+}
+
+}  // namespace
+}  // namespace droce::fabric

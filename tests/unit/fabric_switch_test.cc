@@ -1,0 +1,159 @@
+// Switch basics: forwarding, serialization at the port rate, tail drop in
+// shared and per-port buffers, no-route drops, links' propagation delay.
+#include "droce/fabric/switch.h"
+
+#include <gtest/gtest.h>
+
+#include "droce/fabric/link.h"
+#include "fabric_test_util.h"
+
+namespace droce::fabric {
+namespace {
+
+using testing::RoceSpec;
+using testing::drain;
+using testing::roce_packet;
+using testing::simple_config;
+
+constexpr uint64_t k10G = 10 * kGbps;
+constexpr uint64_t k100G = 100 * kGbps;
+
+TEST(Switch, ForwardsByDestinationUnchanged) {
+  Switch sw(simple_config(3, k100G));
+  Packet p = roce_packet({.dst_ip = 0x0A000003});
+  const std::vector<uint8_t> bytes = p.bytes;
+  sw.receive(0, std::move(p), 1000);
+  auto out = drain(sw);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_EQ(out[0].start_time, 1000u);
+  EXPECT_EQ(out[0].packet.bytes, bytes);
+  EXPECT_EQ(out[0].packet.ingress_port, 0);
+  EXPECT_EQ(out[0].packet.tc, 3);  // DSCP 26 -> class 3
+  EXPECT_EQ(sw.counters(0).rx_packets, 1u);
+  EXPECT_EQ(sw.counters(2).tx_packets, 1u);
+  EXPECT_EQ(sw.buffer_used(), 0u);
+}
+
+TEST(Switch, SerializationAtPortRate) {
+  Switch sw(simple_config(2, k10G));
+  const size_t n = 100;
+  for (size_t i = 0; i < n; ++i) sw.receive(0, roce_packet({}, i), 0);
+  auto out = drain(sw);
+  ASSERT_EQ(out.size(), n);
+  const size_t frame = out[0].packet.size();
+  // (frame + preamble/SFD + FCS + IFG) bits at 10 Gb/s.
+  const double per = (frame + 24) * 8 / 10.0;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(out[i].packet.tag, i);  // FIFO
+    EXPECT_NEAR(static_cast<double>(out[i].start_time), i * per, 1.0);
+    EXPECT_NEAR(static_cast<double>(out[i].time - out[i].start_time), per, 1.0);
+    if (i) {
+      EXPECT_EQ(out[i].start_time, out[i - 1].time);  // back to back
+    }
+  }
+  // Long-run exact: the remainder is carried, no drift.
+  EXPECT_NEAR(static_cast<double>(out.back().time), n * per, 1.0);
+  EXPECT_EQ(Switch::serialization_ns(40, k10G), 67u);  // padded to 60: 84 B
+}
+
+TEST(Switch, IdleLinkStartsOnArrival) {
+  Switch sw(simple_config(2, k100G));
+  sw.receive(0, roce_packet({}), 100);
+  drain(sw);
+  sw.receive(0, roce_packet({}), 50'000);
+  EXPECT_EQ(sw.next_event_time(), 50'000u);
+  auto out = drain(sw);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].start_time, 50'000u);
+}
+
+TEST(Switch, SharedBufferTailDrop) {
+  auto cfg = simple_config(3, k10G);
+  cfg.buffer_mode = BufferMode::kShared;
+  const size_t frame = testing::roce_bytes({}).size();
+  cfg.shared_buffer_bytes = 10 * frame;
+  Switch sw(cfg);
+  // Two output ports share the 10 frames.
+  for (int i = 0; i < 8; ++i) sw.receive(0, roce_packet({.dst_ip = 0x0A000002}), 0);
+  for (int i = 0; i < 8; ++i) sw.receive(0, roce_packet({.dst_ip = 0x0A000003}), 0);
+  // At t=0 the first packet of each port is on the wire already (dequeued).
+  const auto& q1 = sw.counters(1).queues[3];
+  const auto& q2 = sw.counters(2).queues[3];
+  // Accepted: one on each wire plus ten queued.
+  EXPECT_EQ(q1.drops + q2.drops, 16u - 12u);
+  EXPECT_LE(sw.buffer_used(), cfg.shared_buffer_bytes);
+  EXPECT_EQ(q2.drops, 4u);  // port 2 came second and found the buffer full
+  auto out = drain(sw);
+  EXPECT_EQ(out.size(), 12u);
+}
+
+TEST(Switch, PerPortBufferIsolatesPorts) {
+  auto cfg = simple_config(3, k10G);
+  cfg.buffer_mode = BufferMode::kPerPort;
+  const size_t frame = testing::roce_bytes({}).size();
+  for (auto& p : cfg.ports) p.buffer_bytes = 5 * frame;
+  Switch sw(cfg);
+  for (int i = 0; i < 8; ++i) sw.receive(0, roce_packet({.dst_ip = 0x0A000002}), 0);
+  for (int i = 0; i < 8; ++i) sw.receive(0, roce_packet({.dst_ip = 0x0A000003}), 0);
+  // Each port: one on the wire, five queued, two dropped.
+  EXPECT_EQ(sw.counters(1).queues[3].drops, 2u);
+  EXPECT_EQ(sw.counters(2).queues[3].drops, 2u);
+  EXPECT_EQ(sw.port_queue_bytes(1), 5 * frame);
+  EXPECT_EQ(sw.counters(1).queues[3].drop_bytes, 2 * frame);
+  EXPECT_EQ(drain(sw).size(), 12u);
+}
+
+TEST(Switch, DropsUnroutableAndNonIp) {
+  Switch sw(simple_config(2, k100G));
+  sw.receive(0, roce_packet({.dst_ip = 0x0B000001}), 0);
+  Packet junk;
+  junk.bytes.assign(60, 0);
+  sw.receive(0, std::move(junk), 0);
+  Packet runt;
+  runt.bytes.assign(10, 0);
+  sw.receive(0, std::move(runt), 0);
+  EXPECT_EQ(sw.counters(0).no_route, 2u);
+  EXPECT_EQ(sw.counters(0).rx_bad, 1u);
+  EXPECT_TRUE(drain(sw).empty());
+}
+
+TEST(Switch, PortDownDropsAndFlushes) {
+  Switch sw(simple_config(2, k10G));
+  for (int i = 0; i < 4; ++i) sw.receive(0, roce_packet({}), 0);
+  sw.set_port_up(1, false, 10);
+  EXPECT_EQ(sw.counters(1).down_drops, 3u);  // one was already on the wire
+  sw.receive(0, roce_packet({}), 20);
+  EXPECT_EQ(sw.counters(0).no_route, 1u);  // the only route is down
+  sw.set_port_up(1, true, 30);
+  sw.receive(0, roce_packet({}), 40);
+  auto out = drain(sw);
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_EQ(sw.buffer_used(), 0u);
+}
+
+TEST(Switch, LinkAddsPropagation) {
+  Switch sw(simple_config(2, k100G));
+  Link link(LinkConfig{.propagation_ns = 2500});
+  sw.receive(0, roce_packet({}), 0);
+  for (auto& d : drain(sw)) link.send(std::move(d.packet), d.time);
+  const uint64_t ser = Switch::serialization_ns(testing::roce_bytes({}).size(), k100G);
+  EXPECT_EQ(link.next_event_time(), ser + 2500);
+  std::vector<uint64_t> arrivals;
+  link.advance(kNever - 1, [&](Packet&&, uint64_t t) { arrivals.push_back(t); });
+  ASSERT_EQ(arrivals.size(), 1u);
+  EXPECT_EQ(arrivals[0], ser + 2500);
+}
+
+TEST(Switch, RejectsBadConfig) {
+  SwitchConfig empty;
+  EXPECT_THROW(Switch{empty}, std::invalid_argument);
+  auto cfg = simple_config(2, k100G);
+  cfg.pfc.xon_bytes = cfg.pfc.xoff_bytes + 1;
+  EXPECT_THROW(Switch{cfg}, std::invalid_argument);
+  cfg = simple_config(2, 0);
+  EXPECT_THROW(Switch{cfg}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace droce::fabric
