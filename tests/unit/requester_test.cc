@@ -1,0 +1,193 @@
+// Requester behaviour (IBA 9.7.4, 9.7.6): segmentation, PSNs, AckReq,
+// limits, timers and retries, from crafted responses.
+#include <gtest/gtest.h>
+
+#include "droce/transport/requester.h"
+#include "transport_test_util.h"
+
+namespace droce::transport {
+namespace {
+
+using namespace testing;
+
+TEST(Requester, TimerEncodings) {
+  // Expect: IBA 9.7.6.1.3 timeout 4.096 us * 2^t, 0 = infinite.
+  EXPECT_EQ(ack_timeout_ns(0), 0u);
+  EXPECT_EQ(ack_timeout_ns(1), 8192u);
+  EXPECT_EQ(ack_timeout_ns(14), 67108864u);
+  // Expect: table 45 of IBA 9.7.5.2.8.
+  EXPECT_EQ(rnr_timer_ns(12), 640'000u);
+  EXPECT_EQ(rnr_timer_ns(31), 491'520'000u);
+  EXPECT_EQ(mtu_bytes(IBV_MTU_256), 256u);
+  EXPECT_EQ(mtu_bytes(IBV_MTU_4096), 4096u);
+}
+
+TEST(Requester, SegmentsByMtuAcrossPsnWrapWithAckReqOnLast) {
+  QpBench b(QpType::kRc, QpBench::default_attr(), 0xFFFFFE);
+  ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 3000), 0);
+  auto out = b.drain();
+  // Expect: FIRST/MIDDLE/LAST at PSNs 0xFFFFFE, 0xFFFFFF, 0; AckReq on LAST.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_SEND_FIRST);
+  EXPECT_EQ(out[1].p.opcode, IBV_OPCODE_RC_SEND_MIDDLE);
+  EXPECT_EQ(out[2].p.opcode, IBV_OPCODE_RC_SEND_LAST);
+  EXPECT_EQ(out[0].p.psn, 0xFFFFFEu);
+  EXPECT_EQ(out[1].p.psn, 0xFFFFFFu);
+  EXPECT_EQ(out[2].p.psn, 0u);
+  EXPECT_FALSE(out[0].p.ack_req);
+  EXPECT_TRUE(out[2].p.ack_req);
+  EXPECT_EQ(out[2].p.payload_length, 3000u - 2048u);
+  EXPECT_EQ(0, std::memcmp(out[1].p.payload, b.mem_.data() + 1024, 1024));
+  b.feed(ack(0));
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_SEND);
+}
+
+TEST(Requester, WriteCarriesRethOnFirstOnlyAndImmOnLast) {
+  QpBench b;
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE_WITH_IMM, 0, 1500), 0);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_WRITE_FIRST);
+  EXPECT_EQ(out[0].p.reth_va, 0x5000u);
+  EXPECT_EQ(out[0].p.reth_rkey, 0x777u);
+  EXPECT_EQ(out[0].p.reth_dma_length, 1500u);
+  EXPECT_EQ(out[1].p.opcode, IBV_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE);
+}
+
+TEST(Requester, TimeoutGoesBackNThenRetryExceeded) {
+  QpBench b;  // timeout 10 (4.19 ms), retry_cnt 2
+  ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 10), 0);
+  ASSERT_EQ(b.post_send(2, IBV_WR_SEND, 0, 10), 0);
+  ASSERT_EQ(b.drain(0).size(), 2u);
+  uint64_t now = b.qp_->next_deadline();
+  EXPECT_EQ(now, ack_timeout_ns(10));
+  for (int retry = 0; retry < 2; ++retry) {
+    b.qp_->on_timer(now);
+    auto out = b.drain(now);
+    // Expect: both packets again from the oldest unacked PSN.
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].p.psn, 100u);
+    now = b.qp_->next_deadline();
+  }
+  b.qp_->on_timer(now);
+  // Expect: third timeout -> RETRY_EXC_ERR on WR 1, WR 2 flushed, QP in ERR.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(b.qp_->state(), QpState::kErr);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 3u);
+}
+
+TEST(Requester, RnrNakWaitsTableTimeThenRetriesUntilExhausted) {
+  QpBench b;  // rnr_retry 2
+  ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 10), 0);
+  b.drain(0);
+  uint64_t now = 1000;
+  for (int i = 0; i < 2; ++i) {
+    b.feed(ack(100, wire::make_syndrome(wire::AethType::kRnrNak, 14)), {}, now);
+    // Expect: nothing is sent during the 1.28 ms RNR wait.
+    EXPECT_FALSE(b.qp_->has_work(now));
+    EXPECT_EQ(b.qp_->next_deadline(), now + 1'280'000);
+    now = b.qp_->next_deadline();
+    b.qp_->on_timer(now);
+    auto out = b.drain(now);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.psn, 100u);
+  }
+  b.feed(ack(100, wire::make_syndrome(wire::AethType::kRnrNak, 14)), {}, now);
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+TEST(Requester, InfiniteRnrRetry) {
+  QpAttr a = QpBench::default_attr();
+  a.rnr_retry = 7;
+  QpBench b(QpType::kRc, a);
+  ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 10), 0);
+  b.drain(0);
+  uint64_t now = 0;
+  for (int i = 0; i < 20; ++i) {
+    b.feed(ack(100, wire::make_syndrome(wire::AethType::kRnrNak, 1)), {}, now);
+    now = b.qp_->next_deadline();
+    b.qp_->on_timer(now);
+    ASSERT_EQ(b.drain(now).size(), 1u);
+  }
+  // Expect: rnr_retry 7 never gives up.
+  EXPECT_TRUE(b.poll().empty());
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+}
+
+TEST(Requester, SequenceNakGoesBackToNamedPsn) {
+  QpBench b;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(b.post_send(i, IBV_WR_SEND, 0, 10), 0);
+  ASSERT_EQ(b.drain().size(), 3u);
+  b.feed(ack(101, nak(wire::NakCode::kPsnSequenceError)));
+  // Expect: WR 0 completes (implied ACK of PSN 100), PSNs 101, 102 resent.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 0u);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].p.psn, 101u);
+  EXPECT_EQ(out[1].p.psn, 102u);
+  EXPECT_EQ(b.qp_->counters().tx_retransmit_packets, 2u);
+}
+
+TEST(Requester, MaxRdAtomicLimitsOutstandingReads) {
+  QpAttr a = QpBench::default_attr();
+  a.max_rd_atomic = 2;
+  QpBench b(QpType::kRc, a);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(b.post_send(i, IBV_WR_RDMA_READ, 0, 8), 0);
+  // Expect: only two READ requests until a response arrives.
+  ASSERT_EQ(b.drain().size(), 2u);
+  auto r = req(IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY, 100);
+  r.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, 31);
+  uint8_t data[8] = {};
+  b.feed(r, data);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 102u);
+}
+
+TEST(Requester, InflightWindowAndCcGate) {
+  QpAttr a = QpBench::default_attr();
+  a.max_inflight_psns = 2;
+  QpBench b(QpType::kRc, a);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(b.post_send(i, IBV_WR_SEND, 0, 10), 0);
+  // Expect: the PSN window admits two packets.
+  EXPECT_EQ(b.drain().size(), 2u);
+  EXPECT_GT(b.qp_->counters().window_stalls, 0u);
+  int allowed = 0;
+  CcHooks h;
+  h.ctx = &allowed;
+  h.may_send = [](void* ctx, uint32_t, uint32_t, uint64_t) { return *static_cast<int*>(ctx) > 0; };
+  b.qp_->set_cc_hooks(h);
+  b.feed(ack(101));
+  // Expect: the window opened but the CC gate says no.
+  EXPECT_TRUE(b.drain().empty());
+  EXPECT_GT(b.qp_->counters().cc_stalls, 0u);
+  allowed = 1;
+  EXPECT_EQ(b.drain().size(), 1u);
+}
+
+TEST(Requester, PostValidation) {
+  QpBench b;
+  // Expect: bad lkey / range are EINVAL at post time.
+  Sge s{b.va(0), 16, 0xBAD00};
+  SendWr w;
+  w.sg_list = {&s, 1};
+  EXPECT_EQ(b.qp_->post_send(w), EINVAL);
+  s = {b.va(65530), 16, b.mr_->lkey()};
+  EXPECT_EQ(b.qp_->post_send(w), EINVAL);
+  // Expect: the send queue depth is enforced.
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b.post_send(i, IBV_WR_SEND, 0, 1), 0);
+  EXPECT_EQ(b.post_send(99, IBV_WR_SEND, 0, 1), ENOMEM);
+}
+
+}  // namespace
+}  // namespace droce::transport

@@ -1,0 +1,350 @@
+// Responder behaviour from crafted request packets (IBA 9.7.5.2).
+#include <gtest/gtest.h>
+
+#include "transport_test_util.h"
+
+namespace droce::transport {
+namespace {
+
+using namespace testing;
+using wire::NakCode;
+
+std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 3);
+  return v;
+}
+
+void expect_nak(const std::vector<Frame>& out, uint32_t psn, uint8_t syndrome) {
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_ACKNOWLEDGE);
+  EXPECT_EQ(out[0].p.psn, psn);
+  EXPECT_EQ(out[0].p.aeth_syndrome, syndrome);
+}
+
+TEST(Responder, SendWithImmLandsInReceiveWqeAndIsAcked) {
+  QpBench b;
+  b.post_recv(7, 0, 4096);
+  auto data = bytes(1500, 1);
+  // Expect: FIRST (1024 B) + LAST_WITH_IMM (476 B) fill the receive buffer.
+  b.feed(req(IBV_OPCODE_RC_SEND_FIRST, 500, false), {data.data(), 1024});
+  auto t = req(IBV_OPCODE_RC_SEND_LAST_WITH_IMMEDIATE, 501);
+  t.imm_data = 0xCAFE;
+  b.feed(t, {data.data() + 1024, 476});
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 7u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc[0].byte_len, 1500u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(wc[0].imm_data, 0xCAFEu);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 1500));
+  // Expect: one ACK for PSN 501 (AckReq on the last packet), MSN 1.
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(wire::aeth_type(out[0].p.aeth_syndrome), wire::AethType::kAck);
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->expected_psn(), 502u);
+}
+
+TEST(Responder, RnrNakWhenNoReceiveWqe) {
+  QpBench b;
+  auto data = bytes(10, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  // Expect: RNR NAK carrying min_rnr_timer (5), PSN not consumed.
+  expect_nak(b.drain(), 500, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 500u);
+  EXPECT_EQ(b.qp_->counters().rnr_naks_sent, 1u);
+  // Expect: after a receive is posted the retry is accepted.
+  b.post_recv(1, 0, 64);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  EXPECT_EQ(b.poll().size(), 1u);
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+}
+
+TEST(Responder, OutOfSequenceGivesOneNakPerGap) {
+  QpBench b;
+  b.post_recv(1, 0, 64);
+  auto data = bytes(8, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 502), data);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 503), data);
+  // Expect: a single PSN sequence error NAK naming the expected PSN 500.
+  expect_nak(b.drain(), 500, nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(b.qp_->counters().rx_out_of_sequence, 2u);
+  // Expect: after the hole is filled, a new gap gets its own NAK.
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  b.drain();
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 505), data);
+  expect_nak(b.drain(), 501, nak(NakCode::kPsnSequenceError));
+}
+
+TEST(Responder, DuplicateSendIsReAckedNotRedelivered) {
+  QpBench b;
+  b.post_recv(1, 0, 64);
+  b.post_recv(2, 64, 64);
+  auto data = bytes(8, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  b.drain();
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  // Expect: ACK of PSN 500 again, only one receive completion.
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 500u);
+  EXPECT_EQ(b.poll().size(), 1u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 1u);
+}
+
+TEST(Responder, CoalescesAcksEveryN) {
+  QpAttr a = QpBench::default_attr();
+  a.ack_every_n = 4;
+  QpBench b(QpType::kRc, a);
+  auto data = bytes(16, 1);
+  for (uint32_t i = 0; i < 8; ++i) {
+    auto t = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 500 + i, false);
+    t.reth_va = b.va(0);
+    t.reth_rkey = b.mr_->rkey();
+    t.reth_dma_length = 16;
+    b.feed(t, data);
+  }
+  // Expect: 8 packets without AckReq -> ACKs after the 4th and 8th only,
+  // and consecutive ACKs coalesce into the newest one.
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 507u);
+}
+
+struct NakCase {
+  const char* name;
+  uint8_t opcode;
+  uint64_t va_off;
+  uint32_t dma_len;
+  uint32_t payload;
+  bool bad_rkey;
+  bool no_perm;
+  NakCode code;
+};
+
+TEST(Responder, RemoteErrorsNakAndMoveToErr) {
+  const NakCase cases[] = {
+      {"bad rkey", IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, 16, 16, true, false, NakCode::kRemoteAccessError},
+      {"out of range", IBV_OPCODE_RC_RDMA_WRITE_ONLY, 65530, 16, 16, false, false, NakCode::kRemoteAccessError},
+      {"before region", IBV_OPCODE_RC_RDMA_WRITE_ONLY, uint64_t(-8), 16, 16, false, false, NakCode::kRemoteAccessError},
+      {"no permission", IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, 16, 16, false, true, NakCode::kRemoteAccessError},
+      {"length mismatch", IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, 32, 16, false, false, NakCode::kInvalidRequest},
+      {"read bad rkey", IBV_OPCODE_RC_RDMA_READ_REQUEST, 0, 16, 0, true, false, NakCode::kRemoteAccessError},
+      {"read out of range", IBV_OPCODE_RC_RDMA_READ_REQUEST, 0, 70000, 0, false, false, NakCode::kRemoteAccessError},
+      {"middle without first", IBV_OPCODE_RC_RDMA_WRITE_MIDDLE, 0, 0, 1024, false, false, NakCode::kInvalidRequest},
+      {"short first", IBV_OPCODE_RC_RDMA_WRITE_FIRST, 0, 4096, 100, false, false, NakCode::kInvalidRequest},
+  };
+  for (const NakCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    QpBench b;
+    MemoryRegion* ro = b.dev_.reg_mr(b.pd_, b.mem_.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+    auto t = req(c.opcode, 500);
+    t.reth_va = b.va(0) + c.va_off;
+    t.reth_rkey = c.bad_rkey ? 0xDEAD00 : c.no_perm ? ro->rkey() : b.mr_->rkey();
+    t.reth_dma_length = c.dma_len;
+    auto data = bytes(c.payload, 1);
+    b.feed(t, data);
+    // Expect: the NAK with the class's code, then the QP is in ERR.
+    expect_nak(b.drain(), 500, nak(c.code));
+    EXPECT_EQ(b.qp_->state(), QpState::kErr);
+  }
+}
+
+TEST(Responder, SendLongerThanReceiveBufferIsInvalidRequest) {
+  QpBench b;
+  b.post_recv(9, 0, 100);
+  auto data = bytes(200, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  expect_nak(b.drain(), 500, nak(NakCode::kInvalidRequest));
+  auto wc = b.poll();
+  ASSERT_GE(wc.size(), 1u);
+  // Expect: the receive WQE completes with a local length error.
+  EXPECT_EQ(wc[0].wr_id, 9u);
+  EXPECT_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR);
+}
+
+TEST(Responder, ReceiveBufferGoneIsRemoteOperationalError) {
+  QpBench b;
+  MemoryRegion* tmp = b.dev_.reg_mr(b.pd_, b.mem_.data(), 256, IBV_ACCESS_LOCAL_WRITE);
+  Sge s{tmp->iova(), 256, tmp->lkey()};
+  RecvWr r;
+  r.wr_id = 3;
+  r.sg_list = {&s, 1};
+  ASSERT_EQ(b.qp_->post_recv(r), 0);
+  ASSERT_EQ(b.dev_.dereg_mr(tmp), 0);
+  auto data = bytes(10, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  expect_nak(b.drain(), 500, nak(NakCode::kRemoteOperationalError));
+  EXPECT_EQ(b.poll()[0].status, IBV_WC_LOC_PROT_ERR);
+}
+
+TEST(Responder, ReadIsSegmentedByMtuAndReExecutedOnDuplicate) {
+  QpBench b;
+  auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
+  t.reth_va = b.va(100);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = 2500;
+  b.feed(t);
+  auto out = b.drain();
+  // Expect: FIRST/MIDDLE/LAST at PSNs 500..502 with 1024/1024/452 bytes
+  // copied from the region; the READ consumes three PSNs.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
+  EXPECT_EQ(out[1].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE);
+  EXPECT_EQ(out[2].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(out[i].p.psn, 500 + i);
+  EXPECT_EQ(out[2].p.payload_length, 452u);
+  EXPECT_EQ(0, std::memcmp(out[1].p.payload, b.mem_.data() + 100 + 1024, 1024));
+  EXPECT_EQ(b.qp_->expected_psn(), 503u);
+  // Expect: a duplicate READ for the tail (PSN 502, VA + 2048) is answered
+  // again from that PSN, as an ONLY response.
+  t.psn = 502;
+  t.reth_va = b.va(100 + 2048);
+  t.reth_dma_length = 452;
+  b.feed(t);
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
+  EXPECT_EQ(out[0].p.psn, 502u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_reads, 1u);
+}
+
+TEST(Responder, AtomicExecutesOnceAndDuplicateReplaysResult) {
+  QpBench b;
+  uint64_t v = 40;
+  std::memcpy(b.mem_.data() + 8, &v, 8);
+  auto t = req(IBV_OPCODE_RC_FETCH_ADD, 500);
+  t.atomic_va = b.va(8);
+  t.atomic_rkey = b.mr_->rkey();
+  t.atomic_swap_add = 2;
+  b.feed(t);
+  b.feed(t);  // duplicate
+  auto out = b.drain();
+  // Expect: two atomic ACKs both carrying the original 40; memory is 42.
+  ASSERT_EQ(out.size(), 2u);
+  for (auto& f : out) {
+    EXPECT_EQ(f.p.opcode, IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE);
+    EXPECT_EQ(f.p.atomic_ack_original, 40u);
+  }
+  std::memcpy(&v, b.mem_.data() + 8, 8);
+  EXPECT_EQ(v, 42u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_atomics_replayed, 1u);
+  // Compare-and-swap: swaps only on equality.
+  auto c = req(IBV_OPCODE_RC_COMPARE_SWAP, 501);
+  c.atomic_va = b.va(8);
+  c.atomic_rkey = b.mr_->rkey();
+  c.atomic_compare = 42;
+  c.atomic_swap_add = 7;
+  b.feed(c);
+  b.drain();
+  std::memcpy(&v, b.mem_.data() + 8, 8);
+  EXPECT_EQ(v, 7u);
+}
+
+TEST(Responder, MisalignedAtomicIsInvalidRequest) {
+  QpBench b;
+  auto t = req(IBV_OPCODE_RC_FETCH_ADD, 500);
+  t.atomic_va = b.va(4);
+  t.atomic_rkey = b.mr_->rkey();
+  b.feed(t);
+  expect_nak(b.drain(), 500, nak(NakCode::kInvalidRequest));
+}
+
+TEST(Responder, ExpectedPsnWrapsAt2To24) {
+  QpBench b(QpType::kRc, QpBench::default_attr(), 0, 0xFFFFFF);
+  b.post_recv(1, 0, 64);
+  b.post_recv(2, 64, 64);
+  auto data = bytes(4, 1);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 0xFFFFFF), data);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 0), data);
+  // Expect: both accepted, expected PSN is 1; PSN 0xFFFFFF is now a duplicate.
+  EXPECT_EQ(b.qp_->expected_psn(), 1u);
+  EXPECT_EQ(b.poll().size(), 2u);
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 0xFFFFFF), data);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 1u);
+}
+
+TEST(Responder, SendWithInvalidateReportsAndRevokesRkey) {
+  QpBench b;
+  b.post_recv(1, 0, 64);
+  auto t = req(wire::kOpRcSendOnlyWithInvalidate, 500);
+  t.ieth_rkey = b.mr_->rkey();
+  auto data = bytes(4, 1);
+  b.feed(t, data);
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc[0].invalidated_rkey, b.mr_->rkey());
+  b.drain();
+  // Expect: a WRITE with the invalidated rkey is a remote access error.
+  auto w = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 501);
+  w.reth_va = b.va(0);
+  w.reth_rkey = b.mr_->rkey();
+  w.reth_dma_length = 4;
+  b.feed(w, data);
+  expect_nak(b.drain(), 501, nak(NakCode::kRemoteAccessError));
+}
+
+TEST(Responder, CnpAtMostOnePerInterval) {
+  QpBench b;  // np_min_time_between_cnps = 4 us
+  b.post_recv(1, 0, 64);
+  auto data = bytes(4, 1);
+  auto w = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 500, false);
+  w.reth_va = b.va(0);
+  w.reth_rkey = b.mr_->rkey();
+  w.reth_dma_length = 4;
+  uint32_t cnps = 0;
+  const uint64_t times[] = {0, 1000, 3999, 4000, 5000, 9000};
+  uint32_t psn = 500;
+  for (uint64_t now : times) {
+    w.psn = psn++;
+    b.feed(w, data, now, wire::Ecn::kCe);
+    for (auto& f : b.drain(now)) {
+      if (f.p.opcode == wire::kOpCnp) {
+        ++cnps;
+        EXPECT_EQ(f.p.dest_qp, kPeerQpn);
+        EXPECT_TRUE(f.p.becn);
+      }
+    }
+  }
+  // Expect: CNPs at t=0, 4000 and 9000 ns only.
+  EXPECT_EQ(cnps, 3u);
+  EXPECT_EQ(b.qp_->counters().cnps_suppressed, 3u);
+}
+
+TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  auto data = bytes(3000, 9);
+  auto first = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, 500, false);
+  first.reth_va = b.va(0);
+  first.reth_rkey = b.mr_->rkey();
+  first.reth_dma_length = 3000;
+  b.feed(first, {data.data(), 1024});
+  // PSN 501 lost; 502 (LAST) arrives out of order and is placed.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 502), {data.data() + 2048, 952});
+  auto out = b.drain();
+  // Expect: a sequence-error NAK for 501 whose MSN field SACKs 502.
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
+  // Expect: the retransmitted hole completes the message; ACK covers 502.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_MIDDLE, 501, false), {data.data() + 1024, 1024});
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 502u);
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->expected_psn(), 503u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 3000));
+}
+
+}  // namespace
+}  // namespace droce::transport
