@@ -81,7 +81,7 @@ void QueuePair::retire(uint64_t) {
     if (!w.started) break;
     if (w.is_read_or_atomic()) {
       if (!w.done) {
-        // IBA 9.7.5.1.? (implied NAK): the responder acknowledged a PSN
+        // IBA 9.7.5.1 (implied NAK): the responder acknowledged a PSN
         // beyond this READ/atomic but its response never arrived — ask again.
         const uint32_t want = wire::psn_add(w.first_psn, w.resp_received);
         if (wire::psn_ge(acked_psn_, want) &&
@@ -134,7 +134,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   if (pkt.psn != expected) {
     const uint32_t d = wire::psn_distance(expected, pkt.psn);
     if (d < w.npkts - w.resp_received) {
-      // A response is missing (IBA 9.7.5.1.?): re-issue the READ for the
+      // A response is missing (IBA 9.7.5.1): re-issue the READ for the
       // remainder, once per gap.
       ++counters_.read_responses_out_of_order;
       if (!(read_gap_reissued_ && read_gap_psn_ == expected)) {
@@ -223,7 +223,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
     ++counters_.acks_stale;  // a later ACK already moved past it
     return;
   }
-  // A NAK acknowledges every PSN before the one it names (IBA 9.7.5.1.?).
+  // A NAK acknowledges every PSN before the one it names (IBA 9.7.5.1).
   const uint32_t before = wire::psn_add(psn, wire::kPsnMask);
   if (wire::psn_gt(before, acked_psn_)) {
     ack_up_to(before, now);
@@ -273,7 +273,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       }
       return;
     }
-    // Go-back-N (IBA 9.7.5.1.?): resend from the PSN the responder expects.
+    // Go-back-N (IBA 9.7.5.1): resend from the PSN the responder expects.
     ++counters_.retransmit_seq_nak;
     rewind_to(psn);
     return;

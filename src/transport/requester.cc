@@ -107,7 +107,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
   std::span<const uint8_t> payload;
   switch (w.opcode) {
     case IBV_WR_RDMA_READ: {
-      // A re-issued READ asks only for what is missing (IBA 9.7.6.2.?).
+      // A re-issued READ asks only for what is missing (IBA 9.7.6.2).
       const uint64_t off = uint64_t{k} * mtu_;
       t.opcode = IBV_OPCODE_RC_RDMA_READ_REQUEST;
       t.reth_va = w.remote_addr + off;
@@ -168,7 +168,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       }
       t.imm_data = w.imm_data;
       t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
-      // AckReq (IBA 9.7.4.1.?): on the last packet of every message, and
+      // AckReq (IBA 9.7.4.1): on the last packet of every message, and
       // every ack_req_every_n packets so long messages make progress.
       t.ack_req = type_ == QpType::kRc &&
                   (last || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0));
@@ -269,7 +269,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   const size_t n = build_request(w, k, now, buf, &ok);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
-    // (IBA 10.8.3.? / 11.6.2), the QP enters ERR.
+    // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
     ++counters_.local_errors;
     fail_wqe(sq_send_, IBV_WC_LOC_PROT_ERR);
     return 0;
@@ -296,7 +296,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
     advance_cursor_after(w, k);
   } else {
     // UC/UD: no acknowledgements; the WQE completes once its last packet
-    // is handed to the wire (IBA 9.8.? / 11.4.2.1).
+    // is handed to the wire (IBA 9.8 / 11.4.2.1).
     const bool last = k + 1 >= w.npkts;
     advance_cursor_after(w, k);
     if (last) {

@@ -1,5 +1,5 @@
 // Responder: requests from the network (IBA 9.7.5.2 "Responder side
-// behavior", 9.8 for UC, 9.8.? / 11.4.1.2 for UD). Everything here comes from
+// behavior", 9.8 for UC, 9.8 / 11.4.1.2 for UD). Everything here comes from
 // the wire: every field is checked before it is used, and nothing is written
 // outside a registered region (IBA 10.6.3 access rights).
 #include <algorithm>
@@ -36,7 +36,7 @@ void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
   }
 }
 
-// Class of error -> NAK (RC) or silent drop (UC, IBA 9.8.3.?: UC has no
+// Class of error -> NAK (RC) or silent drop (UC, IBA 9.8.3: UC has no
 // acknowledgements; the damaged message is discarded).
 bool QueuePair::reject(const wire::ParsedPacket& pkt, NakCode code, bool uc) {
   if (uc) {
@@ -59,7 +59,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
     ++counters_.rx_response_queue_full;
     return false;
   }
-  // Opcode sequence (IBA 9.7.5.2.2 / C9-?: middle and last continue the
+  // Opcode sequence (IBA 9.7.5.2.2: middle and last continue the
   // message in progress; first and only start one).
   const bool cont = pos == Position::kMiddle || pos == Position::kLast;
   if (in_msg_ != InMsg::kNone) {
@@ -79,7 +79,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   } else if (cont) {
     return reject(pkt, NakCode::kInvalidRequest, uc);
   }
-  // Payload length rules (IBA 9.7.5.2.?): first and middle packets carry
+  // Payload length rules (IBA 9.7.5.2): first and middle packets carry
   // exactly the path MTU; last carries 1..MTU; only carries 0..MTU.
   if (len > mtu_ || ((pos == Position::kFirst || pos == Position::kMiddle) && len != mtu_) ||
       (pos == Position::kLast && len == 0))
@@ -104,7 +104,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       if (recv_offset_ + len > r.length) {
         // Message longer than the receive buffer: the receive WQE completes
         // with a local length error, the requester gets Invalid Request
-        // (IBA 9.7.5.2.? / verbs IBV_WC_REM_INV_REQ_ERR).
+        // (IBA 9.7.5.2 / verbs IBV_WC_REM_INV_REQ_ERR).
         complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
         ++rq_head_;
         in_msg_ = InMsg::kNone;
@@ -112,7 +112,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       }
       if (!scatter(r, recv_offset_, pkt.payload, len)) {
         // The receive buffer's MR went away: local protection error here,
-        // Remote Operational Error for the requester (IBA 9.7.5.2.?).
+        // Remote Operational Error for the requester (IBA 9.7.5.2).
         complete_recv(r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
         ++rq_head_;
         in_msg_ = InMsg::kNone;
@@ -173,7 +173,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       const uint64_t offset = uint64_t{wire::psn_distance(write_first_psn_, pkt.psn)} * mtu_;
       if (offset + len > write_length_ ||
           (info.is_last_or_only() && offset + len != write_length_)) {
-        // The payload disagrees with the RETH DMA length (IBA 9.7.5.2.?).
+        // The payload disagrees with the RETH DMA length (IBA 9.7.5.2).
         in_msg_ = InMsg::kNone;
         return reject(pkt, NakCode::kInvalidRequest, uc);
       }
@@ -219,7 +219,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
                          IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
           return reject(pkt, NakCode::kRemoteAccessError, uc);
       }
-      // IBA 9.7.5.2.? : more outstanding READ/atomics than the responder
+      // IBA 9.7.5.2 : more outstanding READ/atomics than the responder
       // advertised (max_dest_rd_atomic) is an invalid request.
       uint32_t reads = 0;
       for (uint32_t i = 0; i < resp_count_; ++i)
@@ -237,7 +237,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       r->rkey = pkt.reth_rkey;
       r->va = pkt.reth_va;
       r->remaining = pkt.reth_dma_length;
-      // IBA 9.7.5.2.? : a READ consumes one PSN per response packet.
+      // IBA 9.7.5.2 : a READ consumes one PSN per response packet.
       epsn_ = r->end_psn;
       unacked_ = 0;  // the responses acknowledge everything before them
       return true;
@@ -292,7 +292,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   return true;
 }
 
-// IBA 9.7.5.2.? (duplicate requests): SEND/WRITE are acknowledged again,
+// IBA 9.7.5.2 (duplicate requests): SEND/WRITE are acknowledged again,
 // READ is executed again from the PSN and RETH the retransmission carries,
 // an atomic returns its saved result.
 void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
@@ -478,7 +478,7 @@ void QueuePair::on_request_uc(const wire::ParsedPacket& pkt) {
 }
 
 void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
-  // IBA 10.2.5 / 9.6.1.?: the Q_Key must match, otherwise silently dropped.
+  // IBA 10.2.5 / 9.6.1: the Q_Key must match, otherwise silently dropped.
   if (pkt.deth_qkey != attr_.qkey) {
     ++counters_.rx_dropped_ud_qkey;
     return;
