@@ -118,6 +118,9 @@ size_t build_packet(const PathSpec& path, const TransportSpec& t,
   const OpcodeInfo& info = opcode_info(t.opcode);
   if (!info.supported) return 0;
   if (!info.payload && !payload.empty()) return 0;
+  // IBA 9.2.5: only the last (or only) packet of a message carries pad
+  // bytes, so a first or middle packet must hold a multiple of 4 bytes.
+  if (!info.is_last_or_only() && payload.size() % 4 != 0) return 0;
   if (path.src_ip.v6 != path.dst_ip.v6) return 0;
   const size_t total = packet_size(path, t.opcode, payload.size());
   const size_t l3_off = l2_size(path);

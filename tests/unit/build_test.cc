@@ -104,6 +104,10 @@ TEST(Build, RefusesWhatItCannotWrite) {
   EXPECT_EQ(build_packet(path, sample_transport(IBV_OPCODE_RC_SEND_ONLY), payload,
                          {buf.data(), need}),
             need);
+  // Expect: a middle packet that would need pad is refused (IBA 9.2.5).
+  std::vector<uint8_t> odd(5);
+  EXPECT_EQ(build_packet(path, sample_transport(IBV_OPCODE_RC_SEND_MIDDLE), odd, buf), 0u);
+  EXPECT_EQ(build_packet(path, sample_transport(IBV_OPCODE_RC_RDMA_WRITE_FIRST), odd, buf), 0u);
   // Expect: mixed IPv4/IPv6 addresses are refused.
   PathSpec mixed = path;
   mixed.dst_ip.v6 = true;

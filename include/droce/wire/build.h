@@ -60,8 +60,10 @@ struct TransportSpec {
 size_t packet_size(const PathSpec& path, uint8_t opcode, size_t payload_len);
 
 // Writes the frame into `out` and returns its length, or 0 if `out` is too
-// small, the opcode is unsupported, or the opcode takes no payload and one was
-// given. The pad count is derived from the payload length (IBA 9.2.5).
+// small, the opcode is unsupported, the opcode takes no payload and one was
+// given, or a first/middle packet's payload is not a multiple of 4 (only the
+// last packet may be padded). The pad count is derived from the payload
+// length (IBA 9.2.5).
 size_t build_packet(const PathSpec& path, const TransportSpec& transport,
                     std::span<const uint8_t> payload, std::span<uint8_t> out);
 
