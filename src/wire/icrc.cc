@@ -8,21 +8,26 @@
 namespace droce::wire {
 
 namespace {
-// 8 bytes of ones in place of the LRH (RoCEv2 annex A17.4.1).
-constexpr uint8_t kPseudoLrh[8] = {0xFF, 0xFF, 0xFF, 0xFF,
-                                   0xFF, 0xFF, 0xFF, 0xFF};
-// Largest masked prefix: IPv6 + UDP + BTH.
-constexpr size_t kMaxMasked = kIpv6Size + kUdpSize + kBthSize;
+// 8 bytes of ones stand in for the LRH (RoCEv2 annex A17.4.1).
+constexpr size_t kPseudoLrhSize = 8;
+// Largest masked prefix: pseudo-LRH + IPv4 with 40 bytes of options (60) +
+// UDP + BTH.
+constexpr size_t kMaxMasked = kPseudoLrhSize + 60 + kUdpSize + kBthSize;
 }  // namespace
 
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   // Only the fixed headers hold variant fields, so mask a small copy of them
   // and run the CRC over the rest of the packet in place.
   const size_t ip_len = ipv6 ? kIpv6Size : static_cast<size_t>(l3[0] & 0x0F) * 4;
-  const size_t masked_len = ip_len + kUdpSize + kBthSize;
-  uint8_t masked[kMaxMasked + 40];  // IPv4 options make the header up to 60 B
-  if (masked_len > sizeof(masked) || masked_len > len_before_icrc) return 0;
-  std::memcpy(masked, l3, masked_len);
+  const size_t headers_len = ip_len + kUdpSize + kBthSize;
+  if (kPseudoLrhSize + headers_len > kMaxMasked || headers_len > len_before_icrc)
+    return 0;
+  // One buffer for the pseudo-LRH and the masked headers, so the CRC runs
+  // in two calls: this prefix, then the rest of the packet in place.
+  uint8_t buf[kMaxMasked];
+  std::memset(buf, 0xFF, kPseudoLrhSize);
+  uint8_t* masked = buf + kPseudoLrhSize;
+  std::memcpy(masked, l3, headers_len);
   if (ipv6) {
     // Version stays; traffic class (8 bits) and flow label (20 bits) -> ones.
     masked[0] |= 0x0F;
@@ -42,9 +47,8 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   uint8_t* bth = udp + kUdpSize;
   bth[4] = 0xFF;  // FECN, BECN, reserved
 
-  uint32_t state = crc32_update(kCrc32Init, kPseudoLrh, sizeof(kPseudoLrh));
-  state = crc32_update(state, masked, masked_len);
-  state = crc32_update(state, l3 + masked_len, len_before_icrc - masked_len);
+  uint32_t state = crc32_update(kCrc32Init, buf, kPseudoLrhSize + headers_len);
+  state = crc32_update(state, l3 + headers_len, len_before_icrc - headers_len);
   return crc32_finish(state);
 }
 
