@@ -1,0 +1,298 @@
+// The DPDK shell around endpoints (DESIGN.md "src/engine"): EAL, ports,
+// mempools whose mbuf data areas are the endpoint's packet buffers, one
+// run-to-completion worker per lcore, and the control plane that talks to
+// the workers only through Boost.Lockfree spsc_queues.
+//
+// Threading model:
+//  - One control thread (the app's main thread) calls every Engine method.
+//    Each worker has a command queue (control -> worker), a reply queue and
+//    a completion queue (worker -> control); all are single-producer /
+//    single-consumer, so no second control thread may call in.
+//  - Before start() the control thread sets ports, QPs and MRs up directly
+//    (no worker runs yet); after start() the same calls go through the
+//    worker's command queue and wait for its reply.
+//  - A port belongs to exactly one worker lcore (round robin over the
+//    worker lcores, or PortConfig::lcore). In this first version a QP lives
+//    on the lcore that owns its port: each port has its own transport
+//    Device and endpoint, so QPNs are per port. Sharding the QPs of one
+//    port over several lcores (RSS / software dispatch by QPN) is not done.
+//  - With no worker lcore (e.g. `-l 0`) one data-plane thread is started
+//    and registered as an EAL thread (rte_thread_register).
+//  - DPDK telemetry handlers run on DPDK's telemetry thread: they read the
+//    latest stats snapshot under a mutex; they never touch a worker.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "droce/cc/params.h"
+#include "droce/endpoint/counters.h"
+#include "droce/endpoint/endpoint.h"
+#include "droce/transport/counters.h"
+#include "droce/transport/qp.h"
+#include "droce/transport/wqe.h"
+
+namespace droce::engine {
+
+// Invalid user input (CLI / config / a request the engine cannot satisfy).
+// `option` names the option or config key at fault; apps print
+// "error: <what()>" and exit with kExitConfig.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string option, const std::string& message)
+      : std::runtime_error(option.empty() ? message : option + ": " + message),
+        option_(std::move(option)) {}
+  const std::string& option() const { return option_; }
+
+ private:
+  std::string option_;
+};
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;  // runtime failure (e.g. mbuf leak detected)
+constexpr int kExitConfig = 2;   // bad configuration or usage
+
+// rte_eal_init on [EAL options] -- [app options]. Returns the index in argv
+// of the app's arguments: argv[ret] is the program name, followed by the
+// options after "--" (so CLI11 can parse (argc - ret, argv + ret)). Throws
+// ConfigError("EAL", ...) when EAL refuses its options.
+int init_eal(int argc, char** argv);
+// rte_eal_cleanup; call once after the Engine is destroyed.
+void cleanup_eal();
+
+// TSC -> nanoseconds since the engine's epoch (the one clock of the data path).
+uint64_t now_ns();
+
+struct PortConfig {
+  // A port name as ethdev knows it ("net_pcap0", "0000:3b:00.0", a vdev
+  // given with --vdev) or a decimal port id ("0").
+  std::string name;
+  uint16_t rx_desc = 1024;
+  uint16_t tx_desc = 1024;
+  uint16_t burst = 32;
+  // Mbufs in this port's pool; 0 = sized from descriptors, burst and cache.
+  uint32_t mbufs = 0;
+  uint32_t mempool_cache = 256;
+  // Bytes of packet an mbuf holds (data room minus headroom). The default
+  // fits a 4096-byte-MTU RoCEv2 frame with IPv6, VLAN and every extension
+  // header.
+  uint32_t mbuf_data_bytes = 4096 + 256;
+  // Worker lcore that owns the port; -1 = next worker, round robin.
+  int lcore = -1;
+  // The endpoint's link emulation (port rate cap, pacer granularity).
+  endpoint::EndpointConfig endpoint;
+  // Completion queue shared by the port's QPs (send and receive).
+  uint32_t cq_depth = 65536;
+  // Enable promiscuous mode (vdevs and tests; real NICs usually need it
+  // unless the port MAC is the QP's source MAC).
+  bool promiscuous = true;
+  // pcap file of every frame the port sends and receives ("" = none).
+  std::string capture;
+};
+
+// Per-port engine counters (what happened to mbufs around the endpoint).
+#define DROCE_PORT_COUNTERS(X)                                                \
+  X(rx_bursts)          /* rx_burst calls that returned frames */             \
+  X(rx_mbufs)                                                                 \
+  X(rx_multiseg_dropped) /* frames in chained mbufs: not handled */           \
+  X(tx_mbufs_alloc_failed) /* transmit skipped: pool empty */                 \
+  X(tx_frames)          /* frames the PMD took */                             \
+  X(tx_bytes)                                                                 \
+  X(tx_retries)         /* tx_burst calls that took less than offered */      \
+  X(tx_dropped)         /* frames the PMD never took: freed, counted */       \
+  X(loops)              /* worker loop iterations over this port */           \
+  X(captured)           /* frames written to the capture file */              \
+  X(cq_overflows)       /* completions lost because the CQ was full */        \
+  X(post_errors)        /* post_send/post_recv refused by the transport */
+
+struct PortCounters {
+#define DROCE_DECLARE_PORT_COUNTER(name) uint64_t name = 0;
+  DROCE_PORT_COUNTERS(DROCE_DECLARE_PORT_COUNTER)
+#undef DROCE_DECLARE_PORT_COUNTER
+  template <class F>
+  void for_each(F&& f) const {
+#define DROCE_VISIT_PORT_COUNTER(name) f(std::string_view(#name), name);
+    DROCE_PORT_COUNTERS(DROCE_VISIT_PORT_COUNTER)
+#undef DROCE_VISIT_PORT_COUNTER
+  }
+};
+
+// Index into Engine's ports, in add_port order (not the DPDK port id).
+using PortIndex = uint32_t;
+
+struct QpHandle {
+  PortIndex port = 0;
+  uint32_t qpn = 0;
+  bool operator==(const QpHandle&) const = default;
+};
+
+struct QpSpec {
+  transport::QpType type = transport::QpType::kRc;
+  transport::QpCaps caps;
+  bool sq_sig_all = false;
+  // Ask for this QPN (config files choose them); fails if taken.
+  std::optional<uint32_t> qpn;
+  // Congestion control (cc::make_algorithm); line rate = the port's rate.
+  std::string cc = "none";
+  cc::ParamMap cc_params;
+};
+
+struct MrSpec {
+  size_t length = 0;
+  uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  std::optional<uint32_t> key;   // ask for this lkey/rkey
+  std::optional<uint64_t> iova;  // default: the host address
+};
+
+// Registered memory. The app may read and write [addr, addr + length)
+// between its own WRs, as with a real RDMA NIC; the engine owns it.
+struct MrInfo {
+  PortIndex port = 0;
+  uint8_t* addr = nullptr;
+  size_t length = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint64_t iova = 0;
+};
+
+// Send WR by value (the spsc queue carries it): sg_list copied.
+struct SendRequest {
+  QpHandle qp;
+  transport::SendWr wr;  // wr.sg_list / wr.ud_path are copied at post time
+};
+
+struct QpSnapshot {
+  PortIndex port = 0;
+  uint32_t qpn = 0;
+  transport::QpType type = transport::QpType::kRc;
+  transport::QpState state = transport::QpState::kReset;
+  uint32_t dest_qpn = 0;
+  uint32_t next_send_psn = 0;
+  uint32_t expected_psn = 0;
+  uint32_t send_queue_depth = 0;
+  uint32_t recv_queue_depth = 0;
+  std::string cc;
+  uint64_t cc_rate_bytes_per_sec = 0;
+  transport::QpCounters counters;
+};
+
+struct PortSnapshot {
+  PortIndex index = 0;
+  uint16_t port_id = 0;
+  std::string name;
+  unsigned lcore = 0;
+  endpoint::EndpointCounters endpoint;
+  PortCounters port;
+  // rte_eth_stats_get.
+  uint64_t eth_ipackets = 0, eth_opackets = 0, eth_ibytes = 0, eth_obytes = 0,
+           eth_imissed = 0, eth_ierrors = 0, eth_oerrors = 0, eth_rx_nombuf = 0;
+  uint32_t mempool_size = 0;
+  uint32_t mempool_avail = 0;  // mbufs in the pool (and its caches)
+  // Endpoint::next_deadline(): UINT64_MAX when the port has nothing due
+  // until a frame arrives or a WR is posted.
+  uint64_t next_deadline_ns = UINT64_MAX;
+};
+
+struct Snapshot {
+  uint64_t taken_ns = 0;  // now_ns() when the workers filled it
+  std::vector<PortSnapshot> ports;
+  std::vector<QpSnapshot> qps;
+};
+
+struct EngineConfig {
+  // Worker sleeps this long when it has nothing due and RX was empty
+  // (0 = busy poll, what a testbed wants; > 0 shares a CPU).
+  uint32_t idle_sleep_us = 0;
+  // How often the workers refresh the stats snapshot telemetry reads.
+  uint64_t stats_period_ns = 100'000'000;
+  // Register /droce/* DPDK telemetry commands.
+  bool telemetry = true;
+  size_t command_queue_depth = 4096;
+  size_t completion_queue_depth = 65536;
+};
+
+class Engine {
+ public:
+  // EAL must be initialised (init_eal). At most one Engine per process.
+  explicit Engine(const EngineConfig& config = {});
+  ~Engine();  // stop(), then release QPs, MRs, ports and pools
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- setup (before or after start)
+  // Configures and (at start) starts the port with one RX and one TX queue
+  // and its own mempool. Throws ConfigError("port", ...) for a port that
+  // does not exist, ConfigError("mbufs", ...) when the pool cannot be made.
+  PortIndex add_port(const PortConfig& config);
+  size_t port_count() const;
+  uint16_t port_id(PortIndex port) const;
+  // The port's MAC address.
+  std::array<uint8_t, 6> port_mac(PortIndex port) const;
+
+  // Throws ConfigError("qpn", ...) for a requested QPN that is out of
+  // range or taken, ConfigError("cc", ...) for CC errors.
+  QpHandle create_qp(PortIndex port, const QpSpec& spec);
+  // 0 or the transport's errno (EINVAL for a refused transition).
+  int modify_qp(QpHandle qp, transport::QpState target, const transport::QpAttr& attr);
+  // RESET -> INIT -> RTR -> RTS (UD too) with one attribute set.
+  int connect_qp(QpHandle qp, const transport::QpAttr& attr);
+  // (No destroy_qp yet: the endpoint has no detach; move a QP to ERR to
+  // flush it.)
+  // Memory from rte_malloc on the port's socket, zeroed. Throws
+  // ConfigError("mr", ...) when there is no memory for it or the key is
+  // refused.
+  MrInfo reg_mr(PortIndex port, const MrSpec& spec);
+
+  // ---- data path requests (asynchronous after start())
+  // false: the command queue is full, try again after polling completions.
+  // A WR the transport refuses comes back as a completion with status
+  // IBV_WC_GENERAL_ERR and vendor_err = the errno (and counts post_errors).
+  bool post_send(QpHandle qp, const transport::SendWr& wr);
+  bool post_recv(QpHandle qp, const transport::RecvWr& wr);
+  // Completions of every QP of every port, oldest first per port. The
+  // port index of each completion is written to ports[i] when given.
+  size_t poll_completions(std::span<transport::WorkCompletion> out,
+                          std::span<PortIndex> ports = {});
+
+  // ---- running
+  void start();  // starts ports and launches workers
+  // Asks workers to stop and waits; drains nothing. Idempotent.
+  void stop();
+  bool running() const;
+
+  // The latest snapshot the workers produced (at most stats_period old);
+  // before start() it is taken directly.
+  Snapshot stats();
+  // Refresh now (waits for every worker's reply).
+  Snapshot stats_now();
+  // Mbufs missing from each port's pool; valid after stop() has been
+  // called and the ports closed (close_ports()). Empty vector = no port.
+  std::vector<uint32_t> mbufs_missing();
+  // Stops and closes every port (flushes pcap vdev output). After this only
+  // stats()/mbufs_missing() may be called.
+  void close_ports();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Console helpers shared by apps.
+// One line per port per call ("--stats-interval"): rates since `prev`.
+std::string format_live_stats(const Snapshot& prev, const Snapshot& cur);
+// Everything in a snapshot, human readable: endpoint, port and per-QP
+// counters (zeros omitted when `skip_zero`).
+std::string format_counters(const Snapshot& s, bool skip_zero = true);
+// Snapshot as JSON (for --json output and telemetry).
+std::string to_json(const Snapshot& s);
+
+}  // namespace droce::engine
