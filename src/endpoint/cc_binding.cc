@@ -51,6 +51,7 @@ void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
   cc::AckEvent ack;
   ack.acked_bytes = acked_bytes;
   if (rtt_ns != 0) ack.rtt_ns = rtt_ns;
+  if (pending_int_) ack.int_hops = *pending_int_;
   algorithm_->on_ack(now, ack);
 }
 

@@ -10,13 +10,24 @@ Endpoint::Endpoint(transport::Device& device, const EndpointConfig& config)
     : device_(device),
       config_(config),
       pacer_(config.pacer_granularity_ns, config.pacer_slots),
-      timers_(config.pacer_granularity_ns * 16, config.pacer_slots) {}
+      timers_(config.pacer_granularity_ns * 16, config.pacer_slots),
+      scratch_(16384) {}
+
+namespace {
+// The PFC priority of a QP's traffic: PCP when tagged, else the DSCP's
+// class-selector bits (RFC 2474 4.2.2), as the switch model classifies.
+uint8_t priority_of(const wire::PathSpec& path) {
+  return path.vlan ? static_cast<uint8_t>(path.pcp & 7)
+                   : static_cast<uint8_t>((path.dscp >> 3) & 7);
+}
+}  // namespace
 
 void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> cc) {
   QpSlot& s = slots_[qp.qpn()];
   s.qp = &qp;
   s.cc = std::make_unique<CcBinding>(std::move(cc));
   qp.set_cc_hooks(s.cc->hooks());
+  s.priority = priority_of(qp.attr().path);
   activate(s);
 }
 
@@ -38,6 +49,7 @@ int Endpoint::post_send(transport::QueuePair& qp, const transport::SendWr& wr) {
 
 void Endpoint::notify(uint32_t qpn) {
   if (QpSlot* s = slot(qpn)) {
+    s->priority = priority_of(s->qp->attr().path);
     activate(*s);
     file_timer(qpn, *s);
   }
@@ -85,26 +97,128 @@ void Endpoint::run_timers(uint64_t now) {
 void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now) {
   ++counters_.rx_frames;
   counters_.rx_bytes += frame.size();
+  if (wire::is_pfc(frame)) {
+    receive_pfc(frame, now);
+    return;
+  }
   wire::ParsedPacket pkt;
-  const wire::ParseError err = wire::parse(frame, pkt);
+  wire::ParseError err = wire::parse(frame, pkt);
+  size_t hop_count = 0;
+  bool echo = false;
+  if (err == wire::ParseError::kNotRoceV2Port && pkt.udp_dst_port == wire::kIntUdpPort) {
+    const auto plain = strip_int(frame, hop_count, echo);
+    if (plain.empty()) return;
+    err = wire::parse(plain, pkt);
+  }
   if (err != wire::ParseError::kOk) {
     if (wire::is_not_roce(err)) {
-      ++counters_.rx_not_roce;
+      // Other protocols (and 802.3x PAUSE, other MAC control) are not ours.
+      const bool mac_control = frame.size() >= wire::kEthSize &&
+                               wire::load_be16(frame.data() + 12) == wire::kEtherTypeMacControl;
+      ++(mac_control ? counters_.rx_mac_control_other : counters_.rx_not_roce);
     } else {
       ++counters_.rx_malformed;
       ++counters_.rx_parse_errors[static_cast<size_t>(err)];
     }
     return;
   }
+  deliver(pkt, now, hop_count, echo);
+}
+
+void Endpoint::receive_pfc(std::span<const uint8_t> frame, uint64_t now) {
+  wire::PfcFrame pfc;
+  if (wire::parse_pfc(frame, pfc) != wire::PfcParseError::kOk) {
+    ++counters_.rx_mac_control_other;
+    return;
+  }
+  ++counters_.rx_pfc_frames;
+  if (!config_.honour_pfc) return;
+  // IEEE 802.1Qbb: each enabled priority pauses for quanta x 512 bit times
+  // at this port's speed from now; quanta 0 resumes it at once (XON).
+  const uint64_t rate_bps = config_.port_rate_bytes_per_sec * 8;
+  for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
+    if (!pfc.enabled(p)) continue;
+    paused_until_[p] = pfc.quanta[p] == 0 || rate_bps == 0
+                           ? now
+                           : now + wire::pfc_quanta_to_ns(pfc.quanta[p], rate_bps);
+  }
+}
+
+std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
+                                             size_t& hop_count, bool& echo) {
+  wire::IntLocation loc;
+  if (frame.size() > scratch_.size() || wire::int_locate(frame, loc) != wire::IntError::kOk ||
+      !loc.has_int) {
+    ++counters_.rx_int_bad;
+    return {};
+  }
+  std::copy(frame.begin(), frame.end(), scratch_.begin());
+  size_t len = frame.size();
+  if (wire::int_read_hops(frame, hops_, hop_count) != wire::IntError::kOk ||
+      wire::int_strip(scratch_, len) != wire::IntError::kOk) {
+    ++counters_.rx_int_bad;
+    return {};
+  }
+  ++counters_.rx_int_stripped;
+  echo = loc.echo;
+  if (echo) ++counters_.rx_int_echoes;
+  return {scratch_.data(), len};
+}
+
+void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
+                       bool echo) {
   QpSlot* s = slot(pkt.dest_qp);
   if (!s) {
     ++counters_.rx_unknown_qpn;
     return;
   }
   ++counters_.rx_delivered;
+  cc::IntRecord record;
+  if (echo) {
+    // Hops our data collected, reflected by the receiver: the algorithm sees
+    // them with the ACK that acknowledges new data (if this is one).
+    for (size_t i = 0; i < hop_count; ++i) {
+      const wire::IntHop& h = hops_[i];
+      record.push({h.timestamp_ns, h.tx_bytes, h.qlen_bytes,
+                   uint64_t{h.rate_mbps} * 1'000'000 / 8});
+    }
+    s->cc->set_pending_int(&record);
+  } else if (hop_count > 0 && config_.echo_int) {
+    std::copy_n(hops_.begin(), hop_count, s->echo.begin());
+    s->echo_count = hop_count;
+  }
   s->qp->on_packet(pkt, now);
+  s->cc->set_pending_int(nullptr);
   activate(*s);
   file_timer(pkt.dest_qp, *s);
+}
+
+void Endpoint::maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len) {
+  if (s.echo_count == 0) return;
+  // Only ACKs carry the echo back (HPCC section 3.2: the receiver copies
+  // the INT records of the data packet into its ACK).
+  // The BTH offset follows from the QP's own path (VLAN tag, IP version).
+  const wire::PathSpec& path = s.qp->attr().path;
+  const size_t bth = wire::kEthSize + (path.vlan ? wire::kVlanTagSize : 0) +
+                     (path.src_ip.v6 ? wire::kIpv6Size : wire::kIpv4Size) + wire::kUdpSize;
+  if (len <= bth || wire::opcode_info(buf[bth]).op_class != wire::OpClass::kAck) return;
+  size_t frame_len = len;
+  if (wire::int_insert_echo(buf, frame_len, {s.echo.data(), s.echo_count}) !=
+      wire::IntError::kOk) {
+    ++counters_.tx_int_echo_no_room;
+    return;
+  }
+  len = static_cast<uint32_t>(frame_len);
+  s.echo_count = 0;
+  ++counters_.tx_int_echoed;
+}
+
+void Endpoint::release_paused(uint64_t now) {
+  for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
+    if (held_[p].empty() || paused_until_[p] > now) continue;
+    for (QpSlot* s : held_[p]) activate(*s);
+    held_[p].clear();
+  }
 }
 
 size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
@@ -115,6 +229,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
   for (uint32_t qpn : due_) {
     if (QpSlot* s = slot(qpn)) activate(*s);
   }
+  release_paused(now);
   size_t n = 0;
   // Each QP that produces goes to the back of the line (round robin); one
   // that produces nothing leaves the line until its pacer time, a timer or
@@ -123,9 +238,16 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
          port_free_ns_ <= now) {
     QpSlot* s = active_.front();
     active_.pop_front();
-    const size_t len = s->qp->produce(now, bufs[n]);
+    if (paused_until_[s->priority] > now) {
+      s->active = false;
+      held_[s->priority].push_back(s);
+      ++counters_.tx_pfc_held;
+      continue;
+    }
+    uint32_t len = static_cast<uint32_t>(s->qp->produce(now, bufs[n]));
     if (len != 0) {
-      lens[n++] = static_cast<uint32_t>(len);
+      if (config_.echo_int) maybe_echo_int(*s, bufs[n], len);
+      lens[n++] = len;
       ++counters_.tx_frames;
       counters_.tx_bytes += len;
       if (config_.port_rate_bytes_per_sec != 0) {
@@ -150,6 +272,9 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
 uint64_t Endpoint::next_deadline() const {
   uint64_t t = std::min(pacer_.next_deadline(), timers_.next_deadline());
   if (!active_.empty()) t = std::min(t, port_free_ns_);
+  for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
+    if (!held_[p].empty()) t = std::min(t, paused_until_[p]);
+  }
   return t;
 }
 

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <numeric>
 
 #include "droce/cc/registry.h"
 #include "droce/wire/build.h"
+#include "droce/wire/int.h"
+#include "droce/wire/pfc.h"
 
 namespace droce::endpoint {
 namespace {
@@ -71,6 +74,8 @@ struct Harness {
   Host* hosts[2] = {nullptr, nullptr};
   std::multimap<uint64_t, std::pair<int, std::vector<uint8_t>>> in_flight;
   uint64_t now = 0;
+  // Called on every frame as it leaves host `from` (a switch's work).
+  std::function<void(int from, std::vector<uint8_t>& frame)> on_wire;
 
   void run(uint64_t limit_ns) {
     std::vector<std::vector<uint8_t>> storage(32, std::vector<uint8_t>(4200));
@@ -83,10 +88,11 @@ struct Harness {
       }
       for (int h = 0; h < 2; ++h) {
         const size_t n = hosts[h]->ep->transmit(now, bufs, lens);
-        for (size_t i = 0; i < n; ++i)
-          in_flight.emplace(now + kDelayNs,
-                            std::pair{1 - h, std::vector<uint8_t>(bufs[i].begin(),
-                                                                  bufs[i].begin() + lens[i])});
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<uint8_t> frame(bufs[i].begin(), bufs[i].begin() + lens[i]);
+          if (on_wire) on_wire(h, frame);
+          in_flight.emplace(now + kDelayNs, std::pair{1 - h, std::move(frame)});
+        }
       }
       uint64_t next = UINT64_MAX;
       if (!in_flight.empty()) next = in_flight.begin()->first;
@@ -248,6 +254,159 @@ TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {
   const uint64_t total_ns = 2 * half * 1'000'000'000ull / cfg.port_rate_bytes_per_sec;
   // Expect: neither finishes before ~90% of the time for both halves.
   EXPECT_GE(std::min(done[0], done[1]), total_ns * 9 / 10);
+}
+
+// A CC algorithm that records what it is told and allows line rate.
+class RecordingCc : public cc::Algorithm {
+ public:
+  explicit RecordingCc(uint64_t rate) : cc::Algorithm(rate) {}
+  std::string_view name() const override { return "recording"; }
+  void on_ack(uint64_t, const cc::AckEvent& ack) override {
+    ++acks;
+    if (ack.int_hops.n_hops > 0) last_int = ack.int_hops;
+  }
+  uint64_t rate_bytes_per_sec() const override { return line_rate_bytes_per_sec(); }
+  int acks = 0;
+  cc::IntRecord last_int;
+};
+
+struct SenderAndReceiver {
+  Host a, b;
+  transport::QueuePair* qa;
+  transport::QueuePair* qb;
+  transport::Sge sge;
+  SenderAndReceiver(const EndpointConfig& cfg, size_t bytes, uint8_t dscp,
+                    std::unique_ptr<cc::Algorithm> cc_a)
+      : a(cfg, bytes), b(cfg, bytes) {
+    qa = a.make_qp();
+    qb = b.make_qp();
+    connect_with_dscp(dscp);
+    a.ep->attach(*qa, std::move(cc_a));
+    b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
+    std::iota(a.memory.begin(), a.memory.end(), 1);
+    sge = {reinterpret_cast<uint64_t>(a.memory.data()), static_cast<uint32_t>(bytes),
+           a.mr->lkey()};
+  }
+  void connect_with_dscp(uint8_t dscp) {
+    for (auto [qp, peer, me, them] : {std::tuple{qa, qb, 1, 2}, std::tuple{qb, qa, 2, 1}}) {
+      QpAttr attr;
+      attr.path = path_between(me, them);
+      attr.path.dscp = dscp;
+      attr.dest_qpn = peer->qpn();
+      attr.path_mtu = IBV_MTU_4096;
+      attr.ack_every_n = 1;  // an ACK per packet, as HPCC wants
+      ASSERT_EQ(qp->modify(QpState::kInit, attr), 0);
+      ASSERT_EQ(qp->modify(QpState::kRtr, attr), 0);
+      ASSERT_EQ(qp->modify(QpState::kRts, attr), 0);
+    }
+  }
+  void post_write() {
+    transport::SendWr wr;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
+    wr.rkey = b.mr->rkey();
+    ASSERT_EQ(a.ep->post_send(*qa, wr), 0);
+  }
+};
+
+std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta) {
+  wire::PfcFrame f;
+  f.enable = static_cast<uint8_t>(1u << priority);
+  f.quanta[priority] = quanta;
+  std::vector<uint8_t> out(wire::kPfcFrameSize);
+  out.resize(wire::build_pfc(f, out));
+  return out;
+}
+
+TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  SenderAndReceiver t(cfg, 64 << 10, /*dscp=*/26, fixed_rate(cfg.port_rate_bytes_per_sec));
+  t.post_write();
+  std::vector<uint8_t> storage(4200);
+  std::vector<std::span<uint8_t>> bufs{storage};
+  std::vector<uint32_t> lens(1);
+
+  // Expect: a pause of another priority (5) changes nothing.
+  t.a.ep->receive(pfc_frame(5, 0xFFFF), 0);
+  EXPECT_EQ(t.a.ep->transmit(0, bufs, lens), 1u);
+  // Expect: XOFF for priority 3 (DSCP 26 >> 3) with 1000 quanta holds the
+  // QP for 1000 * 512 bits / 100 Gb/s = 5120 ns.
+  t.a.ep->receive(pfc_frame(3, 1000), 1000);
+  EXPECT_TRUE(t.a.ep->paused(3, 1000));
+  EXPECT_EQ(t.a.ep->transmit(1000, bufs, lens), 0u);
+  EXPECT_EQ(t.a.ep->transmit(6119, bufs, lens), 0u);
+  EXPECT_EQ(t.a.ep->next_deadline(), 6120u);
+  EXPECT_EQ(t.a.ep->transmit(6120, bufs, lens), 1u);
+  EXPECT_GE(t.a.ep->counters().tx_pfc_held, 1u);
+  // Expect: XON (quanta 0) ends a long pause at once.
+  t.a.ep->receive(pfc_frame(3, 0xFFFF), 7000);
+  EXPECT_EQ(t.a.ep->transmit(7000, bufs, lens), 0u);
+  t.a.ep->receive(pfc_frame(3, 0), 8000);
+  EXPECT_EQ(t.a.ep->transmit(8000, bufs, lens), 1u);
+  EXPECT_EQ(t.a.ep->counters().rx_pfc_frames, 4u);
+}
+
+TEST(Endpoint, PfcIgnoredWhenNotHonoured) {
+  EndpointConfig cfg;
+  cfg.honour_pfc = false;
+  SenderAndReceiver t(cfg, 64 << 10, 26, fixed_rate(cfg.port_rate_bytes_per_sec));
+  t.post_write();
+  std::vector<uint8_t> storage(4200);
+  std::vector<std::span<uint8_t>> bufs{storage};
+  std::vector<uint32_t> lens(1);
+  t.a.ep->receive(pfc_frame(3, 0xFFFF), 0);
+  EXPECT_EQ(t.a.ep->transmit(0, bufs, lens), 1u);
+  EXPECT_EQ(t.a.ep->counters().rx_pfc_frames, 1u);
+}
+
+TEST(Endpoint, IntHopsAreStrippedEchoedAndReachTheSendersCc) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  auto cc = std::make_unique<RecordingCc>(cfg.port_rate_bytes_per_sec);
+  RecordingCc* recorder = cc.get();
+  SenderAndReceiver t(cfg, 256 << 10, 26, std::move(cc));
+  t.post_write();
+  Harness h;
+  h.hosts[0] = &t.a;
+  h.hosts[1] = &t.b;
+  // A one-switch path: stamp one hop on every data frame from A, with the
+  // send time as timestamp, as a switch's egress would.
+  uint64_t stamped = 0;
+  h.on_wire = [&](int from, std::vector<uint8_t>& frame) {
+    if (from != 0) return;
+    wire::IntHop hop;
+    hop.node_id = 9;
+    hop.timestamp_ns = h.now;
+    hop.tx_bytes = stamped * 1000;
+    hop.qlen_bytes = 4096;
+    hop.rate_mbps = 100'000;
+    size_t len = frame.size();
+    frame.resize(len + 512);
+    ASSERT_EQ(wire::int_push_hop(frame, len, hop), wire::IntError::kOk);
+    frame.resize(len);
+    ++stamped;
+  };
+  transport::WorkCompletion wc;
+  while (t.a.cq->poll({&wc, 1}) == 0 && h.now < 10'000'000) h.run(h.now + 1'000);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(t.a.memory, t.b.memory);
+  const auto& rx = t.b.ep->counters();
+  const auto& tx = t.a.ep->counters();
+  // Expect: every stamped data frame was stripped and delivered, ACKs carried
+  // the hops back, and the sender's CC saw them on its ACK events.
+  EXPECT_EQ(rx.rx_int_stripped, stamped);
+  EXPECT_EQ(rx.rx_malformed, 0u);
+  EXPECT_GT(rx.tx_int_echoed, 0u);
+  EXPECT_EQ(tx.rx_int_echoes, rx.tx_int_echoed);
+  EXPECT_EQ(tx.rx_malformed, 0u);
+  ASSERT_GT(recorder->acks, 0);
+  ASSERT_EQ(recorder->last_int.n_hops, 1);
+  EXPECT_EQ(recorder->last_int.hops[0].qlen_bytes, 4096u);
+  EXPECT_EQ(recorder->last_int.hops[0].link_rate_bytes_per_sec, 100'000'000'000ull / 8);
+  EXPECT_GT(recorder->last_int.hops[0].ts_ns, 0u);
 }
 
 }  // namespace

@@ -31,10 +31,16 @@ class CcBinding {
   void on_cnp(uint64_t now);
   void on_loss(transport::LossEvent event, uint64_t now);
 
+  // INT hops echoed on the ACK being processed: the endpoint sets them
+  // around QueuePair::on_packet so the transport's on_ack hook (which knows
+  // nothing of INT) hands them to the algorithm. nullptr = none.
+  void set_pending_int(const cc::IntRecord* hops) { pending_int_ = hops; }
+
  private:
   std::unique_ptr<cc::Algorithm> algorithm_;
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
+  const cc::IntRecord* pending_int_ = nullptr;
 };
 
 }  // namespace droce::endpoint

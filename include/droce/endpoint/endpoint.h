@@ -5,6 +5,7 @@
 // simulator hands it plain buffers. Single-threaded: one endpoint per lcore.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -18,6 +19,8 @@
 #include "droce/endpoint/timing_wheel.h"
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
+#include "droce/wire/int.h"
+#include "droce/wire/pfc.h"
 
 namespace droce::endpoint {
 
@@ -30,6 +33,14 @@ struct EndpointConfig {
   uint32_t wire_overhead_bytes = 24;
   uint64_t pacer_granularity_ns = 64;
   uint32_t pacer_slots = 4096;
+  // Honour IEEE 802.1Qbb PFC frames from the switch: a QP whose priority is
+  // paused sends nothing until the pause expires or XON arrives. A QP's
+  // priority is its VLAN PCP when tagged, else DSCP >> 3 (the class-selector
+  // bits, as the switch model classifies by default).
+  bool honour_pfc = true;
+  // Echo INT records (HPCC, Li et al. SIGCOMM 2019 section 3.2) from the
+  // last data packet of a QP on the ACKs it sends back.
+  bool echo_int = true;
 };
 
 class Endpoint {
@@ -46,7 +57,8 @@ class Endpoint {
   // Wake a QP after anything changed it from outside the data path.
   void notify(uint32_t qpn);
 
-  // One received frame (no FCS). Bad input is counted and dropped.
+  // One received frame (no FCS): RoCEv2, RoCEv2 carrying INT, or PFC. Bad
+  // input is counted and dropped.
   void receive(std::span<const uint8_t> frame, uint64_t now);
 
   // Runs due timers and writes up to bufs.size() frames, one per buffer,
@@ -54,11 +66,16 @@ class Endpoint {
   size_t transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
                   std::span<uint32_t> lens);
 
-  // When transmit() next has something to do: timers, pacer, port.
+  // When transmit() next has something to do: timers, pacer, port, the end
+  // of a PFC pause.
   // UINT64_MAX when idle until a frame arrives or a WR is posted.
   uint64_t next_deadline() const;
 
   const EndpointCounters& counters() const { return counters_; }
+  // PFC state, for tests and telemetry.
+  bool paused(uint8_t priority, uint64_t now) const {
+    return paused_until_[priority & 7] > now;
+  }
   CcBinding* cc_of(uint32_t qpn);
   transport::Device& device() { return device_; }
 
@@ -68,12 +85,24 @@ class Endpoint {
     std::unique_ptr<CcBinding> cc;
     bool active = false;        // in active_ (has or may have work)
     uint64_t timer_filed = UINT64_MAX;  // deadline filed in timers_
+    uint8_t priority = 0;       // PFC priority of the QP's traffic
+    // Hops of the last INT-stamped packet received, echoed on the next ACK.
+    std::array<wire::IntHop, wire::kIntDefaultMaxHops> echo{};
+    size_t echo_count = 0;
   };
   QpSlot* slot(uint32_t qpn);
   void activate(QpSlot& s);
   void file_timer(uint32_t qpn, QpSlot& s);
   uint64_t slot_deadline(const QpSlot& s) const;
   void run_timers(uint64_t now);
+  void receive_pfc(std::span<const uint8_t> frame, uint64_t now);
+  // Takes the INT header off `frame` into scratch_; returns the plain frame
+  // (empty if it was not usable) and fills the hops.
+  std::span<const uint8_t> strip_int(std::span<const uint8_t> frame,
+                                     size_t& hop_count, bool& echo);
+  void deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count, bool echo);
+  void maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len);
+  void release_paused(uint64_t now);
 
   transport::Device& device_;
   EndpointConfig config_;
@@ -84,6 +113,10 @@ class Endpoint {
   TimingWheel timers_;           // QPs with a transport or CC timer
   uint64_t port_free_ns_ = 0;    // the link is busy until then
   std::vector<uint32_t> due_;
+  std::array<uint64_t, wire::kPfcPriorities> paused_until_{};
+  std::array<std::vector<QpSlot*>, wire::kPfcPriorities> held_;  // by PFC
+  std::vector<uint8_t> scratch_;  // INT frames are stripped here
+  std::array<wire::IntHop, wire::kIntDefaultMaxHops> hops_{};
 };
 
 }  // namespace droce::endpoint
