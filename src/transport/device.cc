@@ -12,7 +12,8 @@ ProtectionDomain* Device::alloc_pd() {
 }
 
 MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
-                             uint32_t access, std::optional<uint64_t> iova) {
+                             uint32_t access, std::optional<uint64_t> iova,
+                             std::optional<uint32_t> key) {
   if (!pd || !addr || length == 0 || length > (uint64_t{1} << 32)) return nullptr;
   // IBA 10.6.3.1 (and ibv_reg_mr): remote write or atomic access requires
   // local write access.
@@ -20,17 +21,30 @@ MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return nullptr;
   size_t slot = 0;
-  while (slot < mrs_.size() && mrs_[slot]) ++slot;
-  if (slot == mrs_.size()) {
-    if (slot >= (size_t{1} << 24)) return nullptr;
-    mrs_.emplace_back();
-    mr_generation_.push_back(0);
+  uint8_t gen = 0;
+  if (key) {
+    slot = *key >> 8;
+    if (slot > kMaxRequestedKeySlot) return nullptr;
+    if (slot >= mrs_.size()) {
+      mrs_.resize(slot + 1);
+      mr_generation_.resize(slot + 1, 0);
+    }
+    if (mrs_[slot]) return nullptr;
+    gen = static_cast<uint8_t>(*key & 0xFF);
+    mr_generation_[slot] = gen;
+  } else {
+    while (slot < mrs_.size() && mrs_[slot]) ++slot;
+    if (slot == mrs_.size()) {
+      if (slot >= (size_t{1} << 24)) return nullptr;
+      mrs_.emplace_back();
+      mr_generation_.push_back(0);
+    }
+    gen = ++mr_generation_[slot];
   }
-  const uint8_t gen = ++mr_generation_[slot];
-  const uint32_t key = (static_cast<uint32_t>(slot) << 8) | gen;
+  const uint32_t mr_key = (static_cast<uint32_t>(slot) << 8) | gen;
   const uint64_t va = iova ? *iova : reinterpret_cast<uint64_t>(addr);
   mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length,
-                                              access, va, key);
+                                              access, va, mr_key);
   return mrs_[slot].get();
 }
 
@@ -54,10 +68,17 @@ CompletionQueue* Device::create_cq(uint32_t capacity) {
   return cqs_.back().get();
 }
 
-QueuePair* Device::create_qp(const QpInitAttr& init) {
+QueuePair* Device::create_qp(const QpInitAttr& init, std::optional<uint32_t> qpn) {
   if (!init.pd || !init.send_cq || !init.recv_cq || init.caps.max_send_wr == 0 ||
       init.caps.max_recv_wr == 0)
     return nullptr;
+  if (qpn) {
+    if (*qpn < kFirstQpn || *qpn > kQpnMask || qps_.count(*qpn)) return nullptr;
+    auto qp = std::make_unique<QueuePair>(*this, *qpn, init);
+    QueuePair* raw = qp.get();
+    qps_.emplace(*qpn, std::move(qp));
+    return raw;
+  }
   // 24-bit QPN space, 0 and 1 reserved; skip numbers still in use.
   for (uint32_t tries = 0; tries < kQpnMask; ++tries) {
     const uint32_t qpn = next_qpn_;

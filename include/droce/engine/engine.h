@@ -253,6 +253,7 @@ class Engine {
 
   // ---- data path requests (asynchronous after start())
   // false: the command queue is full, try again after polling completions.
+  // More than kMaxSge SGEs throws std::invalid_argument.
   // A WR the transport refuses comes back as a completion with status
   // IBV_WC_GENERAL_ERR and vendor_err = the errno (and counts post_errors).
   bool post_send(QpHandle qp, const transport::SendWr& wr);

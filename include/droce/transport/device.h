@@ -19,6 +19,9 @@ namespace droce::transport {
 // QPNs are 24-bit; 0 (SMI) and 1 (GSI) are reserved (IBA 10.2.4).
 constexpr uint32_t kFirstQpn = 2;
 constexpr uint32_t kQpnMask = 0xFFFFFF;
+// Requested MR keys keep the key layout (slot << 8 | generation, mr.h); the
+// slot table grows to the slot asked for, so it is bounded.
+constexpr uint32_t kMaxRequestedKeySlot = (1u << 20) - 1;
 
 class Device {
  public:
@@ -31,11 +34,17 @@ class Device {
   // Registers [addr, addr + length); iova defaults to the pointer value
   // (see mr.h). nullptr if length is 0 or > 2^32 or access is invalid
   // (remote write/atomic need local write, IBA 10.6.3.1).
+  // `key` asks for a given lkey/rkey (a config file or a replayed capture
+  // names it): nullptr if its slot (key >> 8) is in use or beyond
+  // kMaxRequestedKeySlot.
   MemoryRegion* reg_mr(ProtectionDomain* pd, void* addr, size_t length,
-                       uint32_t access, std::optional<uint64_t> iova = {});
+                       uint32_t access, std::optional<uint64_t> iova = {},
+                       std::optional<uint32_t> key = {});
   int dereg_mr(MemoryRegion* mr);
   CompletionQueue* create_cq(uint32_t capacity);
-  QueuePair* create_qp(const QpInitAttr& init);
+  // `qpn` asks for a given QPN: nullptr if it is reserved (0, 1), wider
+  // than 24 bits or in use.
+  QueuePair* create_qp(const QpInitAttr& init, std::optional<uint32_t> qpn = {});
   int destroy_qp(QueuePair* qp);
 
   QueuePair* find_qp(uint32_t qpn) const;

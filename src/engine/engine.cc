@@ -1,0 +1,1044 @@
+#include "droce/engine/engine.h"
+
+#include <fmt/format.h>
+#include <pcap/pcap.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_pause.h>
+#include <rte_telemetry.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <boost/lockfree/spsc_queue.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "droce/cc/registry.h"
+#include "droce/transport/device.h"
+#include "droce/wire/packet.h"
+
+namespace droce::engine {
+
+namespace {
+
+uint64_t g_tsc_hz = 0;
+uint64_t g_tsc_base = 0;
+
+constexpr uint32_t kTxRetries = 8;
+
+}  // namespace
+
+int init_eal(int argc, char** argv) {
+  const int ret = rte_eal_init(argc, argv);
+  if (ret < 0)
+    throw ConfigError("EAL", fmt::format("rte_eal_init failed: {} (see the EAL "
+                                         "message above)",
+                                         rte_strerror(rte_errno)));
+  g_tsc_hz = rte_get_tsc_hz();
+  g_tsc_base = rte_get_tsc_cycles();
+  return ret;
+}
+
+void cleanup_eal() { rte_eal_cleanup(); }
+
+uint64_t now_ns() {
+  const uint64_t c = rte_get_tsc_cycles() - g_tsc_base;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(c) * 1'000'000'000u /
+                               (g_tsc_hz ? g_tsc_hz : 1));
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// What the data path does for one port: its DPDK port, its pool, and the
+// endpoint (with its own transport Device) that owns the port's QPs.
+struct PortState {
+  PortIndex index = 0;
+  uint16_t port_id = 0;
+  std::string name;
+  PortConfig cfg;
+  unsigned lcore = 0;
+  int socket = SOCKET_ID_ANY;
+  uint64_t line_rate = 0;
+  rte_mempool* pool = nullptr;
+  std::unique_ptr<transport::Device> device;
+  std::unique_ptr<endpoint::Endpoint> ep;
+  transport::ProtectionDomain* pd = nullptr;
+  transport::CompletionQueue* cq = nullptr;
+  std::unordered_map<uint32_t, std::string> qp_cc;  // qpn -> CC name
+  PortCounters counters;
+  // Pre-allocated mbufs whose data areas the endpoint may fill: kept across
+  // loop iterations so that an idle port does not allocate and free.
+  std::vector<rte_mbuf*> stash;
+  size_t stash_n = 0;
+  std::vector<rte_mbuf*> rx;
+  std::vector<std::span<uint8_t>> bufs;
+  std::vector<uint32_t> lens;
+  pcap_t* pcap_dead = nullptr;
+  pcap_dumper_t* dumper = nullptr;
+  bool started = false;
+  bool closed = false;
+};
+
+enum class CmdType : uint8_t { kRun, kPostSend, kPostRecv };
+
+struct Command {
+  CmdType type = CmdType::kRun;
+  uint64_t seq = 0;
+  std::function<void()>* fn = nullptr;  // kRun: lives on the waiting control thread
+  PortState* port = nullptr;
+  uint32_t qpn = 0;
+  transport::SendWr send{};
+  transport::RecvWr recv{};
+  std::array<transport::Sge, transport::kMaxSge> sge{};
+  uint32_t num_sge = 0;
+  wire::PathSpec ud_path{};
+  bool has_ud_path = false;
+};
+
+struct Completion {
+  PortIndex port = 0;
+  transport::WorkCompletion wc;
+};
+
+}  // namespace
+
+struct Worker {
+  Worker(unsigned lcore_id, bool thread, const EngineConfig& c)
+      : lcore(lcore_id),
+        use_thread(thread),
+        commands(c.command_queue_depth),
+        replies(64),
+        completions(c.completion_queue_depth) {}
+  unsigned lcore;
+  bool use_thread;  // no worker lcore: a registered non-EAL thread
+  std::vector<PortState*> ports;
+  boost::lockfree::spsc_queue<Command> commands;
+  boost::lockfree::spsc_queue<uint64_t> replies;
+  boost::lockfree::spsc_queue<Completion> completions;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> running{false};
+  bool launched = false;
+  std::thread thread;
+  std::vector<transport::WorkCompletion> wc_buf;
+  uint32_t idle_sleep_us = 0;
+};
+
+struct Engine::Impl {
+  EngineConfig cfg;
+  std::vector<std::unique_ptr<PortState>> ports;
+  std::vector<std::unique_ptr<Worker>> workers;
+  size_t next_worker = 0;
+  bool started = false;
+  bool ports_closed = false;
+  uint64_t seq = 0;
+  std::vector<void*> mr_memory;
+  Snapshot latest;
+  std::mutex latest_mu;  // latest is read by the telemetry thread
+  bool have_latest = false;
+
+  Worker& worker_of(const PortState& p) {
+    for (auto& w : workers)
+      for (PortState* q : w->ports)
+        if (q == &p) return *w;
+    return *workers.front();
+  }
+  // Runs fn on the worker that owns `p` (inline before start) and waits.
+  void run_on(Worker& w, std::function<void()> fn);
+  PortState& port(PortIndex i, const char* option = "port") {
+    if (i >= ports.size())
+      throw ConfigError(option, fmt::format("no port with index {}", i));
+    return *ports[i];
+  }
+  bool enqueue(Worker& w, Command& c);
+  void start_port(PortState& p);
+  void fill_snapshot(Worker& w, Snapshot& s);
+};
+
+// ---- the data path ----------------------------------------------------------
+
+namespace {
+
+void push_error_completion(Worker& w, PortState& p, uint32_t qpn, uint64_t wr_id,
+                           int err) {
+  ++p.counters.post_errors;
+  Completion c;
+  c.port = p.index;
+  c.wc.wr_id = wr_id;
+  c.wc.status = IBV_WC_GENERAL_ERR;
+  c.wc.vendor_err = static_cast<uint32_t>(err);
+  c.wc.qp_num = qpn;
+  // The completion queue is sized by the app; if it is full the error is
+  // still counted in post_errors.
+  w.completions.push(c);
+}
+
+void execute_post(Worker& w, Command& c) {
+  PortState& p = *c.port;
+  transport::QueuePair* qp = p.device->find_qp(c.qpn);
+  const uint64_t wr_id = c.type == CmdType::kPostSend ? c.send.wr_id : c.recv.wr_id;
+  if (!qp) {
+    push_error_completion(w, p, c.qpn, wr_id, ENOENT);
+    return;
+  }
+  const std::span<const transport::Sge> sg(c.sge.data(), c.num_sge);
+  int rc = 0;
+  if (c.type == CmdType::kPostSend) {
+    c.send.sg_list = sg;
+    c.send.ud_path = c.has_ud_path ? &c.ud_path : nullptr;
+    rc = p.ep->post_send(*qp, c.send);
+  } else {
+    c.recv.sg_list = sg;
+    rc = qp->post_recv(c.recv);
+    p.ep->notify(c.qpn);
+  }
+  if (rc != 0) push_error_completion(w, p, c.qpn, wr_id, rc);
+}
+
+// Moves completions from the port's CQ to the control plane, as many as
+// the queue has room for (the rest stay in the CQ: back-pressure, no loss).
+void drain_cq(Worker& w, PortState& p) {
+  if (p.cq->empty()) return;
+  size_t room = w.completions.write_available();
+  if (room == 0) return;
+  if (w.wc_buf.size() < 64) w.wc_buf.resize(64);
+  while (room > 0 && !p.cq->empty()) {
+    const size_t n = std::min(room, w.wc_buf.size());
+    const int got = p.cq->poll(std::span(w.wc_buf.data(), n));
+    for (int i = 0; i < got; ++i) w.completions.push(Completion{p.index, w.wc_buf[i]});
+    room -= static_cast<size_t>(got);
+    if (got == 0) break;
+  }
+  p.counters.cq_overflows = p.cq->overflow_count();
+}
+
+void capture(PortState& p, const uint8_t* data, uint32_t len) {
+  if (!p.dumper) return;
+  pcap_pkthdr h{};
+  gettimeofday(&h.ts, nullptr);
+  h.caplen = len;
+  h.len = len;
+  pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
+  ++p.counters.captured;
+}
+
+// One RX burst, every frame to the endpoint, mbufs freed after (the
+// endpoint copies payload into registered memory during receive()).
+bool poll_rx(PortState& p, uint64_t now) {
+  const uint16_t n = rte_eth_rx_burst(p.port_id, 0, p.rx.data(),
+                                      static_cast<uint16_t>(p.rx.size()));
+  if (n == 0) return false;
+  ++p.counters.rx_bursts;
+  p.counters.rx_mbufs += n;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = p.rx[i];
+    if (m->nb_segs != 1) {
+      ++p.counters.rx_multiseg_dropped;
+      continue;
+    }
+    const auto* data = rte_pktmbuf_mtod(m, const uint8_t*);
+    capture(p, data, m->data_len);
+    p.ep->receive(std::span(data, m->data_len), now);
+  }
+  rte_pktmbuf_free_bulk(p.rx.data(), n);
+  return true;
+}
+
+// Lets the endpoint fill mbuf data areas, then hands them to the PMD.
+bool poll_tx(PortState& p, uint64_t now) {
+  const size_t burst = p.stash.size();
+  if (p.stash_n < burst) {
+    if (rte_pktmbuf_alloc_bulk(p.pool, p.stash.data() + p.stash_n,
+                               static_cast<unsigned>(burst - p.stash_n)) == 0) {
+      p.stash_n = burst;
+    } else {
+      ++p.counters.tx_mbufs_alloc_failed;
+      if (p.stash_n == 0) return false;
+    }
+  }
+  for (size_t i = 0; i < p.stash_n; ++i) {
+    rte_mbuf* m = p.stash[i];
+    p.bufs[i] = std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  }
+  const size_t n = p.ep->transmit(now, std::span(p.bufs.data(), p.stash_n),
+                                  std::span(p.lens.data(), p.stash_n));
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; ++i) {
+    rte_mbuf* m = p.stash[i];
+    m->data_len = static_cast<uint16_t>(p.lens[i]);
+    m->pkt_len = p.lens[i];
+    p.counters.tx_bytes += p.lens[i];
+    capture(p, rte_pktmbuf_mtod(m, const uint8_t*), p.lens[i]);
+  }
+  uint16_t sent = 0;
+  for (uint32_t attempt = 0; sent < n && attempt <= kTxRetries; ++attempt) {
+    if (attempt > 0) ++p.counters.tx_retries;
+    sent += rte_eth_tx_burst(p.port_id, 0, p.stash.data() + sent,
+                             static_cast<uint16_t>(n - sent));
+  }
+  p.counters.tx_frames += sent;
+  if (sent < n) {
+    p.counters.tx_dropped += n - sent;
+    rte_pktmbuf_free_bulk(p.stash.data() + sent, static_cast<unsigned>(n - sent));
+  }
+  // Keep the unused mbufs at the front of the stash for the next call.
+  const size_t left = p.stash_n - n;
+  for (size_t i = 0; i < left; ++i) p.stash[i] = p.stash[n + i];
+  p.stash_n = left;
+  return true;
+}
+
+void worker_loop(Worker& w) {
+  w.running.store(true, std::memory_order_release);
+  while (!w.stop.load(std::memory_order_acquire)) {
+    const uint64_t now = now_ns();  // the one clock read of this iteration
+    bool busy = false;
+    Command c;
+    for (int k = 0; k < 64 && w.commands.pop(c); ++k) {
+      busy = true;
+      if (c.type == CmdType::kRun) {
+        (*c.fn)();
+        w.replies.push(c.seq);
+      } else {
+        execute_post(w, c);
+      }
+    }
+    uint64_t next = UINT64_MAX;
+    for (PortState* p : w.ports) {
+      ++p->counters.loops;
+      busy |= poll_rx(*p, now);
+      busy |= poll_tx(*p, now);
+      drain_cq(w, *p);
+      next = std::min(next, p->ep->next_deadline());
+    }
+    if (!busy && w.idle_sleep_us > 0) {
+      const uint64_t t = now_ns();
+      uint64_t sleep_ns = uint64_t{w.idle_sleep_us} * 1000;
+      if (next > t) sleep_ns = std::min(sleep_ns, next - t);
+      else sleep_ns = 0;
+      if (sleep_ns >= 1000) rte_delay_us_sleep(static_cast<unsigned>(sleep_ns / 1000));
+    }
+  }
+  w.running.store(false, std::memory_order_release);
+}
+
+int worker_main(void* arg) {
+  worker_loop(*static_cast<Worker*>(arg));
+  return 0;
+}
+
+}  // namespace
+
+// ---- control plane ----------------------------------------------------------
+
+void Engine::Impl::run_on(Worker& w, std::function<void()> fn) {
+  if (!started || !w.launched) {
+    fn();
+    return;
+  }
+  Command c;
+  c.type = CmdType::kRun;
+  c.seq = ++seq;
+  c.fn = &fn;
+  while (!w.commands.push(c)) rte_pause();
+  uint64_t got = 0;
+  for (;;) {
+    if (w.replies.pop(got) && got == c.seq) return;
+    if (!w.running.load(std::memory_order_acquire) && w.stop.load())
+      throw std::runtime_error("engine: worker stopped while a command was pending");
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  }
+}
+
+bool Engine::Impl::enqueue(Worker& w, Command& c) {
+  if (!started || !w.launched) {
+    execute_post(w, c);
+    return true;
+  }
+  return w.commands.push(c);
+}
+
+namespace {
+
+Engine::Impl* g_engine = nullptr;
+std::mutex g_engine_mu;
+
+std::string port_names() {
+  std::string out;
+  uint16_t id;
+  RTE_ETH_FOREACH_DEV(id) {
+    char name[RTE_ETH_NAME_MAX_LEN];
+    if (rte_eth_dev_get_name_by_port(id, name) != 0) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} ({})", name, id);
+  }
+  return out.empty() ? "none (give a PCI device or --vdev)" : out;
+}
+
+void add_endpoint_counters(rte_tel_data* d, const endpoint::EndpointCounters& c) {
+  rte_tel_data_add_dict_u64(d, "rx_frames", c.rx_frames);
+  rte_tel_data_add_dict_u64(d, "rx_bytes", c.rx_bytes);
+  rte_tel_data_add_dict_u64(d, "rx_not_roce", c.rx_not_roce);
+  rte_tel_data_add_dict_u64(d, "rx_malformed", c.rx_malformed);
+  rte_tel_data_add_dict_u64(d, "rx_unknown_qpn", c.rx_unknown_qpn);
+  rte_tel_data_add_dict_u64(d, "rx_delivered", c.rx_delivered);
+  for (size_t i = 1; i < c.rx_parse_errors.size(); ++i) {
+    if (c.rx_parse_errors[i] == 0) continue;
+    const std::string name = fmt::format(
+        "rx_error_{}", wire::to_string(static_cast<wire::ParseError>(i)));
+    rte_tel_data_add_dict_u64(d, name.c_str(), c.rx_parse_errors[i]);
+  }
+  rte_tel_data_add_dict_u64(d, "tx_frames", c.tx_frames);
+  rte_tel_data_add_dict_u64(d, "tx_bytes", c.tx_bytes);
+  rte_tel_data_add_dict_u64(d, "tx_paced", c.tx_paced);
+  rte_tel_data_add_dict_u64(d, "timers_fired", c.timers_fired);
+}
+
+void sum_endpoint(endpoint::EndpointCounters& a, const endpoint::EndpointCounters& b) {
+  a.rx_frames += b.rx_frames;
+  a.rx_bytes += b.rx_bytes;
+  a.rx_not_roce += b.rx_not_roce;
+  a.rx_malformed += b.rx_malformed;
+  a.rx_unknown_qpn += b.rx_unknown_qpn;
+  a.rx_delivered += b.rx_delivered;
+  for (size_t i = 0; i < a.rx_parse_errors.size(); ++i)
+    a.rx_parse_errors[i] += b.rx_parse_errors[i];
+  a.tx_frames += b.tx_frames;
+  a.tx_bytes += b.tx_bytes;
+  a.tx_paced += b.tx_paced;
+  a.timers_fired += b.timers_fired;
+}
+
+// /droce/stats: totals over every port and QP.
+int tel_stats(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard lock(g_engine_mu);
+  if (!g_engine) return -EINVAL;
+  std::lock_guard lock2(g_engine->latest_mu);
+  const Snapshot& s = g_engine->latest;
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_u64(d, "taken_ns", s.taken_ns);
+  rte_tel_data_add_dict_u64(d, "ports", s.ports.size());
+  rte_tel_data_add_dict_u64(d, "qps", s.qps.size());
+  endpoint::EndpointCounters ep;
+  PortCounters pc;
+  for (const PortSnapshot& p : s.ports) {
+    sum_endpoint(ep, p.endpoint);
+#define DROCE_SUM_PORT(name) pc.name += p.port.name;
+    DROCE_PORT_COUNTERS(DROCE_SUM_PORT)
+#undef DROCE_SUM_PORT
+  }
+  add_endpoint_counters(d, ep);
+  pc.for_each([&](std::string_view name, uint64_t v) {
+    const std::string key = fmt::format("port_{}", name);
+    rte_tel_data_add_dict_u64(d, key.c_str(), v);
+  });
+  transport::QpCounters qc;
+  for (const QpSnapshot& q : s.qps) qc += q.counters;
+  qc.for_each([&](std::string_view name, uint64_t v) {
+    if (v == 0) return;  // the dict holds 256 entries at most
+    const std::string key = fmt::format("qp_{}", name);
+    rte_tel_data_add_dict_u64(d, key.c_str(), v);
+  });
+  return 0;
+}
+
+// /droce/port[,<index>]: without a parameter, the list of port indexes.
+int tel_port(const char*, const char* params, rte_tel_data* d) {
+  std::lock_guard lock(g_engine_mu);
+  if (!g_engine) return -EINVAL;
+  std::lock_guard lock2(g_engine->latest_mu);
+  const Snapshot& s = g_engine->latest;
+  if (!params || !*params) {
+    rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
+    for (const PortSnapshot& p : s.ports) rte_tel_data_add_array_int(d, static_cast<int>(p.index));
+    return 0;
+  }
+  char* end = nullptr;
+  const unsigned long idx = std::strtoul(params, &end, 0);
+  if (end == params || *end != '\0') return -EINVAL;
+  for (const PortSnapshot& p : s.ports) {
+    if (p.index != idx) continue;
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_string(d, "name", p.name.c_str());
+    rte_tel_data_add_dict_u64(d, "port_id", p.port_id);
+    rte_tel_data_add_dict_u64(d, "lcore", p.lcore);
+    add_endpoint_counters(d, p.endpoint);
+    p.port.for_each([&](std::string_view name, uint64_t v) {
+      const std::string key(name);
+      rte_tel_data_add_dict_u64(d, key.c_str(), v);
+    });
+    rte_tel_data_add_dict_u64(d, "eth_ipackets", p.eth_ipackets);
+    rte_tel_data_add_dict_u64(d, "eth_opackets", p.eth_opackets);
+    rte_tel_data_add_dict_u64(d, "eth_ibytes", p.eth_ibytes);
+    rte_tel_data_add_dict_u64(d, "eth_obytes", p.eth_obytes);
+    rte_tel_data_add_dict_u64(d, "eth_imissed", p.eth_imissed);
+    rte_tel_data_add_dict_u64(d, "eth_ierrors", p.eth_ierrors);
+    rte_tel_data_add_dict_u64(d, "eth_oerrors", p.eth_oerrors);
+    rte_tel_data_add_dict_u64(d, "eth_rx_nombuf", p.eth_rx_nombuf);
+    rte_tel_data_add_dict_u64(d, "mempool_size", p.mempool_size);
+    rte_tel_data_add_dict_u64(d, "mempool_avail", p.mempool_avail);
+    return 0;
+  }
+  return -EINVAL;
+}
+
+// /droce/qp[,<qpn> | ,<port>:<qpn>]: without a parameter, the list of QPNs.
+int tel_qp(const char*, const char* params, rte_tel_data* d) {
+  std::lock_guard lock(g_engine_mu);
+  if (!g_engine) return -EINVAL;
+  std::lock_guard lock2(g_engine->latest_mu);
+  const Snapshot& s = g_engine->latest;
+  if (!params || !*params) {
+    rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
+    for (const QpSnapshot& q : s.qps) rte_tel_data_add_array_int(d, static_cast<int>(q.qpn));
+    return 0;
+  }
+  std::optional<unsigned long> port;
+  const char* p = params;
+  char* end = nullptr;
+  unsigned long v = std::strtoul(p, &end, 0);
+  if (end == p) return -EINVAL;
+  if (*end == ':') {
+    port = v;
+    p = end + 1;
+    v = std::strtoul(p, &end, 0);
+    if (end == p) return -EINVAL;
+  }
+  if (*end != '\0') return -EINVAL;
+  for (const QpSnapshot& q : s.qps) {
+    if (q.qpn != v || (port && q.port != *port)) continue;
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_u64(d, "port", q.port);
+    rte_tel_data_add_dict_u64(d, "qpn", q.qpn);
+    rte_tel_data_add_dict_string(d, "type", std::string(transport::to_string(q.type)).c_str());
+    rte_tel_data_add_dict_string(d, "state", std::string(transport::to_string(q.state)).c_str());
+    rte_tel_data_add_dict_u64(d, "dest_qpn", q.dest_qpn);
+    rte_tel_data_add_dict_u64(d, "next_send_psn", q.next_send_psn);
+    rte_tel_data_add_dict_u64(d, "expected_psn", q.expected_psn);
+    rte_tel_data_add_dict_u64(d, "send_queue_depth", q.send_queue_depth);
+    rte_tel_data_add_dict_u64(d, "recv_queue_depth", q.recv_queue_depth);
+    rte_tel_data_add_dict_string(d, "cc", q.cc.c_str());
+    rte_tel_data_add_dict_u64(d, "cc_rate_bytes_per_sec", q.cc_rate_bytes_per_sec);
+    q.counters.for_each([&](std::string_view name, uint64_t val) {
+      const std::string key(name);
+      rte_tel_data_add_dict_u64(d, key.c_str(), val);
+    });
+    return 0;
+  }
+  return -EINVAL;
+}
+
+void register_telemetry() {
+  static bool done = false;  // commands cannot be unregistered: once per process
+  if (done) return;
+  done = true;
+  rte_telemetry_register_cmd("/droce/stats", tel_stats,
+                             "droce totals: endpoint, port and QP counters. No parameters");
+  rte_telemetry_register_cmd("/droce/port", tel_port,
+                             "droce port counters. Parameter: port index (none: list)");
+  rte_telemetry_register_cmd("/droce/qp", tel_qp,
+                             "droce QP state and counters. Parameter: QPN or port:QPN "
+                             "(none: list)");
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = config;
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) {
+    impl_->workers.push_back(std::make_unique<Worker>(lcore, false, config));
+  }
+  if (impl_->workers.empty())
+    impl_->workers.push_back(std::make_unique<Worker>(rte_lcore_id(), true, config));
+  for (auto& w : impl_->workers) w->idle_sleep_us = config.idle_sleep_us;
+  {
+    std::lock_guard lock(g_engine_mu);
+    g_engine = impl_.get();
+  }
+  if (config.telemetry) register_telemetry();
+}
+
+Engine::~Engine() {
+  stop();
+  if (!impl_->ports_closed) close_ports();
+  {
+    std::lock_guard lock(g_engine_mu);
+    if (g_engine == impl_.get()) g_engine = nullptr;
+  }
+  for (auto& p : impl_->ports) {
+    p->ep.reset();
+    p->device.reset();
+    if (p->pool) rte_mempool_free(p->pool);
+  }
+  for (void* m : impl_->mr_memory) rte_free(m);
+}
+
+PortIndex Engine::add_port(const PortConfig& config) {
+  Impl& im = *impl_;
+  auto p = std::make_unique<PortState>();
+  p->index = static_cast<PortIndex>(im.ports.size());
+  p->cfg = config;
+  uint16_t id = 0;
+  if (rte_eth_dev_get_port_by_name(config.name.c_str(), &id) != 0) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(config.name.c_str(), &end, 10);
+    if (config.name.empty() || *end != '\0' || v > UINT16_MAX ||
+        !rte_eth_dev_is_valid_port(static_cast<uint16_t>(v)))
+      throw ConfigError("port", fmt::format("no port '{}'; available: {}", config.name,
+                                            port_names()));
+    id = static_cast<uint16_t>(v);
+  }
+  for (auto& q : im.ports)
+    if (q->port_id == id)
+      throw ConfigError("port", fmt::format("port '{}' given twice", config.name));
+  p->port_id = id;
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(id, name);
+  p->name = name;
+  if (config.burst == 0 || config.burst > 512)
+    throw ConfigError("burst", fmt::format("{} is out of range 1..512", config.burst));
+  if (config.mbuf_data_bytes < 128 ||
+      config.mbuf_data_bytes + RTE_PKTMBUF_HEADROOM > UINT16_MAX)
+    throw ConfigError("mbuf-data-bytes",
+                      fmt::format("{} is out of range 128..{}", config.mbuf_data_bytes,
+                                  UINT16_MAX - RTE_PKTMBUF_HEADROOM));
+  if (config.cq_depth == 0) throw ConfigError("cq-depth", "must be at least 1");
+
+  // Worker lcore.
+  Worker* w = nullptr;
+  if (config.lcore >= 0) {
+    for (auto& x : im.workers)
+      if (!x->use_thread && x->lcore == static_cast<unsigned>(config.lcore)) w = x.get();
+    if (!w)
+      throw ConfigError("lcore", fmt::format("lcore {} is not an EAL worker lcore (give "
+                                             "it in -l/--lcores, not as the main lcore)",
+                                             config.lcore));
+  } else {
+    w = im.workers[im.next_worker++ % im.workers.size()].get();
+  }
+  p->lcore = w->lcore;
+
+  // Device and queues.
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(id, &info); rc != 0)
+    throw ConfigError("port", fmt::format("'{}': cannot read device info: {}", p->name,
+                                          rte_strerror(-rc)));
+  rte_eth_conf conf{};
+  const uint32_t want_mtu = config.mbuf_data_bytes - RTE_ETHER_HDR_LEN - 4;
+  conf.rxmode.mtu = std::min<uint32_t>(std::max<uint32_t>(want_mtu, RTE_ETHER_MTU),
+                                       info.max_mtu ? info.max_mtu : RTE_ETHER_MTU);
+  if (conf.rxmode.mtu < info.min_mtu) conf.rxmode.mtu = info.min_mtu;
+  if (int rc = rte_eth_dev_configure(id, 1, 1, &conf); rc != 0)
+    throw ConfigError("port", fmt::format("'{}': rte_eth_dev_configure: {}", p->name,
+                                          rte_strerror(-rc)));
+  uint16_t rx_desc = config.rx_desc, tx_desc = config.tx_desc;
+  rte_eth_dev_adjust_nb_rx_tx_desc(id, &rx_desc, &tx_desc);
+  p->socket = rte_eth_dev_socket_id(id);
+  if (p->socket < 0) p->socket = SOCKET_ID_ANY;
+
+  // Pool: descriptors on both rings, the RX burst, the TX stash, and the
+  // per-lcore caches, plus slack.
+  const uint32_t cache = std::min<uint32_t>(config.mempool_cache, RTE_MEMPOOL_CACHE_MAX_SIZE);
+  const uint32_t need = rx_desc + tx_desc + 2u * config.burst +
+                        cache * (rte_lcore_count() + 1) + 256;
+  const uint32_t n = config.mbufs ? config.mbufs : need;
+  if (n < rx_desc + tx_desc + 2u * config.burst)
+    throw ConfigError("mbufs", fmt::format("{} mbufs cannot fill {} RX + {} TX descriptors "
+                                           "and two bursts of {}; give at least {}",
+                                           n, rx_desc, tx_desc, config.burst,
+                                           rx_desc + tx_desc + 2u * config.burst));
+  const uint32_t pool_cache = cache * 3 / 2 <= n ? cache : 0;
+  const std::string pool_name = fmt::format("droce_p{}", p->index);
+  p->pool = rte_pktmbuf_pool_create(
+      pool_name.c_str(), n, pool_cache, 0,
+      static_cast<uint16_t>(config.mbuf_data_bytes + RTE_PKTMBUF_HEADROOM), p->socket);
+  if (!p->pool)
+    throw ConfigError("mbufs", fmt::format("cannot create a pool of {} mbufs of {} bytes "
+                                           "for port '{}': {} (more EAL memory: -m)",
+                                           n, config.mbuf_data_bytes, p->name,
+                                           rte_strerror(rte_errno)));
+  if (int rc = rte_eth_rx_queue_setup(id, 0, rx_desc, p->socket, nullptr, p->pool); rc != 0)
+    throw ConfigError("port", fmt::format("'{}': RX queue setup: {}", p->name,
+                                          rte_strerror(-rc)));
+  if (int rc = rte_eth_tx_queue_setup(id, 0, tx_desc, p->socket, nullptr); rc != 0)
+    throw ConfigError("port", fmt::format("'{}': TX queue setup: {}", p->name,
+                                          rte_strerror(-rc)));
+
+  if (!config.capture.empty()) {
+    p->pcap_dead = pcap_open_dead(DLT_EN10MB, 65535);
+    p->dumper = pcap_dump_open(p->pcap_dead, config.capture.c_str());
+    if (!p->dumper) {
+      const std::string err = pcap_geterr(p->pcap_dead);
+      pcap_close(p->pcap_dead);
+      p->pcap_dead = nullptr;
+      throw ConfigError("capture", fmt::format("cannot write '{}': {}", config.capture, err));
+    }
+  }
+
+  p->line_rate = config.endpoint.port_rate_bytes_per_sec
+                     ? config.endpoint.port_rate_bytes_per_sec
+                     : 400'000'000'000ull / 8;
+  p->device = std::make_unique<transport::Device>();
+  p->ep = std::make_unique<endpoint::Endpoint>(*p->device, config.endpoint);
+  p->pd = p->device->alloc_pd();
+  p->cq = p->device->create_cq(config.cq_depth);
+  p->stash.assign(config.burst, nullptr);
+  p->rx.assign(config.burst, nullptr);
+  p->bufs.assign(config.burst, {});
+  p->lens.assign(config.burst, 0);
+
+  PortState* raw = p.get();
+  im.ports.push_back(std::move(p));
+  if (im.started) {
+    im.start_port(*raw);
+    im.run_on(*w, [&] { w->ports.push_back(raw); });
+  } else {
+    w->ports.push_back(raw);
+  }
+  return raw->index;
+}
+
+void Engine::Impl::start_port(PortState& p) {
+  if (p.started) return;
+  if (int rc = rte_eth_dev_start(p.port_id); rc != 0)
+    throw ConfigError("port", fmt::format("'{}': rte_eth_dev_start: {}", p.name,
+                                          rte_strerror(-rc)));
+  if (p.cfg.promiscuous) rte_eth_promiscuous_enable(p.port_id);  // ENOTSUP is fine
+  p.started = true;
+}
+
+size_t Engine::port_count() const { return impl_->ports.size(); }
+uint16_t Engine::port_id(PortIndex port) const { return impl_->port(port).port_id; }
+
+std::array<uint8_t, 6> Engine::port_mac(PortIndex port) const {
+  rte_ether_addr a{};
+  rte_eth_macaddr_get(impl_->port(port).port_id, &a);
+  std::array<uint8_t, 6> out{};
+  std::copy(a.addr_bytes, a.addr_bytes + 6, out.begin());
+  return out;
+}
+
+QpHandle Engine::create_qp(PortIndex port, const QpSpec& spec) {
+  Impl& im = *impl_;
+  PortState& p = im.port(port);
+  if (spec.qpn && (*spec.qpn < transport::kFirstQpn || *spec.qpn > transport::kQpnMask))
+    throw ConfigError("qpn", fmt::format("{:#x} is out of range: QPNs are {:#x}..{:#x} "
+                                         "(0 and 1 are reserved)",
+                                         *spec.qpn, transport::kFirstQpn,
+                                         transport::kQpnMask));
+  if (spec.caps.max_send_wr == 0 || spec.caps.max_recv_wr == 0)
+    throw ConfigError("max-wr", "send and receive queues need at least one entry");
+  std::unique_ptr<cc::Algorithm> algo;
+  try {
+    algo = cc::make_algorithm(spec.cc, spec.cc_params, p.line_rate);
+  } catch (const std::exception& e) {
+    throw ConfigError("cc", e.what());
+  }
+  uint32_t qpn = 0;
+  bool taken = false;
+  im.run_on(im.worker_of(p), [&] {
+    transport::QpInitAttr init;
+    init.type = spec.type;
+    init.pd = p.pd;
+    init.send_cq = p.cq;
+    init.recv_cq = p.cq;
+    init.caps = spec.caps;
+    init.sq_sig_all = spec.sq_sig_all;
+    transport::QueuePair* qp = p.device->create_qp(init, spec.qpn);
+    if (!qp) {
+      taken = true;
+      return;
+    }
+    qpn = qp->qpn();
+    p.qp_cc[qpn] = spec.cc;
+    p.ep->attach(*qp, std::move(algo));
+  });
+  if (taken)
+    throw ConfigError("qpn", spec.qpn ? fmt::format("QPN {:#x} is already in use on port "
+                                                    "'{}'", *spec.qpn, p.name)
+                                      : std::string("no free QPN"));
+  return QpHandle{port, qpn};
+}
+
+int Engine::modify_qp(QpHandle h, transport::QpState target, const transport::QpAttr& attr) {
+  Impl& im = *impl_;
+  PortState& p = im.port(h.port);
+  int rc = ENOENT;
+  im.run_on(im.worker_of(p), [&] {
+    transport::QueuePair* qp = p.device->find_qp(h.qpn);
+    if (!qp) return;
+    rc = qp->modify(target, attr);
+    p.ep->notify(h.qpn);
+  });
+  return rc;
+}
+
+int Engine::connect_qp(QpHandle h, const transport::QpAttr& attr) {
+  for (auto s : {transport::QpState::kInit, transport::QpState::kRtr,
+                 transport::QpState::kRts})
+    if (int rc = modify_qp(h, s, attr); rc != 0) return rc;
+  return 0;
+}
+
+MrInfo Engine::reg_mr(PortIndex port, const MrSpec& spec) {
+  Impl& im = *impl_;
+  PortState& p = im.port(port, "mr");
+  if (spec.length == 0) throw ConfigError("mr", "length must be at least 1 byte");
+  if (spec.length > (uint64_t{1} << 32))
+    throw ConfigError("mr", fmt::format("{} bytes is larger than an MR may be (4 GiB)",
+                                        spec.length));
+  void* mem = rte_zmalloc_socket("droce_mr", spec.length, 64, p.socket);
+  if (!mem)
+    throw ConfigError("mr", fmt::format("cannot allocate {} bytes of EAL memory for the "
+                                        "MR (larger than the memory given with -m or the "
+                                        "hugepages?)",
+                                        spec.length));
+  transport::MemoryRegion* mr = nullptr;
+  im.run_on(im.worker_of(p), [&] {
+    mr = p.device->reg_mr(p.pd, mem, spec.length, spec.access, spec.iova, spec.key);
+  });
+  if (!mr) {
+    rte_free(mem);
+    throw ConfigError("mr", spec.key ? fmt::format("key {:#x} is taken or out of range "
+                                                   "(slot = key >> 8 must be <= {:#x})",
+                                                   *spec.key,
+                                                   transport::kMaxRequestedKeySlot)
+                                     : std::string("access flags refused (remote write or "
+                                                   "atomic need local write)"));
+  }
+  im.mr_memory.push_back(mem);
+  return MrInfo{port, mr->addr(), mr->length(), mr->lkey(), mr->rkey(), mr->iova()};
+}
+
+bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
+  if (wr.sg_list.size() > transport::kMaxSge)
+    throw std::invalid_argument(fmt::format("post_send: {} SGEs, at most {}",
+                                            wr.sg_list.size(), transport::kMaxSge));
+  Impl& im = *impl_;
+  PortState& p = im.port(h.port);
+  Command c;
+  c.type = CmdType::kPostSend;
+  c.port = &p;
+  c.qpn = h.qpn;
+  c.send = wr;
+  c.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  std::copy_n(wr.sg_list.begin(), c.num_sge, c.sge.begin());
+  if (wr.ud_path) {
+    c.ud_path = *wr.ud_path;
+    c.has_ud_path = true;
+  }
+  return im.enqueue(im.worker_of(p), c);
+}
+
+bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
+  if (wr.sg_list.size() > transport::kMaxSge)
+    throw std::invalid_argument(fmt::format("post_recv: {} SGEs, at most {}",
+                                            wr.sg_list.size(), transport::kMaxSge));
+  Impl& im = *impl_;
+  PortState& p = im.port(h.port);
+  Command c;
+  c.type = CmdType::kPostRecv;
+  c.port = &p;
+  c.qpn = h.qpn;
+  c.recv = wr;
+  c.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  std::copy_n(wr.sg_list.begin(), c.num_sge, c.sge.begin());
+  return im.enqueue(im.worker_of(p), c);
+}
+
+size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
+                                std::span<PortIndex> ports) {
+  Impl& im = *impl_;
+  size_t n = 0;
+  for (auto& w : im.workers) {
+    if (!im.started || !w->launched)
+      for (PortState* p : w->ports) drain_cq(*w, *p);
+    Completion c;
+    while (n < out.size() && w->completions.pop(c)) {
+      out[n] = c.wc;
+      if (n < ports.size()) ports[n] = c.port;
+      ++n;
+    }
+  }
+  return n;
+}
+
+void Engine::start() {
+  Impl& im = *impl_;
+  if (im.started) return;
+  if (im.ports_closed) throw std::logic_error("engine: start() after close_ports()");
+  for (auto& p : im.ports) im.start_port(*p);
+  im.started = true;
+  for (auto& w : im.workers) {
+    if (w->ports.empty()) continue;
+    w->stop.store(false);
+    if (w->use_thread) {
+      Worker* wp = w.get();
+      w->thread = std::thread([wp] {
+        // An EAL thread id lets the worker use the pools' per-lcore caches.
+        const bool registered = rte_thread_register() == 0;
+        worker_loop(*wp);
+        if (registered) rte_thread_unregister();
+      });
+    } else if (int rc = rte_eal_remote_launch(worker_main, w.get(), w->lcore); rc != 0) {
+      throw std::runtime_error(fmt::format("engine: cannot launch lcore {}: {}", w->lcore,
+                                           rte_strerror(-rc)));
+    }
+    w->launched = true;
+  }
+}
+
+void Engine::stop() {
+  Impl& im = *impl_;
+  if (!im.started) return;
+  for (auto& w : im.workers) {
+    if (!w->launched) continue;
+    w->stop.store(true, std::memory_order_release);
+    if (w->use_thread) {
+      if (w->thread.joinable()) w->thread.join();
+    } else {
+      rte_eal_wait_lcore(w->lcore);
+    }
+    w->launched = false;
+  }
+  im.started = false;
+  // Workers are stopped: leftover commands run here so that no posted WR
+  // is silently lost, then the final snapshot.
+  for (auto& w : im.workers) {
+    Command c;
+    while (w->commands.pop(c))
+      if (c.type != CmdType::kRun) execute_post(*w, c);
+  }
+}
+
+bool Engine::running() const { return impl_->started; }
+
+void Engine::Impl::fill_snapshot(Worker& w, Snapshot& s) {
+  for (PortState* p : w.ports) {
+    PortSnapshot ps;
+    ps.index = p->index;
+    ps.port_id = p->port_id;
+    ps.name = p->name;
+    ps.lcore = p->lcore;
+    ps.endpoint = p->ep->counters();
+    ps.port = p->counters;
+    if (!p->closed) {
+      rte_eth_stats st{};
+      if (rte_eth_stats_get(p->port_id, &st) == 0) {
+        ps.eth_ipackets = st.ipackets;
+        ps.eth_opackets = st.opackets;
+        ps.eth_ibytes = st.ibytes;
+        ps.eth_obytes = st.obytes;
+        ps.eth_imissed = st.imissed;
+        ps.eth_ierrors = st.ierrors;
+        ps.eth_oerrors = st.oerrors;
+        ps.eth_rx_nombuf = st.rx_nombuf;
+      }
+    }
+    ps.mempool_size = p->pool->size;
+    ps.mempool_avail = rte_mempool_avail_count(p->pool);
+    ps.next_deadline_ns = p->ep->next_deadline();
+    s.ports.push_back(ps);
+    p->device->for_each_qp([&](transport::QueuePair& qp) {
+      QpSnapshot q;
+      q.port = p->index;
+      q.qpn = qp.qpn();
+      q.type = qp.type();
+      q.state = qp.state();
+      q.dest_qpn = qp.attr().dest_qpn;
+      q.next_send_psn = qp.next_send_psn();
+      q.expected_psn = qp.expected_psn();
+      q.send_queue_depth = qp.send_queue_depth();
+      q.recv_queue_depth = qp.recv_queue_depth();
+      if (auto it = p->qp_cc.find(qp.qpn()); it != p->qp_cc.end()) q.cc = it->second;
+      if (endpoint::CcBinding* b = p->ep->cc_of(qp.qpn()))
+        q.cc_rate_bytes_per_sec = b->algorithm().rate_bytes_per_sec();
+      q.counters = qp.counters();
+      s.qps.push_back(std::move(q));
+    });
+  }
+}
+
+Snapshot Engine::stats_now() {
+  Impl& im = *impl_;
+  Snapshot s;
+  for (auto& w : im.workers) {
+    Snapshot part;
+    im.run_on(*w, [&] { im.fill_snapshot(*w, part); });
+    for (auto& p : part.ports) s.ports.push_back(std::move(p));
+    for (auto& q : part.qps) s.qps.push_back(std::move(q));
+  }
+  std::sort(s.ports.begin(), s.ports.end(),
+            [](const PortSnapshot& a, const PortSnapshot& b) { return a.index < b.index; });
+  std::sort(s.qps.begin(), s.qps.end(), [](const QpSnapshot& a, const QpSnapshot& b) {
+    return a.port != b.port ? a.port < b.port : a.qpn < b.qpn;
+  });
+  s.taken_ns = now_ns();
+  {
+    std::lock_guard lock(im.latest_mu);
+    im.latest = s;
+    im.have_latest = true;
+  }
+  return s;
+}
+
+Snapshot Engine::stats() {
+  Impl& im = *impl_;
+  {
+    std::lock_guard lock(im.latest_mu);
+    if (im.have_latest && im.started && now_ns() - im.latest.taken_ns < im.cfg.stats_period_ns)
+      return im.latest;
+  }
+  return stats_now();
+}
+
+void Engine::close_ports() {
+  Impl& im = *impl_;
+  stop();
+  if (im.ports_closed) return;
+  stats_now();  // the final numbers, while the ports still answer
+  for (auto& p : im.ports) {
+    if (p->stash_n) rte_pktmbuf_free_bulk(p->stash.data(), static_cast<unsigned>(p->stash_n));
+    p->stash_n = 0;
+    if (p->started) rte_eth_dev_stop(p->port_id);
+    rte_eth_dev_close(p->port_id);
+    p->closed = true;
+    p->started = false;
+    if (p->dumper) {
+      pcap_dump_close(p->dumper);
+      p->dumper = nullptr;
+    }
+    if (p->pcap_dead) {
+      pcap_close(p->pcap_dead);
+      p->pcap_dead = nullptr;
+    }
+  }
+  im.ports_closed = true;
+  // Mempool counts after closing (the snapshot above was taken before).
+  std::lock_guard lock(im.latest_mu);
+  for (auto& ps : im.latest.ports)
+    ps.mempool_avail = rte_mempool_avail_count(im.ports[ps.index]->pool);
+}
+
+std::vector<uint32_t> Engine::mbufs_missing() {
+  std::vector<uint32_t> out;
+  for (auto& p : impl_->ports) {
+    const uint32_t avail = rte_mempool_avail_count(p->pool);
+    out.push_back(p->pool->size > avail ? p->pool->size - avail : 0);
+  }
+  return out;
+}
+
+}  // namespace droce::engine

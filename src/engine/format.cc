@@ -1,0 +1,133 @@
+// Console and JSON renderings of engine snapshots (shared by the apps).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "droce/engine/engine.h"
+#include "droce/wire/packet.h"
+
+namespace droce::engine {
+
+namespace {
+
+template <class F>
+void for_each_endpoint_counter(const endpoint::EndpointCounters& c, F&& f) {
+  f("rx_frames", c.rx_frames);
+  f("rx_bytes", c.rx_bytes);
+  f("rx_not_roce", c.rx_not_roce);
+  f("rx_malformed", c.rx_malformed);
+  f("rx_unknown_qpn", c.rx_unknown_qpn);
+  f("rx_delivered", c.rx_delivered);
+  for (size_t i = 1; i < c.rx_parse_errors.size(); ++i)
+    f(fmt::format("rx_error_{}", wire::to_string(static_cast<wire::ParseError>(i))),
+      c.rx_parse_errors[i]);
+  f("tx_frames", c.tx_frames);
+  f("tx_bytes", c.tx_bytes);
+  f("tx_paced", c.tx_paced);
+  f("timers_fired", c.timers_fired);
+}
+
+double rate(uint64_t a, uint64_t b, double secs) {
+  return secs > 0 && b >= a ? static_cast<double>(b - a) / secs : 0.0;
+}
+
+}  // namespace
+
+std::string format_live_stats(const Snapshot& prev, const Snapshot& cur) {
+  const double secs = cur.taken_ns > prev.taken_ns
+                          ? static_cast<double>(cur.taken_ns - prev.taken_ns) / 1e9
+                          : 0.0;
+  std::string out;
+  for (const PortSnapshot& p : cur.ports) {
+    const PortSnapshot* q = nullptr;
+    for (const PortSnapshot& x : prev.ports)
+      if (x.index == p.index) q = &x;
+    const PortSnapshot zero{};
+    if (!q) q = &zero;
+    out += fmt::format(
+        "port {} {:<12} rx {:>10.0f} pps {:>9.3f} Gb/s  tx {:>10.0f} pps {:>9.3f} Gb/s  "
+        "malformed {} unknown_qpn {} tx_dropped {} mbufs {}/{}\n",
+        p.index, p.name, rate(q->endpoint.rx_frames, p.endpoint.rx_frames, secs),
+        rate(q->endpoint.rx_bytes, p.endpoint.rx_bytes, secs) * 8 / 1e9,
+        rate(q->port.tx_frames, p.port.tx_frames, secs),
+        rate(q->port.tx_bytes, p.port.tx_bytes, secs) * 8 / 1e9, p.endpoint.rx_malformed,
+        p.endpoint.rx_unknown_qpn, p.port.tx_dropped, p.mempool_avail, p.mempool_size);
+  }
+  return out;
+}
+
+std::string format_counters(const Snapshot& s, bool skip_zero) {
+  std::string out;
+  auto line = [&](std::string_view indent, std::string_view name, uint64_t v) {
+    if (skip_zero && v == 0) return;
+    out += fmt::format("{}{:<34} {}\n", indent, name, v);
+  };
+  for (const PortSnapshot& p : s.ports) {
+    out += fmt::format("port {} ({}, port id {}, lcore {})\n", p.index, p.name, p.port_id,
+                       p.lcore);
+    for_each_endpoint_counter(p.endpoint,
+                              [&](std::string_view n, uint64_t v) { line("  ", n, v); });
+    p.port.for_each([&](std::string_view n, uint64_t v) { line("  ", n, v); });
+    line("  ", "eth_ipackets", p.eth_ipackets);
+    line("  ", "eth_opackets", p.eth_opackets);
+    line("  ", "eth_imissed", p.eth_imissed);
+    line("  ", "eth_ierrors", p.eth_ierrors);
+    line("  ", "eth_oerrors", p.eth_oerrors);
+    line("  ", "eth_rx_nombuf", p.eth_rx_nombuf);
+    out += fmt::format("  {:<34} {}/{}\n", "mbufs_available", p.mempool_avail,
+                       p.mempool_size);
+  }
+  for (const QpSnapshot& q : s.qps) {
+    out += fmt::format("qp {:#x} (port {}, {}, {}, dest {:#x}, sq_psn {:#x}, epsn {:#x}, cc {})\n",
+                       q.qpn, q.port, transport::to_string(q.type),
+                       transport::to_string(q.state), q.dest_qpn, q.next_send_psn,
+                       q.expected_psn, q.cc);
+    q.counters.for_each([&](std::string_view n, uint64_t v) { line("  ", n, v); });
+  }
+  return out;
+}
+
+std::string to_json(const Snapshot& s) {
+  nlohmann::ordered_json j;
+  j["taken_ns"] = s.taken_ns;
+  j["ports"] = nlohmann::ordered_json::array();
+  for (const PortSnapshot& p : s.ports) {
+    nlohmann::ordered_json jp;
+    jp["index"] = p.index;
+    jp["port_id"] = p.port_id;
+    jp["name"] = p.name;
+    jp["lcore"] = p.lcore;
+    auto& ep = jp["endpoint"];
+    for_each_endpoint_counter(p.endpoint, [&](std::string_view n, uint64_t v) {
+      ep[std::string(n)] = v;
+    });
+    auto& pc = jp["port"];
+    p.port.for_each([&](std::string_view n, uint64_t v) { pc[std::string(n)] = v; });
+    jp["eth"] = {{"ipackets", p.eth_ipackets}, {"opackets", p.eth_opackets},
+                 {"ibytes", p.eth_ibytes},     {"obytes", p.eth_obytes},
+                 {"imissed", p.eth_imissed},   {"ierrors", p.eth_ierrors},
+                 {"oerrors", p.eth_oerrors},   {"rx_nombuf", p.eth_rx_nombuf}};
+    jp["mempool_size"] = p.mempool_size;
+    jp["mempool_avail"] = p.mempool_avail;
+    j["ports"].push_back(std::move(jp));
+  }
+  j["qps"] = nlohmann::ordered_json::array();
+  for (const QpSnapshot& q : s.qps) {
+    nlohmann::ordered_json jq;
+    jq["port"] = q.port;
+    jq["qpn"] = q.qpn;
+    jq["type"] = std::string(transport::to_string(q.type));
+    jq["state"] = std::string(transport::to_string(q.state));
+    jq["dest_qpn"] = q.dest_qpn;
+    jq["next_send_psn"] = q.next_send_psn;
+    jq["expected_psn"] = q.expected_psn;
+    jq["cc"] = q.cc;
+    jq["cc_rate_bytes_per_sec"] = q.cc_rate_bytes_per_sec;
+    auto& c = jq["counters"];
+    q.counters.for_each([&](std::string_view n, uint64_t v) { c[std::string(n)] = v; });
+    j["qps"].push_back(std::move(jq));
+  }
+  return j.dump(2);
+}
+
+}  // namespace droce::engine
