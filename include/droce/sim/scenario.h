@@ -1,0 +1,108 @@
+// A simulation scenario: topology (hosts, switches, links), switch and link
+// parameters, the workload (flows) and run options, fully resolved from a
+// TOML file (docs/SIM.md lists every key). Generated topologies (incast,
+// leaf-spine) are expanded here, so the runner only ever sees explicit
+// nodes, links and flows.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "droce/cc/params.h"
+#include "droce/fabric/link.h"
+#include "droce/fabric/switch.h"
+#include "droce/transport/qp.h"
+
+namespace droce::sim {
+
+// A mistake in a scenario file. what() is "file:line:col: key: problem",
+// ready to print; apps exit with code 2 (DESIGN.md "Error handling").
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Opcode : uint8_t { kWrite, kSend, kRead };
+std::string_view to_string(Opcode op);
+
+struct HostSpec {
+  std::string name;
+  uint64_t rate_bps = 0;  // NIC port rate: the rate of the host's link
+  int line = 0;           // source line, for messages
+};
+
+struct SwitchSpec {
+  std::string name;
+  // Ports are added by links in file order; these apply to each of them.
+  fabric::EcnConfig ecn{};
+  bool ecn_auto = true;  // ECN thresholds scaled with each port's rate
+  fabric::SchedulerConfig scheduler = fabric::SchedulerConfig::strict_priority();
+  uint64_t port_buffer_bytes = 1 << 20;  // BufferMode::kPerPort
+  fabric::SwitchConfig cfg;              // buffer, pfc, int_cfg, seed, ...
+};
+
+// One full-duplex cable; both directions get the same delay and
+// impairments (each direction its own seeded random stream).
+struct LinkSpec {
+  std::string a, b;  // node names
+  uint64_t rate_bps = 100 * fabric::kGbps;
+  fabric::LinkConfig link{};
+  int line = 0;      // source line, for messages
+};
+
+struct FlowSpec {
+  std::string name;
+  std::string src, dst;  // data moves src -> dst (READ: dst is the requester)
+  uint64_t bytes = 1 << 20;
+  uint64_t message_bytes = 0;     // 0: one message of `bytes`
+  uint32_t max_outstanding = 16;  // messages posted but not completed
+  uint64_t start_ns = 0;
+  Opcode opcode = Opcode::kWrite;
+  std::string cc = "none";
+  cc::ParamMap cc_params;
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
+  uint32_t mtu = 4096;
+  uint8_t dscp = 26;  // class 3
+  uint8_t timeout = 14;  // IBA local ACK timeout code
+  uint8_t retry_cnt = 7;
+  bool verify = true;    // check destination memory at the end
+  int line = 0;          // source line, for messages
+};
+
+struct RunSpec {
+  uint64_t duration_ns = 10'000'000;  // virtual-time limit
+  uint64_t seed = 1;
+  uint64_t csv_interval_ns = 10'000;  // 0: no time series
+  bool stop_when_done = true;         // end as soon as every flow completed
+};
+
+struct Scenario {
+  std::string file;  // for messages and reports
+  RunSpec run;
+  std::vector<HostSpec> hosts;
+  std::vector<SwitchSpec> switches;
+  std::vector<LinkSpec> links;
+  std::vector<FlowSpec> flows;
+  bool ecmp = true;
+
+  int host_index(std::string_view name) const;
+  int switch_index(std::string_view name) const;
+};
+
+// Throws ScenarioError (file, line, key) on any mistake: unknown key,
+// wrong type, value out of range, link to a missing node, a loop without
+// ECMP, a flow between missing hosts, an unknown CC algorithm or parameter.
+Scenario load_scenario(const std::string& path);
+// Same from text; `name` stands for the file name in messages.
+Scenario parse_scenario(std::string_view text, const std::string& name = "<scenario>");
+
+// Value parsers shared with the command line ("100G", "1us", "4KiB").
+// Return false on a malformed value.
+bool parse_rate_bps(std::string_view s, uint64_t& out);
+bool parse_time_ns(std::string_view s, uint64_t& out);
+bool parse_bytes(std::string_view s, uint64_t& out);
+
+}  // namespace droce::sim

@@ -1,0 +1,736 @@
+// Scenario files: TOML (toml++) -> Scenario. Every key is checked against
+// the list its table accepts, every value against its range, and every
+// message names the file, the line and column, and the key's path.
+#include "droce/sim/scenario.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "droce/cc/registry.h"
+
+namespace droce::sim {
+
+std::string_view to_string(Opcode op) {
+  switch (op) {
+    case Opcode::kWrite: return "write";
+    case Opcode::kSend: return "send";
+    case Opcode::kRead: return "read";
+  }
+  return "?";
+}
+
+int Scenario::host_index(std::string_view name) const {
+  for (size_t i = 0; i < hosts.size(); ++i)
+    if (hosts[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int Scenario::switch_index(std::string_view name) const {
+  for (size_t i = 0; i < switches.size(); ++i)
+    if (switches[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+// ---- unit parsers -------------------------------------------------------
+
+namespace {
+
+// "<number><suffix>" with a decimal number; suffix looked up in `units`.
+bool parse_scaled(std::string_view s, const std::map<std::string_view, double>& units,
+                  double default_scale, double& out) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  size_t i = 0;
+  while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == 'e' ||
+                          s[i] == 'E' || (i > 0 && (s[i] == '+' || s[i] == '-') &&
+                                          (s[i - 1] == 'e' || s[i - 1] == 'E'))))
+    ++i;
+  // 'e' may start a unit only if nothing numeric follows; no unit here does.
+  if (i == 0) return false;
+  double v = 0;
+  const std::string num(s.substr(0, i));
+  char* end = nullptr;
+  v = std::strtod(num.c_str(), &end);
+  if (end != num.c_str() + num.size() || !std::isfinite(v) || v < 0) return false;
+  std::string_view unit = s.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double scale = default_scale;
+  if (!unit.empty()) {
+    auto it = units.find(unit);
+    if (it == units.end()) return false;
+    scale = it->second;
+  }
+  out = v * scale;
+  return true;
+}
+
+bool to_u64(double v, uint64_t& out) {
+  if (!(v >= 0) || v > 1.8e19) return false;
+  out = static_cast<uint64_t>(std::llround(v));
+  return true;
+}
+
+}  // namespace
+
+bool parse_rate_bps(std::string_view s, uint64_t& out) {
+  static const std::map<std::string_view, double> kUnits = {
+      {"bps", 1},     {"b/s", 1},      {"K", 1e3},     {"Kbps", 1e3},  {"Kb/s", 1e3},
+      {"M", 1e6},     {"Mbps", 1e6},   {"Mb/s", 1e6},  {"G", 1e9},     {"Gbps", 1e9},
+      {"Gb/s", 1e9},  {"T", 1e12},     {"Tbps", 1e12}, {"Tb/s", 1e12},
+  };
+  double v;
+  return parse_scaled(s, kUnits, 1, v) && to_u64(v, out);
+}
+
+bool parse_time_ns(std::string_view s, uint64_t& out) {
+  static const std::map<std::string_view, double> kUnits = {
+      {"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9},
+  };
+  double v;
+  return parse_scaled(s, kUnits, 1, v) && to_u64(v, out);
+}
+
+bool parse_bytes(std::string_view s, uint64_t& out) {
+  static const std::map<std::string_view, double> kUnits = {
+      {"B", 1},          {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},
+      {"KiB", 1024.0},   {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+  };
+  double v;
+  return parse_scaled(s, kUnits, 1, v) && to_u64(v, out);
+}
+
+// ---- TOML walking -------------------------------------------------------
+
+namespace {
+
+constexpr uint64_t kMinRate = 1'000'000;                 // 1 Mb/s
+constexpr uint64_t kMaxRate = 1600 * fabric::kGbps;      // 1.6 Tb/s
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const toml::source_region& where, const std::string& path,
+                         const std::string& what) const {
+    std::ostringstream m;
+    m << file_ << ':' << where.begin.line << ':' << where.begin.column << ": " << path
+      << ": " << what;
+    throw ScenarioError(m.str());
+  }
+
+  // Refuses keys not in `allowed`.
+  void check_keys(const toml::table& t, const std::string& path,
+                  std::initializer_list<std::string_view> allowed) const {
+    for (auto&& [k, v] : t) {
+      if (std::find(allowed.begin(), allowed.end(), k.str()) != allowed.end()) continue;
+      std::string list;
+      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(k.source(), join(path, k.str()), "unknown key (accepted: " + list + ")");
+    }
+  }
+
+  static std::string join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+  const toml::table* table(const toml::table& t, std::string_view key,
+                           const std::string& path) const {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (!n->is_table()) fail(n->source(), join(path, key), "expected a table");
+    return n->as_table();
+  }
+
+  bool str(const toml::table& t, std::string_view key, const std::string& path,
+           std::string& out) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (!n->is_string()) fail(n->source(), join(path, key), "expected a string");
+    out = n->as_string()->get();
+    return true;
+  }
+
+  bool boolean(const toml::table& t, std::string_view key, const std::string& path,
+               bool& out) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (!n->is_boolean()) fail(n->source(), join(path, key), "expected true or false");
+    out = n->as_boolean()->get();
+    return true;
+  }
+
+  bool number(const toml::table& t, std::string_view key, const std::string& path,
+              double& out, double lo, double hi) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (n->is_integer()) {
+      out = static_cast<double>(n->as_integer()->get());
+    } else if (n->is_floating_point()) {
+      out = n->as_floating_point()->get();
+    } else {
+      fail(n->source(), join(path, key), "expected a number");
+    }
+    if (!(out >= lo && out <= hi)) {
+      std::ostringstream m;
+      m << "out of range " << lo << ".." << hi;
+      fail(n->source(), join(path, key), m.str());
+    }
+    return true;
+  }
+
+  bool integer(const toml::table& t, std::string_view key, const std::string& path,
+               uint64_t& out, uint64_t lo, uint64_t hi) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    if (!n->is_integer()) fail(n->source(), join(path, key), "expected an integer");
+    const int64_t v = n->as_integer()->get();
+    if (v < 0 || static_cast<uint64_t>(v) < lo || static_cast<uint64_t>(v) > hi)
+      fail(n->source(), join(path, key),
+           "out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    out = static_cast<uint64_t>(v);
+    return true;
+  }
+
+  // A quantity given as a string with a unit, or a bare integer in the base
+  // unit (bits/s, ns, bytes).
+  bool quantity(const toml::table& t, std::string_view key, const std::string& path,
+                uint64_t& out, bool (*parser)(std::string_view, uint64_t&),
+                const char* example, uint64_t lo, uint64_t hi) const {
+    const toml::node* n = t.get(key);
+    if (!n) return false;
+    uint64_t v = 0;
+    if (n->is_integer() && n->as_integer()->get() >= 0) {
+      v = static_cast<uint64_t>(n->as_integer()->get());
+    } else if (!n->is_string() || !parser(n->as_string()->get(), v)) {
+      fail(n->source(), join(path, key), std::string("expected a value like ") + example);
+    }
+    if (v < lo || v > hi)
+      fail(n->source(), join(path, key),
+           "out of range " + std::to_string(lo) + ".." + std::to_string(hi) +
+               (parser == &parse_rate_bps ? " bit/s (1 Mb/s .. 1.6 Tb/s)" : ""));
+    out = v;
+    return true;
+  }
+  bool rate(const toml::table& t, std::string_view key, const std::string& path,
+            uint64_t& out) const {
+    return quantity(t, key, path, out, &parse_rate_bps, "\"100G\" or \"25Gbps\"", kMinRate,
+                    kMaxRate);
+  }
+  bool time(const toml::table& t, std::string_view key, const std::string& path,
+            uint64_t& out, uint64_t hi = uint64_t{3600} * 1'000'000'000) const {
+    return quantity(t, key, path, out, &parse_time_ns, "\"1us\" or \"500ns\"", 0, hi);
+  }
+  bool bytes(const toml::table& t, std::string_view key, const std::string& path,
+             uint64_t& out, uint64_t lo = 0, uint64_t hi = uint64_t{1} << 40) const {
+    return quantity(t, key, path, out, &parse_bytes, "\"4KiB\" or \"1MB\"", lo, hi);
+  }
+
+  template <class E>
+  bool choice(const toml::table& t, std::string_view key, const std::string& path, E& out,
+              std::initializer_list<std::pair<std::string_view, E>> options) const {
+    std::string s;
+    if (!str(t, key, path, s)) return false;
+    std::string list;
+    for (auto& [name, value] : options) {
+      if (name == s) {
+        out = value;
+        return true;
+      }
+      list += (list.empty() ? "" : ", ") + std::string(name);
+    }
+    fail(t.get(key)->source(), join(path, key), "\"" + s + "\" is not one of: " + list);
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+// ---- sections ----------------------------------------------------------
+
+void read_switch(const Reader& r, const toml::table& t, const std::string& path,
+                 SwitchSpec& s) {
+  r.check_keys(t, path, {"name", "buffer", "buffer_mode", "port_buffer", "ecn", "pfc",
+                         "int", "scheduler", "classifier"});
+  fabric::SwitchConfig& c = s.cfg;
+  r.bytes(t, "buffer", path, c.shared_buffer_bytes, 4096);
+  r.choice(t, "buffer_mode", path, c.buffer_mode,
+           {{"shared", fabric::BufferMode::kShared}, {"per_port", fabric::BufferMode::kPerPort}});
+  r.bytes(t, "port_buffer", path, s.port_buffer_bytes, 4096);
+  r.choice(t, "classifier", path, c.classifier,
+           {{"dscp", fabric::Classifier::kDscp}, {"pcp", fabric::Classifier::kPcp}});
+  if (const toml::table* e = r.table(t, "ecn", path)) {
+    const std::string p = Reader::join(path, "ecn");
+    r.check_keys(*e, p, {"mode", "point", "kmin", "kmax", "pmax", "k"});
+    r.choice(*e, "mode", p, s.ecn.mode,
+             {{"red", fabric::MarkMode::kRed}, {"step", fabric::MarkMode::kStep},
+              {"off", fabric::MarkMode::kOff}});
+    r.choice(*e, "point", p, s.ecn.point,
+             {{"dequeue", fabric::MarkPoint::kDequeue}, {"enqueue", fabric::MarkPoint::kEnqueue}});
+    const bool kmin = r.bytes(*e, "kmin", p, s.ecn.kmin_bytes);
+    const bool kmax = r.bytes(*e, "kmax", p, s.ecn.kmax_bytes);
+    const bool k = r.bytes(*e, "k", p, s.ecn.step_bytes);
+    r.number(*e, "pmax", p, s.ecn.pmax, 0, 1);
+    if (kmin || kmax || k) s.ecn_auto = false;
+    if (s.ecn.mode == fabric::MarkMode::kRed && !s.ecn_auto &&
+        s.ecn.kmin_bytes >= s.ecn.kmax_bytes)
+      r.fail(e->source(), p, "kmin must be below kmax");
+  }
+  if (const toml::table* f = r.table(t, "pfc", path)) {
+    const std::string p = Reader::join(path, "pfc");
+    r.check_keys(*f, p, {"enabled", "priorities", "xoff", "xon", "quanta", "refresh_fraction",
+                         "watchdog", "watchdog_restore", "watchdog_action"});
+    bool enabled = false;
+    r.boolean(*f, "enabled", p, enabled);
+    uint8_t prios = 1u << 3;
+    if (const toml::node* n = f->get("priorities")) {
+      if (!n->is_array()) r.fail(n->source(), p + ".priorities", "expected an array like [3]");
+      prios = 0;
+      for (const toml::node& e : *n->as_array()) {
+        if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > 7)
+          r.fail(e.source(), p + ".priorities", "priorities are 0..7");
+        prios |= static_cast<uint8_t>(1u << e.as_integer()->get());
+      }
+    }
+    c.pfc.enabled_priorities = enabled ? prios : 0;
+    r.bytes(*f, "xoff", p, c.pfc.xoff_bytes, 1);
+    r.bytes(*f, "xon", p, c.pfc.xon_bytes);
+    if (c.pfc.xon_bytes > c.pfc.xoff_bytes)
+      r.fail(f->source(), p + ".xon", "must not exceed xoff");
+    uint64_t q = 0;
+    if (r.integer(*f, "quanta", p, q, 1, 0xFFFF)) c.pfc.pause_quanta = static_cast<uint16_t>(q);
+    r.number(*f, "refresh_fraction", p, c.pfc.refresh_fraction, 0.01, 1);
+    r.time(*f, "watchdog", p, c.pfc.watchdog_ns);
+    r.time(*f, "watchdog_restore", p, c.pfc.watchdog_restore_ns);
+    r.choice(*f, "watchdog_action", p, c.pfc.watchdog_action,
+             {{"drop", fabric::WatchdogAction::kDrop},
+              {"ignore_pause", fabric::WatchdogAction::kIgnorePause}});
+  }
+  if (const toml::table* i = r.table(t, "int", path)) {
+    const std::string p = Reader::join(path, "int");
+    r.check_keys(*i, p, {"enabled", "max_hops", "data_only"});
+    r.boolean(*i, "enabled", p, c.int_cfg.enabled);
+    r.boolean(*i, "data_only", p, c.int_cfg.data_only);
+    uint64_t h = 0;
+    if (r.integer(*i, "max_hops", p, h, 1, wire::kIntMaxHops))
+      c.int_cfg.max_hops = static_cast<uint8_t>(h);
+  }
+  if (const toml::table* sc = r.table(t, "scheduler", path)) {
+    const std::string p = Reader::join(path, "scheduler");
+    r.check_keys(*sc, p, {"strict", "weights", "quantum"});
+    bool strict_all = true;
+    r.boolean(*sc, "strict", p, strict_all);
+    s.scheduler.strict.fill(strict_all);
+    if (const toml::node* n = sc->get("weights")) {
+      const toml::array* a = n->as_array();
+      if (!a || a->size() != fabric::kNumClasses)
+        r.fail(n->source(), p + ".weights", "expected 8 weights, one per class");
+      for (size_t k = 0; k < fabric::kNumClasses; ++k) {
+        const toml::node& e = *a->get(k);
+        if (!e.is_integer() || e.as_integer()->get() < 1 || e.as_integer()->get() > 1000)
+          r.fail(e.source(), p + ".weights", "weights are 1..1000");
+        s.scheduler.weights[k] = static_cast<uint32_t>(e.as_integer()->get());
+      }
+    }
+    uint64_t q = 0;
+    if (r.bytes(*sc, "quantum", p, q, 64, 1 << 20)) s.scheduler.quantum_bytes = static_cast<uint32_t>(q);
+  }
+}
+
+void read_link_params(const Reader& r, const toml::table& t, const std::string& path,
+                      LinkSpec& l) {
+  r.rate(t, "rate", path, l.rate_bps);
+  r.time(t, "delay", path, l.link.propagation_ns, 1'000'000'000);
+  fabric::Impairments& im = l.link.impairments;
+  r.number(t, "loss", path, im.loss, 0, 1);
+  r.number(t, "corrupt", path, im.corrupt, 0, 1);
+  r.number(t, "duplicate", path, im.duplicate, 0, 1);
+  r.number(t, "reorder", path, im.reorder, 0, 1);
+  r.time(t, "reorder_delay", path, im.reorder_delay_ns, 1'000'000'000);
+  r.time(t, "extra_delay", path, im.extra_delay_ns, 1'000'000'000);
+  r.time(t, "jitter", path, im.jitter_ns, 1'000'000'000);
+  if (const toml::table* b = r.table(t, "burst_loss", path)) {
+    const std::string p = Reader::join(path, "burst_loss");
+    r.check_keys(*b, p, {"p_good_to_bad", "p_bad_to_good", "loss_good", "loss_bad"});
+    r.number(*b, "p_good_to_bad", p, im.burst.p_good_to_bad, 0, 1);
+    r.number(*b, "p_bad_to_good", p, im.burst.p_bad_to_good, 1e-9, 1);
+    r.number(*b, "loss_good", p, im.burst.loss_good, 0, 1);
+    r.number(*b, "loss_bad", p, im.burst.loss_bad, 0, 1);
+  }
+}
+
+const std::vector<std::string_view> kLinkParamKeys = {
+    "rate", "delay", "loss", "corrupt", "duplicate", "reorder", "reorder_delay",
+    "extra_delay", "jitter", "burst_loss"};
+
+std::vector<std::string_view> with(const std::vector<std::string_view>& a,
+                                   std::initializer_list<std::string_view> b) {
+  std::vector<std::string_view> v(a);
+  v.insert(v.end(), b);
+  return v;
+}
+
+void check_keys_v(const Reader& r, const toml::table& t, const std::string& path,
+                  const std::vector<std::string_view>& allowed) {
+  for (auto&& [k, v] : t) {
+    if (std::find(allowed.begin(), allowed.end(), k.str()) != allowed.end()) continue;
+    std::string list;
+    for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    r.fail(k.source(), Reader::join(path, k.str()), "unknown key (accepted: " + list + ")");
+  }
+}
+
+const std::vector<std::string_view> kFlowParamKeys = {
+    "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
+    "dscp", "timeout", "retry_cnt", "verify"};
+
+void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
+                      FlowSpec& f) {
+  r.choice(t, "opcode", path, f.opcode,
+           {{"write", Opcode::kWrite}, {"send", Opcode::kSend}, {"read", Opcode::kRead}});
+  if (r.str(t, "cc", path, f.cc) && !cc::find_algorithm(f.cc))
+    r.fail(t.get("cc")->source(), Reader::join(path, "cc"),
+           "unknown algorithm \"" + f.cc + "\" (known: " + cc::algorithm_names() + ")");
+  if (const toml::table* p = r.table(t, "cc_params", path)) {
+    for (auto&& [k, v] : *p) {
+      std::string val;
+      if (v.is_integer()) {
+        val = std::to_string(v.as_integer()->get());
+      } else if (v.is_floating_point()) {
+        std::ostringstream o;
+        o.precision(17);
+        o << v.as_floating_point()->get();
+        val = o.str();
+      } else if (v.is_string()) {
+        val = v.as_string()->get();
+      } else {
+        r.fail(v.source(), Reader::join(path, "cc_params." + std::string(k.str())),
+               "expected a number");
+      }
+      f.cc_params[std::string(k.str())] = val;
+    }
+  }
+  r.choice(t, "recovery", path, f.recovery,
+           {{"go_back_n", transport::Recovery::kGoBackN},
+            {"gbn", transport::Recovery::kGoBackN},
+            {"selective_repeat", transport::Recovery::kSelectiveRepeat},
+            {"sr", transport::Recovery::kSelectiveRepeat}});
+  uint64_t v = 0;
+  if (const toml::node* n = t.get("mtu")) {
+    if (!r.integer(t, "mtu", path, v, 256, 4096) || (v & (v - 1)) != 0)
+      r.fail(n->source(), Reader::join(path, "mtu"), "one of 256, 512, 1024, 2048, 4096");
+    f.mtu = static_cast<uint32_t>(v);
+  }
+  r.bytes(t, "message", path, f.message_bytes, 0, transport::kMaxMessageBytes);
+  if (r.integer(t, "max_outstanding", path, v, 1, 1024)) f.max_outstanding = static_cast<uint32_t>(v);
+  if (r.integer(t, "dscp", path, v, 0, 63)) f.dscp = static_cast<uint8_t>(v);
+  if (r.integer(t, "timeout", path, v, 1, 31)) f.timeout = static_cast<uint8_t>(v);
+  if (r.integer(t, "retry_cnt", path, v, 0, 7)) f.retry_cnt = static_cast<uint8_t>(v);
+  r.boolean(t, "verify", path, f.verify);
+}
+
+std::string name_at(const std::string& prefix, uint64_t i) {
+  return prefix + std::to_string(i);
+}
+
+struct Graph {
+  std::vector<int> parent;
+  int find(int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+};
+
+}  // namespace
+
+Scenario parse_scenario(std::string_view text, const std::string& name) {
+  Reader r(name);
+  toml::table root;
+  try {
+    root = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream m;
+    m << name << ':' << e.source().begin.line << ':' << e.source().begin.column
+      << ": syntax: " << e.description();
+    throw ScenarioError(m.str());
+  }
+  Scenario sc;
+  sc.file = name;
+  r.check_keys(root, "", {"run", "topology", "switch", "link", "flow", "hosts", "switches",
+                          "links", "flows"});
+
+  if (const toml::table* t = r.table(root, "run", "")) {
+    r.check_keys(*t, "run", {"duration", "seed", "csv_interval", "stop_when_done", "ecmp"});
+    r.time(*t, "duration", "run", sc.run.duration_ns);
+    r.integer(*t, "seed", "run", sc.run.seed, 0, UINT64_MAX >> 1);
+    r.time(*t, "csv_interval", "run", sc.run.csv_interval_ns);
+    r.boolean(*t, "stop_when_done", "run", sc.run.stop_when_done);
+    r.boolean(*t, "ecmp", "run", sc.ecmp);
+  }
+
+  // Defaults every switch / host / link / flow starts from.
+  SwitchSpec sw_default;
+  if (const toml::table* t = r.table(root, "switch", "")) read_switch(r, *t, "switch", sw_default);
+  HostSpec host_default;
+  LinkSpec link_default;
+  if (const toml::table* t = r.table(root, "link", "")) {
+    check_keys_v(r, *t, "link", std::vector<std::string_view>(kLinkParamKeys));
+    read_link_params(r, *t, "link", link_default);
+  }
+  FlowSpec flow_default;
+  if (const toml::table* t = r.table(root, "flow", "")) {
+    check_keys_v(r, *t, "flow", with(kFlowParamKeys, {"bytes", "start"}));
+    read_flow_params(r, *t, "flow", flow_default);
+    r.bytes(*t, "bytes", "flow", flow_default.bytes, 1);
+    r.time(*t, "start", "flow", flow_default.start_ns);
+  }
+
+  // Generated topologies.
+  std::string kind = "custom";
+  const toml::table* topo = r.table(root, "topology", "");
+  int topo_line = 0;
+  if (topo) {
+    topo_line = static_cast<int>(topo->source().begin.line);
+    r.str(*topo, "kind", "topology", kind);
+  }
+  auto add_link = [&](const std::string& a, const std::string& b, uint64_t rate, int line) {
+    LinkSpec l = link_default;
+    l.a = a;
+    l.b = b;
+    l.rate_bps = rate;
+    l.line = line;
+    sc.links.push_back(std::move(l));
+  };
+  if (kind == "incast") {
+    r.check_keys(*topo, "topology", {"kind", "senders", "rate", "delay", "flow_bytes", "start"});
+    uint64_t senders = 2;
+    r.integer(*topo, "senders", "topology", senders, 1, 1024);
+    uint64_t rate = link_default.rate_bps;
+    r.rate(*topo, "rate", "topology", rate);
+    r.time(*topo, "delay", "topology", link_default.link.propagation_ns, 1'000'000'000);
+    uint64_t flow_bytes = 0, start = flow_default.start_ns;
+    r.bytes(*topo, "flow_bytes", "topology", flow_bytes);
+    r.time(*topo, "start", "topology", start);
+    SwitchSpec s = sw_default;
+    s.name = "s0";
+    sc.switches.push_back(s);
+    for (uint64_t i = 0; i <= senders; ++i) {
+      sc.hosts.push_back(HostSpec{name_at("h", i), rate, topo_line});
+      add_link(name_at("h", i), "s0", rate, topo_line);
+    }
+    for (uint64_t i = 1; flow_bytes && i <= senders; ++i) {
+      FlowSpec f = flow_default;
+      f.name = name_at("f", i);
+      f.line = topo_line;
+      f.src = name_at("h", i);
+      f.dst = "h0";
+      f.bytes = flow_bytes;
+      f.start_ns = start;
+      sc.flows.push_back(std::move(f));
+    }
+  } else if (kind == "leaf_spine") {
+    r.check_keys(*topo, "topology", {"kind", "leaves", "spines", "hosts_per_leaf", "host_rate",
+                                     "spine_rate", "oversubscription", "delay"});
+    uint64_t leaves = 2, spines = 2, hpl = 4;
+    r.integer(*topo, "leaves", "topology", leaves, 1, 256);
+    r.integer(*topo, "spines", "topology", spines, 1, 256);
+    r.integer(*topo, "hosts_per_leaf", "topology", hpl, 1, 256);
+    uint64_t host_rate = link_default.rate_bps;
+    r.rate(*topo, "host_rate", "topology", host_rate);
+    double over = 1;
+    const bool has_over = r.number(*topo, "oversubscription", "topology", over, 0.01, 1000);
+    uint64_t spine_rate = 0;
+    if (r.rate(*topo, "spine_rate", "topology", spine_rate) && has_over)
+      r.fail(topo->source(), "topology.spine_rate",
+             "give spine_rate or oversubscription, not both");
+    if (!spine_rate) {
+      // Oversubscription = host bandwidth into a leaf / its uplink bandwidth.
+      spine_rate = static_cast<uint64_t>(
+          std::llround(static_cast<double>(hpl * host_rate) / (over * static_cast<double>(spines))));
+      if (spine_rate < kMinRate || spine_rate > kMaxRate)
+        r.fail(topo->get("oversubscription") ? topo->get("oversubscription")->source()
+                                             : topo->source(),
+               "topology.oversubscription",
+               "gives a spine link rate of " + std::to_string(spine_rate) +
+                   " bit/s, outside 1 Mb/s .. 1.6 Tb/s");
+    }
+    r.time(*topo, "delay", "topology", link_default.link.propagation_ns, 1'000'000'000);
+    for (uint64_t l = 0; l < leaves; ++l) {
+      SwitchSpec s = sw_default;
+      s.name = name_at("leaf", l);
+      sc.switches.push_back(s);
+    }
+    for (uint64_t p = 0; p < spines; ++p) {
+      SwitchSpec s = sw_default;
+      s.name = name_at("spine", p);
+      sc.switches.push_back(s);
+    }
+    for (uint64_t l = 0; l < leaves; ++l) {
+      for (uint64_t h = 0; h < hpl; ++h) {
+        const std::string hn = name_at("h", l * hpl + h);
+        sc.hosts.push_back(HostSpec{hn, host_rate, topo_line});
+        add_link(hn, name_at("leaf", l), host_rate, topo_line);
+      }
+      for (uint64_t p = 0; p < spines; ++p)
+        add_link(name_at("leaf", l), name_at("spine", p), spine_rate, topo_line);
+    }
+  } else if (kind == "custom") {
+    if (topo) r.check_keys(*topo, "topology", {"kind"});
+  } else {
+    r.fail(topo->get("kind")->source(), "topology.kind",
+           "\"" + kind + "\" is not one of: incast, leaf_spine, custom");
+  }
+
+  // Explicit nodes, links and flows (any topology kind may add more).
+  auto array_of_tables = [&](std::string_view key) -> const toml::array* {
+    const toml::node* n = root.get(key);
+    if (!n) return nullptr;
+    if (!n->is_array_of_tables())
+      r.fail(n->source(), std::string(key), "expected [[" + std::string(key) + "]] tables");
+    return n->as_array();
+  };
+  std::set<std::string> names;
+  for (auto& h : sc.hosts) names.insert(h.name);
+  for (auto& s : sc.switches) names.insert(s.name);
+  auto require_name = [&](const toml::table& t, const std::string& path) {
+    std::string n;
+    if (!r.str(t, "name", path, n)) r.fail(t.source(), path + ".name", "missing");
+    if (n.empty()) r.fail(t.get("name")->source(), path + ".name", "must not be empty");
+    if (!names.insert(n).second)
+      r.fail(t.get("name")->source(), path + ".name", "\"" + n + "\" is defined twice");
+    return n;
+  };
+  if (const toml::array* a = array_of_tables("hosts")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      const std::string path = "hosts[" + std::to_string(i) + "]";
+      r.check_keys(t, path, {"name"});
+      HostSpec h = host_default;
+      h.name = require_name(t, path);
+      h.line = static_cast<int>(t.source().begin.line);
+      sc.hosts.push_back(h);
+    }
+  }
+  if (const toml::array* a = array_of_tables("switches")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      const std::string path = "switches[" + std::to_string(i) + "]";
+      SwitchSpec s = sw_default;
+      read_switch(r, t, path, s);
+      s.name = require_name(t, path);
+      sc.switches.push_back(s);
+    }
+  }
+  std::vector<const toml::table*> link_tables(sc.links.size(), nullptr);
+  if (const toml::array* a = array_of_tables("links")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      const std::string path = "links[" + std::to_string(i) + "]";
+      check_keys_v(r, t, path, with(kLinkParamKeys, {"a", "b"}));
+      LinkSpec l = link_default;
+      l.line = static_cast<int>(t.source().begin.line);
+      for (auto [key, out] : {std::pair{"a", &l.a}, std::pair{"b", &l.b}}) {
+        if (!r.str(t, key, path, *out)) r.fail(t.source(), path + "." + key, "missing");
+        if (!names.count(*out))
+          r.fail(t.get(key)->source(), path + "." + key,
+                 "no host or switch named \"" + *out + "\"");
+      }
+      if (l.a == l.b) r.fail(t.source(), path, "a link needs two different nodes");
+      read_link_params(r, t, path, l);
+      sc.links.push_back(std::move(l));
+      link_tables.push_back(&t);
+    }
+  }
+  if (const toml::array* a = array_of_tables("flows")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      const std::string path = "flows[" + std::to_string(i) + "]";
+      check_keys_v(r, t, path, with(kFlowParamKeys, {"name", "src", "dst", "bytes", "start"}));
+      FlowSpec f = flow_default;
+      f.line = static_cast<int>(t.source().begin.line);
+      f.name = "flow" + std::to_string(sc.flows.size());
+      r.str(t, "name", path, f.name);
+      for (auto [key, out] : {std::pair{"src", &f.src}, std::pair{"dst", &f.dst}}) {
+        if (!r.str(t, key, path, *out)) r.fail(t.source(), path + "." + key, "missing");
+        if (sc.host_index(*out) < 0)
+          r.fail(t.get(key)->source(), path + "." + key, "no host named \"" + *out + "\"");
+      }
+      if (f.src == f.dst) r.fail(t.get("dst")->source(), path + ".dst", "same host as src");
+      r.bytes(t, "bytes", path, f.bytes, 1);
+      r.time(t, "start", path, f.start_ns);
+      read_flow_params(r, t, path, f);
+      sc.flows.push_back(std::move(f));
+    }
+  }
+
+  // Structural checks: every host on exactly one link, and without ECMP no
+  // loops (with single-path routing a loop leaves links unused or, worse,
+  // traffic chasing its tail when routes disagree).
+  std::map<std::string, int> host_links;
+  for (const auto& l : sc.links) {
+    for (const auto& n : {l.a, l.b})
+      if (sc.host_index(n) >= 0) ++host_links[n];
+    if (sc.host_index(l.a) >= 0 && sc.host_index(l.b) >= 0)
+      throw ScenarioError(sc.file + ":" + std::to_string(l.line) +
+                          ":1: links: host-to-host links are not supported (" + l.a + " - " +
+                          l.b + "); put a switch between them");
+  }
+  for (auto& h : sc.hosts) {
+    for (const auto& l : sc.links)
+      if (l.a == h.name || l.b == h.name) h.rate_bps = l.rate_bps;
+    if (host_links[h.name] != 1)
+      throw ScenarioError(sc.file + ":" + std::to_string(h.line) + ":1: hosts." +
+                          h.name + ": a host needs exactly one link (has " +
+                          std::to_string(host_links[h.name]) + ")");
+  }
+  Graph g;
+  std::map<std::string, int> id;
+  for (const auto& n : names) id.emplace(n, static_cast<int>(id.size()));
+  g.parent.resize(id.size());
+  std::iota(g.parent.begin(), g.parent.end(), 0);
+  for (size_t i = 0; i < sc.links.size(); ++i) {
+    const auto& l = sc.links[i];
+    const int a = g.find(id[l.a]), b = g.find(id[l.b]);
+    if (a == b && !sc.ecmp) {
+      const toml::table* t = i < link_tables.size() ? link_tables[i] : nullptr;
+      std::ostringstream m;
+      m << sc.file << ':' << (t ? t->source().begin.line : static_cast<uint32_t>(l.line))
+        << ':' << (t ? t->source().begin.column : 1u) << ": links[" << i
+        << "]: link " << l.a << " - " << l.b
+        << " closes a loop, which needs ECMP (set run.ecmp = true)";
+      throw ScenarioError(m.str());
+    }
+    g.parent[a] = b;
+  }
+  // Every flow's algorithm and parameters, checked now so the message can
+  // point at the file rather than fail mid-run.
+  for (const auto& f : sc.flows) {
+    try {
+      const uint64_t rate = sc.hosts[sc.host_index(f.src)].rate_bps / 8;
+      (void)cc::make_algorithm(f.cc, f.cc_params, rate);
+    } catch (const cc::ConfigError& e) {
+      throw ScenarioError(sc.file + ":" + std::to_string(f.line) + ":1: flow " + f.name +
+                          ": cc: " + e.what());
+    }
+  }
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_scenario(s.str(), path);
+}
+
+}  // namespace droce::sim

@@ -1,0 +1,821 @@
+// The runner: builds hosts (Device + Endpoint + memory), switches (with
+// routes computed by BFS, ECMP groups where several shortest paths exist)
+// and link directions from a Scenario, then runs a discrete-event loop over
+// a heap of component deadlines.
+#include "droce/sim/simulator.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "droce/cc/registry.h"
+#include "droce/transport/device.h"
+
+namespace droce::sim {
+
+namespace {
+
+using fabric::kNever;
+
+// Room for a 4096-byte MTU frame with IPv6 headers, extension headers and
+// an echoed INT stack on an ACK.
+constexpr size_t kBufBytes = 4096 + 512;
+// Messages larger than this are not kept whole: offsets wrap in a window
+// of this size and the flow is not verified.
+constexpr uint64_t kVerifyWindow = 64ull << 20;
+constexpr size_t kTxBatch = 4;
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The source pattern of flow `f`: a deterministic byte stream.
+void fill_pattern(std::vector<uint8_t>& mem, uint64_t f) {
+  uint64_t s = mix(0xD0CE, f);
+  for (size_t i = 0; i < mem.size(); i += 8) {
+    s = mix(s, i);
+    const size_t n = std::min<size_t>(8, mem.size() - i);
+    std::memcpy(mem.data() + i, &s, n);
+  }
+}
+
+ibv_mtu to_ibv_mtu(uint32_t mtu) {
+  switch (mtu) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+  }
+}
+
+uint64_t percentile(std::vector<uint64_t> v, double p) {
+  if (v.empty()) return 0;
+  // Nearest rank: the smallest value with at least p of the samples <= it.
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  rank = std::clamp<size_t>(rank, 1, v.size());
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(rank - 1), v.end());
+  return v[rank - 1];
+}
+
+enum class Kind : uint8_t { kHost, kSwitch };
+struct NodeRef {
+  Kind kind = Kind::kHost;
+  uint32_t index = 0;
+  uint16_t port = 0;  // switch port
+};
+
+}  // namespace
+
+struct Simulator::Impl {
+  struct Host {
+    transport::Device device;
+    std::unique_ptr<endpoint::Endpoint> ep;
+    transport::ProtectionDomain* pd = nullptr;
+    transport::CompletionQueue* cq = nullptr;
+    uint32_t out_link = 0;
+    wire::MacAddress mac{};
+    wire::IpAddress ip;
+    // qpn -> (flow << 1) | is_initiator; -1 when unknown.
+    std::vector<int64_t> qp_role;
+  };
+  struct Sw {
+    std::unique_ptr<fabric::Switch> sw;
+    std::vector<uint32_t> out_link;  // per port
+    std::vector<std::string> peer;   // per port
+  };
+  struct Dir {
+    fabric::Link link;
+    uint64_t rate_bps = 0;
+    NodeRef to;
+    std::string name;
+    uint64_t last_bytes = 0;
+    uint64_t last_pkts = 0;
+    explicit Dir(const fabric::LinkConfig& c) : link(c) {}
+  };
+  struct Flow {
+    const FlowSpec* spec = nullptr;
+    uint32_t src = 0, dst = 0, initiator = 0;
+    transport::QueuePair* src_qp = nullptr;
+    transport::QueuePair* dst_qp = nullptr;
+    std::vector<uint8_t> src_mem, dst_mem;
+    transport::MemoryRegion* src_mr = nullptr;
+    transport::MemoryRegion* dst_mr = nullptr;
+    uint64_t msg = 0;       // bytes per message (the last may be shorter)
+    uint64_t slots = 1;     // messages the window holds
+    uint64_t recvs_posted = 0;
+    uint64_t last_tx = 0;   // for rates
+    bool whole = true;      // the window holds the whole flow
+  };
+  struct Entry {
+    uint64_t time;
+    uint32_t id;
+    // Min-heap on (time, id) via std::*_heap's max-heap.
+    bool operator<(const Entry& o) const {
+      return time != o.time ? time > o.time : id > o.id;
+    }
+  };
+
+  Scenario sc;
+  std::vector<std::unique_ptr<Host>> hosts;
+  std::vector<Sw> sws;
+  std::vector<std::unique_ptr<Dir>> dirs;
+  std::vector<Flow> flows;
+  std::vector<size_t> start_order;  // flows by start time
+  size_t next_start = 0;
+  std::vector<Entry> heap;
+  std::vector<uint64_t> scheduled;
+  uint32_t id_switch0 = 0, id_link0 = 0, id_workload = 0, id_sampler = 0;
+  uint64_t next_sample = kNever;
+  std::vector<uint8_t> tracked_tcs;
+  // Sampled queue lengths per (switch, port, tc) for percentiles.
+  std::vector<std::vector<uint64_t>> queue_history;
+  bool stopped = false;
+
+  std::vector<fabric::Packet> pool;
+  std::array<fabric::Packet, kTxBatch> staging;
+  std::array<std::span<uint8_t>, kTxBatch> spans;
+  std::array<uint32_t, kTxBatch> lens{};
+  std::array<transport::WorkCompletion, 64> wcs;
+
+  fabric::Packet take() {
+    if (pool.empty()) {
+      fabric::Packet p;
+      p.bytes.reserve(kBufBytes);
+      return p;
+    }
+    fabric::Packet p = std::move(pool.back());
+    pool.pop_back();
+    return p;
+  }
+  void give(fabric::Packet&& p) { pool.push_back(std::move(p)); }
+
+  void schedule(uint32_t id, uint64_t t) {
+    if (t == scheduled[id]) return;
+    scheduled[id] = t;
+    if (t == kNever) return;
+    heap.push_back(Entry{t, id});
+    std::push_heap(heap.begin(), heap.end());
+  }
+};
+
+Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.sc = scenario;
+  const Scenario& sc = m.sc;
+
+  // Switch ports and link directions, in link order.
+  m.sws.resize(sc.switches.size());
+  std::vector<fabric::SwitchConfig> cfgs(sc.switches.size());
+  for (size_t s = 0; s < sc.switches.size(); ++s) {
+    cfgs[s] = sc.switches[s].cfg;
+    cfgs[s].ports.clear();
+    cfgs[s].node_id = static_cast<uint32_t>(s + 1);
+    cfgs[s].seed = mix(sc.run.seed, 0x5317C4 + s);
+  }
+  m.hosts.resize(sc.hosts.size());
+  for (size_t h = 0; h < sc.hosts.size(); ++h) {
+    auto host = std::make_unique<Impl::Host>();
+    host->mac = {0x02, 0x00, 0x00, 0x00, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h)};
+    host->ip = wire::IpAddress::v4(0x0A000001u + static_cast<uint32_t>(h));
+    endpoint::EndpointConfig ec;
+    ec.port_rate_bytes_per_sec = sc.hosts[h].rate_bps / 8;
+    host->ep = std::make_unique<endpoint::Endpoint>(host->device, ec);
+    host->pd = host->device.alloc_pd();
+    // Every message and receive buffer a flow may have outstanding, both
+    // ends (counted below), plus slack.
+    uint64_t cqes = 64;
+    for (const auto& f : sc.flows)
+      if (f.src == sc.hosts[h].name || f.dst == sc.hosts[h].name) cqes += 2 * f.max_outstanding + 8;
+    host->cq = host->device.create_cq(static_cast<uint32_t>(std::min<uint64_t>(cqes, 1 << 20)));
+    m.hosts[h] = std::move(host);
+  }
+  auto node_of = [&](const std::string& name) {
+    int i = sc.host_index(name);
+    if (i >= 0) return NodeRef{Kind::kHost, static_cast<uint32_t>(i), 0};
+    return NodeRef{Kind::kSwitch, static_cast<uint32_t>(sc.switch_index(name)), 0};
+  };
+  // adjacency for routing: per node (hosts then switches) -> (neighbour, port)
+  const size_t H = sc.hosts.size(), S = sc.switches.size();
+  std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(H + S);
+  auto flat = [&](const NodeRef& n) { return n.kind == Kind::kHost ? n.index : H + n.index; };
+  for (size_t l = 0; l < sc.links.size(); ++l) {
+    const LinkSpec& ls = sc.links[l];
+    NodeRef a = node_of(ls.a), b = node_of(ls.b);
+    for (NodeRef* n : {&a, &b}) {
+      if (n->kind != Kind::kSwitch) continue;
+      fabric::PortConfig pc;
+      const SwitchSpec& ss = sc.switches[n->index];
+      pc.rate_bps = ls.rate_bps;
+      pc.buffer_bytes = ss.port_buffer_bytes;
+      pc.scheduler = ss.scheduler;
+      pc.ecn = ss.ecn_auto ? fabric::ecn_defaults_for_rate(ls.rate_bps, ss.ecn.mode) : ss.ecn;
+      if (ss.ecn_auto) pc.ecn.point = ss.ecn.point;
+      if (ss.ecn_auto && ss.ecn.pmax != fabric::EcnConfig{}.pmax) pc.ecn.pmax = ss.ecn.pmax;
+      pc.mac = {0x02, 0x5C, static_cast<uint8_t>(n->index >> 8), static_cast<uint8_t>(n->index),
+                static_cast<uint8_t>(cfgs[n->index].ports.size() >> 8),
+                static_cast<uint8_t>(cfgs[n->index].ports.size())};
+      n->port = static_cast<uint16_t>(cfgs[n->index].ports.size());
+      cfgs[n->index].ports.push_back(pc);
+    }
+    for (int d = 0; d < 2; ++d) {
+      const NodeRef& from = d == 0 ? a : b;
+      const NodeRef& to = d == 0 ? b : a;
+      fabric::LinkConfig lc = ls.link;
+      lc.seed = mix(sc.run.seed, 0x11C0 + 2 * l + static_cast<uint64_t>(d));
+      auto dir = std::make_unique<Impl::Dir>(lc);
+      dir->rate_bps = ls.rate_bps;
+      dir->to = to;
+      dir->name = (d == 0 ? ls.a + "->" + ls.b : ls.b + "->" + ls.a);
+      const uint32_t id = static_cast<uint32_t>(m.dirs.size());
+      if (from.kind == Kind::kHost) {
+        m.hosts[from.index]->out_link = id;
+      } else {
+        auto& sw = m.sws[from.index];
+        if (sw.out_link.size() <= from.port) {
+          sw.out_link.resize(from.port + 1);
+          sw.peer.resize(from.port + 1);
+        }
+        sw.out_link[from.port] = id;
+        sw.peer[from.port] = d == 0 ? ls.b : ls.a;
+        adj[flat(from)].push_back({static_cast<uint32_t>(flat(to)), from.port});
+      }
+      m.dirs.push_back(std::move(dir));
+    }
+    if (a.kind == Kind::kHost) adj[flat(a)].push_back({static_cast<uint32_t>(flat(b)), 0});
+    if (b.kind == Kind::kHost) adj[flat(b)].push_back({static_cast<uint32_t>(flat(a)), 0});
+  }
+  // Routes: for every host, BFS distances over switches; each switch routes
+  // the host to every port whose neighbour is one hop closer (ECMP group).
+  for (size_t h = 0; h < H; ++h) {
+    std::vector<uint32_t> dist(H + S, UINT32_MAX);
+    std::deque<uint32_t> q{static_cast<uint32_t>(h)};
+    dist[h] = 0;
+    while (!q.empty()) {
+      const uint32_t n = q.front();
+      q.pop_front();
+      if (n < H && n != h) continue;  // hosts do not forward
+      for (auto [nb, port] : adj[n]) {
+        (void)port;
+        if (dist[nb] == UINT32_MAX) {
+          dist[nb] = dist[n] + 1;
+          q.push_back(nb);
+        }
+      }
+    }
+    for (size_t s = 0; s < S; ++s) {
+      if (dist[H + s] == UINT32_MAX) continue;
+      std::vector<uint16_t> ports;
+      for (auto [nb, port] : adj[H + s])
+        if (dist[nb] + 1 == dist[H + s] && (nb >= H || nb == h)) ports.push_back(port);
+      if (!sc.ecmp && ports.size() > 1) ports.resize(1);
+      if (!ports.empty()) cfgs[s].routes.add(m.hosts[h]->ip, 32, ports);
+    }
+  }
+  for (size_t s = 0; s < S; ++s) {
+    if (cfgs[s].ports.empty())
+      throw ScenarioError(sc.file + ": switches." + sc.switches[s].name + ": has no links");
+    try {
+      m.sws[s].sw = std::make_unique<fabric::Switch>(cfgs[s]);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(sc.file + ": switches." + sc.switches[s].name + ": " + e.what());
+    }
+  }
+
+  // Flows: a QP pair each, memory on both hosts.
+  for (size_t f = 0; f < sc.flows.size(); ++f) {
+    const FlowSpec& fs = sc.flows[f];
+    Impl::Flow fl;
+    fl.spec = &fs;
+    fl.src = static_cast<uint32_t>(sc.host_index(fs.src));
+    fl.dst = static_cast<uint32_t>(sc.host_index(fs.dst));
+    fl.initiator = fs.opcode == Opcode::kRead ? fl.dst : fl.src;
+    fl.msg = fs.message_bytes ? std::min(fs.message_bytes, fs.bytes)
+                              : std::min<uint64_t>(fs.bytes, transport::kMaxMessageBytes);
+    // Unverified flows only need one message's worth of memory.
+    const uint64_t window =
+        fs.verify ? std::max(fl.msg, std::min(fs.bytes, kVerifyWindow) / fl.msg * fl.msg) : fl.msg;
+    fl.slots = window / fl.msg;
+    fl.whole = window >= fs.bytes;
+    fl.src_mem.resize(window);
+    fl.dst_mem.resize(window);
+    fill_pattern(fl.src_mem, f);
+    auto& hs = *m.hosts[fl.src];
+    auto& hd = *m.hosts[fl.dst];
+    constexpr uint32_t kAccess =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    fl.src_mr = hs.device.reg_mr(hs.pd, fl.src_mem.data(), fl.src_mem.size(), kAccess);
+    fl.dst_mr = hd.device.reg_mr(hd.pd, fl.dst_mem.data(), fl.dst_mem.size(), kAccess);
+    if (!fl.src_mr || !fl.dst_mr)
+      throw ScenarioError(sc.file + ": flow " + fs.name + ": cannot register memory");
+    transport::QpInitAttr init;
+    init.caps.max_send_wr = fs.max_outstanding + 4;
+    init.caps.max_recv_wr = fs.max_outstanding + 4;
+    init.pd = hs.pd;
+    init.send_cq = init.recv_cq = hs.cq;
+    fl.src_qp = hs.device.create_qp(init);
+    init.pd = hd.pd;
+    init.send_cq = init.recv_cq = hd.cq;
+    fl.dst_qp = hd.device.create_qp(init);
+    struct End {
+      Impl::Host* host;
+      transport::QueuePair* qp;
+      Impl::Host* peer;
+      transport::QueuePair* peer_qp;
+    };
+    for (End e : {End{&hs, fl.src_qp, &hd, fl.dst_qp}, End{&hd, fl.dst_qp, &hs, fl.src_qp}}) {
+      transport::QpAttr attr;
+      attr.path.src_mac = e.host->mac;
+      attr.path.dst_mac = e.peer->mac;
+      attr.path.src_ip = e.host->ip;
+      attr.path.dst_ip = e.peer->ip;
+      attr.path.dscp = fs.dscp;
+      attr.path.udp_src_port = wire::udp_src_port_entropy(e.qp->qpn(), e.peer_qp->qpn());
+      attr.dest_qpn = e.peer_qp->qpn();
+      attr.path_mtu = to_ibv_mtu(fs.mtu);
+      attr.recovery = fs.recovery;
+      attr.timeout = fs.timeout;
+      attr.retry_cnt = fs.retry_cnt;
+      if (e.qp->modify(transport::QpState::kInit, attr) ||
+          e.qp->modify(transport::QpState::kRtr, attr) ||
+          e.qp->modify(transport::QpState::kRts, attr))
+        throw ScenarioError(sc.file + ": flow " + fs.name + ": QP setup refused");
+      try {
+        e.host->ep->attach(*e.qp, cc::make_algorithm(fs.cc, fs.cc_params,
+                                                      e.host->ep == hs.ep
+                                                          ? sc.hosts[fl.src].rate_bps / 8
+                                                          : sc.hosts[fl.dst].rate_bps / 8));
+      } catch (const cc::ConfigError& err) {
+        throw ScenarioError(sc.file + ": flow " + fs.name + ": cc: " + err.what());
+      }
+      const uint32_t qpn = e.qp->qpn();
+      if (e.host->qp_role.size() <= qpn) e.host->qp_role.resize(qpn + 1, -1);
+      const bool initiator = e.host == m.hosts[fl.initiator].get();
+      e.host->qp_role[qpn] = static_cast<int64_t>(f << 1 | (initiator ? 1 : 0));
+    }
+    m.flows.push_back(std::move(fl));
+    FlowState st;
+    st.messages = (fs.bytes + m.flows.back().msg - 1) / m.flows.back().msg;
+    flows_.push_back(st);
+  }
+  m.start_order.resize(m.flows.size());
+  std::iota(m.start_order.begin(), m.start_order.end(), size_t{0});
+  std::stable_sort(m.start_order.begin(), m.start_order.end(), [&](size_t a, size_t b) {
+    return sc.flows[a].start_ns < sc.flows[b].start_ns;
+  });
+
+  // Queues sampled: the classes the flows use, and the CNP class.
+  std::vector<bool> used(fabric::kNumClasses, false);
+  for (const auto& f : sc.flows) used[f.dscp >> 3] = true;
+  for (size_t c = 0; c < fabric::kNumClasses; ++c)
+    if (used[c]) m.tracked_tcs.push_back(static_cast<uint8_t>(c));
+  for (auto& s : m.sws)
+    m.queue_history.resize(m.queue_history.size() + s.sw->num_ports() * fabric::kNumClasses);
+
+  // Component ids: hosts, switches, link directions, workload, sampler.
+  m.id_switch0 = static_cast<uint32_t>(H);
+  m.id_link0 = static_cast<uint32_t>(H + S);
+  m.id_workload = static_cast<uint32_t>(H + S + m.dirs.size());
+  m.id_sampler = m.id_workload + 1;
+  m.scheduled.assign(m.id_sampler + 1, kNever);
+  for (auto& p : m.staging) p.bytes.reserve(kBufBytes);
+  if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
+  if (sc.run.csv_interval_ns) m.schedule(m.id_sampler, sc.run.csv_interval_ns);
+}
+
+Simulator::~Simulator() = default;
+
+const FlowSpec& Simulator::flow_spec(size_t f) const { return impl_->sc.flows.at(f); }
+const FlowState& Simulator::flow(size_t f) const { return flows_.at(f); }
+size_t Simulator::num_hosts() const { return impl_->hosts.size(); }
+endpoint::Endpoint& Simulator::host_endpoint(size_t h) { return *impl_->hosts.at(h)->ep; }
+size_t Simulator::num_switches() const { return impl_->sws.size(); }
+const fabric::Switch& Simulator::switch_at(size_t s) const { return *impl_->sws.at(s).sw; }
+const std::string& Simulator::port_peer(size_t s, uint16_t p) const {
+  return impl_->sws.at(s).peer.at(p);
+}
+size_t Simulator::num_links() const { return impl_->dirs.size(); }
+const fabric::Link& Simulator::link_at(size_t l) const { return impl_->dirs.at(l)->link; }
+const std::string& Simulator::link_name(size_t l) const { return impl_->dirs.at(l)->name; }
+const transport::QueuePair& Simulator::source_qp(size_t f) const {
+  return *impl_->flows.at(f).src_qp;
+}
+const transport::QueuePair& Simulator::sink_qp(size_t f) const {
+  return *impl_->flows.at(f).dst_qp;
+}
+
+uint64_t Simulator::flow_tx_bytes(size_t f) const {
+  return impl_->flows.at(f).src_qp->counters().tx_bytes;
+}
+
+uint64_t Simulator::flow_cc_rate_bps(size_t f) const {
+  const Impl::Flow& fl = impl_->flows.at(f);
+  const transport::QueuePair* qp = fl.initiator == fl.src ? fl.src_qp : fl.dst_qp;
+  endpoint::CcBinding* b = impl_->hosts[fl.initiator]->ep->cc_of(qp->qpn());
+  return b ? b->algorithm().rate_bytes_per_sec() * 8 : 0;
+}
+
+bool Simulator::verify(size_t f) const {
+  const Impl::Flow& fl = impl_->flows.at(f);
+  if (!fl.spec->verify || !fl.whole || !flows_[f].done() || flows_[f].failed) return false;
+  return fl.src_mem == fl.dst_mem;
+}
+
+bool Simulator::run_until(uint64_t t) {
+  Impl& m = *impl_;
+  const Scenario& sc = m.sc;
+  const uint32_t H = m.id_switch0;
+  const uint32_t L0 = m.id_link0;
+
+  auto reschedule_host = [&](uint32_t h) { m.schedule(h, std::max(m.hosts[h]->ep->next_deadline(), now_)); };
+  auto reschedule_switch = [&](uint32_t s) {
+    m.schedule(H + s, std::max(m.sws[s].sw->next_event_time(), now_));
+  };
+  auto reschedule_link = [&](uint32_t l) {
+    m.schedule(L0 + l, m.dirs[l]->link.next_event_time());
+  };
+  // Posts what the flow's window allows: messages on the initiator, and for
+  // SEND the matching receive buffers on the sink.
+  auto post_more = [&](size_t f, FlowState& st) {
+    auto& fl = m.flows[f];
+    const FlowSpec& fs = *fl.spec;
+    auto& host = *m.hosts[fl.initiator];
+    while (st.posted < st.messages && st.posted - st.completed - st.failed < fs.max_outstanding) {
+      const uint64_t i = st.posted;
+      const uint64_t off = (i % fl.slots) * fl.msg;
+      const uint32_t len = static_cast<uint32_t>(std::min(fl.msg, fs.bytes - i * fl.msg));
+      transport::Sge sge;
+      transport::SendWr wr;
+      wr.wr_id = i;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      if (fs.opcode == Opcode::kRead) {
+        sge = {reinterpret_cast<uint64_t>(fl.dst_mem.data() + off), len, fl.dst_mr->lkey()};
+        wr.opcode = IBV_WR_RDMA_READ;
+        wr.remote_addr = reinterpret_cast<uint64_t>(fl.src_mem.data() + off);
+        wr.rkey = fl.src_mr->rkey();
+      } else {
+        sge = {reinterpret_cast<uint64_t>(fl.src_mem.data() + off), len, fl.src_mr->lkey()};
+        wr.opcode = fs.opcode == Opcode::kSend ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+        wr.remote_addr = reinterpret_cast<uint64_t>(fl.dst_mem.data() + off);
+        wr.rkey = fl.dst_mr->rkey();
+      }
+      wr.sg_list = {&sge, 1};
+      if (fs.opcode == Opcode::kSend) {
+        // Receive buffers in the same order the messages will consume them.
+        const uint64_t r = fl.recvs_posted;
+        const uint64_t roff = (r % fl.slots) * fl.msg;
+        transport::Sge rsge{reinterpret_cast<uint64_t>(fl.dst_mem.data() + roff),
+                            static_cast<uint32_t>(fl.msg), fl.dst_mr->lkey()};
+        transport::RecvWr rwr;
+        rwr.wr_id = r;
+        rwr.sg_list = {&rsge, 1};
+        if (fl.dst_qp->post_recv(rwr) != 0) break;
+        ++fl.recvs_posted;
+        m.hosts[fl.dst]->ep->notify(fl.dst_qp->qpn());
+      }
+      const transport::QueuePair& qp = fl.initiator == fl.src ? *fl.src_qp : *fl.dst_qp;
+      if (host.ep->post_send(const_cast<transport::QueuePair&>(qp), wr) != 0) break;
+      ++st.posted;
+    }
+  };
+
+  auto poll_cq = [&](uint32_t h) {
+    Impl::Host& host = *m.hosts[h];
+    for (;;) {
+      const size_t n = host.cq->poll(m.wcs);
+      for (size_t i = 0; i < n; ++i) {
+        const transport::WorkCompletion& wc = m.wcs[i];
+        if (wc.qp_num >= host.qp_role.size() || host.qp_role[wc.qp_num] < 0) continue;
+        const size_t f = static_cast<size_t>(host.qp_role[wc.qp_num] >> 1);
+        const bool initiator = host.qp_role[wc.qp_num] & 1;
+        FlowState& st = flows_[f];
+        if (!initiator) continue;  // receive completions: buffers are pre-posted
+        if (wc.opcode == IBV_WC_RECV || wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) continue;
+        const bool was_done = st.done();
+        if (wc.status == IBV_WC_SUCCESS) {
+          ++st.completed;
+          const auto& fl = m.flows[f];
+          st.completed_bytes += std::min(fl.msg, fl.spec->bytes - wc.wr_id * fl.msg);
+        } else {
+          ++st.failed;
+        }
+        if (st.done() && !was_done) {
+          st.finish_ns = now_;
+          ++flows_done_;
+        } else {
+          post_more(f, st);
+        }
+      }
+      if (n < m.wcs.size()) break;
+    }
+  };
+
+  while (!m.heap.empty() && !m.stopped) {
+    const Impl::Entry e = m.heap.front();
+    if (e.time > t) break;
+    std::pop_heap(m.heap.begin(), m.heap.end());
+    m.heap.pop_back();
+    if (m.scheduled[e.id] != e.time) continue;  // superseded
+    m.scheduled[e.id] = kNever;
+    now_ = e.time;
+
+    if (e.id < H) {
+      // Endpoint: timers and transmission.
+      Impl::Host& host = *m.hosts[e.id];
+      Impl::Dir& out = *m.dirs[host.out_link];
+      const uint64_t rate = out.rate_bps / 8;
+      for (;;) {
+        for (size_t i = 0; i < kTxBatch; ++i) {
+          m.staging[i].bytes.resize(kBufBytes);
+          m.spans[i] = m.staging[i].bytes;
+        }
+        const size_t n = host.ep->transmit(now_, m.spans, m.lens);
+        for (size_t i = 0; i < n; ++i) {
+          fabric::Packet p = std::move(m.staging[i]);
+          p.bytes.resize(m.lens[i]);
+          // The endpoint paces its port at `rate`: frame i starts once the
+          // previous one has left.
+          const uint64_t wire = m.lens[i] + fabric::kEthWireOverhead;
+          const uint64_t end = now_ + wire * 1'000'000'000ull / rate;
+          out.link.send(std::move(p), end);
+          m.staging[i] = m.take();
+        }
+        events_ += n;
+        if (n < kTxBatch) break;
+      }
+      poll_cq(e.id);
+      uint64_t next = host.ep->next_deadline();
+      if (next <= now_) next = now_ + 1;  // nothing more can happen at now
+      m.schedule(e.id, next);
+      reschedule_link(host.out_link);
+    } else if (e.id < L0) {
+      const uint32_t s = e.id - H;
+      Impl::Sw& sw = m.sws[s];
+      sw.sw->advance(now_, [&](fabric::Departure&& d) {
+        ++events_;
+        const uint32_t l = sw.out_link[d.port];
+        m.dirs[l]->link.send(std::move(d.packet), d.time);
+        reschedule_link(l);
+      });
+      uint64_t next = sw.sw->next_event_time();
+      if (next <= now_) next = now_ + 1;
+      m.schedule(e.id, next);
+    } else if (e.id < m.id_workload) {
+      const uint32_t l = e.id - L0;
+      Impl::Dir& dir = *m.dirs[l];
+      const NodeRef to = dir.to;
+      dir.link.advance(now_, [&](fabric::Packet&& p, uint64_t arrival) {
+        ++events_;
+        if (to.kind == Kind::kSwitch) {
+          m.sws[to.index].sw->receive(to.port, std::move(p), arrival);
+        } else {
+          m.hosts[to.index]->ep->receive(p.bytes, arrival);
+          m.give(std::move(p));
+        }
+      });
+      reschedule_link(l);
+      if (to.kind == Kind::kSwitch) {
+        reschedule_switch(to.index);
+      } else {
+        poll_cq(to.index);
+        reschedule_host(to.index);
+      }
+    } else if (e.id == m.id_workload) {
+      while (m.next_start < m.start_order.size() &&
+             sc.flows[m.start_order[m.next_start]].start_ns <= now_) {
+        const size_t f = m.start_order[m.next_start++];
+        flows_[f].start_ns = now_;
+        post_more(f, flows_[f]);
+        reschedule_host(m.flows[f].initiator);
+        reschedule_host(m.flows[f].dst);
+      }
+      if (m.next_start < m.start_order.size())
+        m.schedule(e.id, sc.flows[m.start_order[m.next_start]].start_ns);
+    } else {
+      // Sampler.
+      const uint64_t iv = sc.run.csv_interval_ns;
+      for (size_t f = 0; f < m.flows.size(); ++f) {
+        const uint64_t tx = flow_tx_bytes(f);
+        auto& fl = m.flows[f];
+        flow_samples_.push_back(FlowSample{now_, static_cast<uint32_t>(f), tx,
+                                           (tx - fl.last_tx) * 8 * 1'000'000'000ull / iv,
+                                           flows_[f].completed_bytes, flow_cc_rate_bps(f)});
+        fl.last_tx = tx;
+      }
+      size_t qh = 0;
+      for (size_t s = 0; s < m.sws.size(); ++s) {
+        const fabric::Switch& sw = *m.sws[s].sw;
+        for (uint16_t p = 0; p < sw.num_ports(); ++p) {
+          for (uint8_t c = 0; c < fabric::kNumClasses; ++c)
+            m.queue_history[qh + p * fabric::kNumClasses + c].push_back(sw.queue_bytes(p, c));
+          for (uint8_t c : m.tracked_tcs)
+            queue_samples_.push_back(QueueSample{now_, static_cast<uint32_t>(s), p, c,
+                                                 sw.queue_bytes(p, c)});
+        }
+        qh += sw.num_ports() * fabric::kNumClasses;
+      }
+      for (size_t l = 0; l < m.dirs.size(); ++l) {
+        Impl::Dir& d = *m.dirs[l];
+        const auto& lc = d.link.counters();
+        const uint64_t bytes = lc.delivered_bytes - d.last_bytes;
+        const uint64_t pkts = lc.delivered - d.last_pkts;
+        const double cap = static_cast<double>(d.rate_bps) * static_cast<double>(iv) / 8e9;
+        link_samples_.push_back(LinkSample{
+            now_, static_cast<uint32_t>(l), bytes,
+            static_cast<double>(bytes + pkts * fabric::kEthWireOverhead) / cap});
+        d.last_bytes = lc.delivered_bytes;
+        d.last_pkts = lc.delivered;
+      }
+      m.schedule(e.id, now_ + iv);
+      if (hook_) hook_(now_);
+    }
+    if (sc.run.stop_when_done && !flows_.empty() && all_done()) m.stopped = true;
+  }
+  if (!m.stopped) now_ = std::max(now_, t);
+  // Nothing left but the sampler: the run is over.
+  const bool only_sampler = m.heap.empty() ||
+                            std::all_of(m.scheduled.begin(), m.scheduled.end() - 1,
+                                        [](uint64_t v) { return v == kNever; });
+  return !m.stopped && !only_sampler;
+}
+
+uint64_t Simulator::run() {
+  run_until(impl_->sc.run.duration_ns);
+  return now_;
+}
+
+Summary Simulator::summary() const {
+  const Impl& m = *impl_;
+  Summary s;
+  s.end_ns = now_;
+  s.all_done = all_done();
+  s.packet_events = events_;
+  std::vector<uint64_t> fcts;
+  for (size_t f = 0; f < flows_.size(); ++f) {
+    const FlowState& st = flows_[f];
+    if (st.done() && st.failed == 0) {
+      ++s.flows_completed;
+      fcts.push_back(st.fct_ns());
+    }
+    if (st.failed) ++s.flows_failed;
+    if (m.flows[f].spec->verify && m.flows[f].whole && st.done() && !st.failed) {
+      if (verify(f)) {
+        ++s.flows_verified;
+      } else {
+        ++s.flows_corrupt;
+      }
+    }
+    const auto& c = m.flows[f].src_qp->counters();
+    const auto& d = m.flows[f].dst_qp->counters();
+    s.retransmits += c.tx_retransmit_packets + d.tx_retransmit_packets;
+    s.timeouts += c.retransmit_timeouts + d.retransmit_timeouts;
+    s.cnps += c.cnps_received + d.cnps_received;
+  }
+  s.fct_p50_ns = percentile(fcts, 0.5);
+  s.fct_p99_ns = percentile(fcts, 0.99);
+  s.fct_max_ns = fcts.empty() ? 0 : *std::max_element(fcts.begin(), fcts.end());
+  size_t qh = 0;
+  for (size_t sw = 0; sw < m.sws.size(); ++sw) {
+    const fabric::Switch& x = *m.sws[sw].sw;
+    for (uint16_t p = 0; p < x.num_ports(); ++p) {
+      const fabric::PortCounters& pc = x.counters(p);
+      s.xoff_sent += pc.tx_xoff;
+      s.xon_sent += pc.tx_xon;
+      s.pfc_rx_switches += pc.rx_pfc;
+      for (uint8_t c = 0; c < fabric::kNumClasses; ++c) {
+        const fabric::QueueCounters& q = pc.queues[c];
+        s.switch_drops += q.drops + q.watchdog_drops;
+        s.ecn_marks += q.ecn_marked;
+        s.switch_paused_ns += x.paused_ns(p, c, now_);
+        s.max_queue_bytes = std::max(s.max_queue_bytes, q.max_bytes);
+        if (q.enq_packets == 0 && q.drops == 0) continue;
+        QueueSummary qs{static_cast<uint32_t>(sw), p, c, q.max_bytes,
+                        percentile(m.queue_history[qh + p * fabric::kNumClasses + c], 0.99),
+                        q.drops + q.watchdog_drops, q.ecn_marked};
+        s.p99_queue_bytes = std::max(s.p99_queue_bytes, qs.p99_bytes);
+        s.queues.push_back(qs);
+      }
+      s.switch_drops += pc.down_drops + pc.no_route;
+    }
+    qh += x.num_ports() * fabric::kNumClasses;
+  }
+  for (const auto& d : m.dirs) {
+    const auto& lc = d->link.counters();
+    s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
+  }
+  return s;
+}
+
+std::string Simulator::summary_json() const {
+  const Impl& m = *impl_;
+  const Summary s = summary();
+  nlohmann::ordered_json j;
+  j["scenario"] = m.sc.file;
+  j["seed"] = m.sc.run.seed;
+  j["end_ns"] = s.end_ns;
+  j["all_done"] = s.all_done;
+  j["packet_events"] = s.packet_events;
+  j["flows_completed"] = s.flows_completed;
+  j["flows_failed"] = s.flows_failed;
+  j["flows_verified"] = s.flows_verified;
+  j["flows_corrupt"] = s.flows_corrupt;
+  j["fct_ns"] = {{"p50", s.fct_p50_ns}, {"p99", s.fct_p99_ns}, {"max", s.fct_max_ns}};
+  j["drops"] = {{"switch", s.switch_drops}, {"link", s.link_losses}};
+  j["ecn_marks"] = s.ecn_marks;
+  j["pfc"] = {{"xoff_sent", s.xoff_sent},
+              {"xon_sent", s.xon_sent},
+              {"rx_by_switches", s.pfc_rx_switches},
+              {"switch_paused_ns", s.switch_paused_ns}};
+  j["retransmits"] = s.retransmits;
+  j["timeouts"] = s.timeouts;
+  j["cnps"] = s.cnps;
+  j["queue_bytes"] = {{"max", s.max_queue_bytes}, {"p99", s.p99_queue_bytes}};
+  auto& flows = j["flows"] = nlohmann::ordered_json::array();
+  for (size_t f = 0; f < flows_.size(); ++f) {
+    const FlowState& st = flows_[f];
+    const FlowSpec& fs = *m.flows[f].spec;
+    flows.push_back({{"name", fs.name},
+                     {"src", fs.src},
+                     {"dst", fs.dst},
+                     {"opcode", std::string(to_string(fs.opcode))},
+                     {"cc", fs.cc},
+                     {"bytes", fs.bytes},
+                     {"start_ns", st.start_ns},
+                     {"finish_ns", st.finish_ns},
+                     {"fct_ns", st.fct_ns()},
+                     {"done", st.done()},
+                     {"failed", st.failed},
+                     {"verified", verify(f)},
+                     {"retransmits", m.flows[f].src_qp->counters().tx_retransmit_packets +
+                                         m.flows[f].dst_qp->counters().tx_retransmit_packets}});
+  }
+  auto& queues = j["queues"] = nlohmann::ordered_json::array();
+  for (const QueueSummary& q : s.queues)
+    queues.push_back({{"switch", m.sc.switches[q.sw].name},
+                      {"port", q.port},
+                      {"peer", m.sws[q.sw].peer[q.port]},
+                      {"tc", q.tc},
+                      {"max_bytes", q.max_bytes},
+                      {"p99_bytes", q.p99_bytes},
+                      {"drops", q.drops},
+                      {"ecn_marked", q.ecn_marked}});
+  return j.dump(2) + "\n";
+}
+
+void Simulator::write_outputs(const std::string& dir) const {
+  const Impl& m = *impl_;
+  std::filesystem::create_directories(dir);
+  auto open = [&](const std::string& name) {
+    std::ofstream o(std::filesystem::path(dir) / name, std::ios::binary);
+    if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
+    return o;
+  };
+  char buf[256];
+  {
+    auto o = open("flows.csv");
+    o << "time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n";
+    for (const FlowSample& s : flow_samples_)
+      o << s.time_ns << ',' << m.flows[s.flow].spec->name << ',' << s.tx_bytes << ','
+        << s.tx_rate_bps << ',' << s.done_bytes << ',' << s.cc_rate_bps << '\n';
+  }
+  {
+    auto o = open("queues.csv");
+    o << "time_ns,switch,port,peer,tc,bytes\n";
+    for (const QueueSample& s : queue_samples_)
+      o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
+        << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
+  }
+  {
+    auto o = open("links.csv");
+    o << "time_ns,link,bytes,utilisation\n";
+    for (const LinkSample& s : link_samples_) {
+      std::snprintf(buf, sizeof buf, "%.6f", s.utilisation);
+      o << s.time_ns << ',' << m.dirs[s.link]->name << ',' << s.bytes << ',' << buf << '\n';
+    }
+  }
+  {
+    auto o = open("fct.csv");
+    o << "flow,src,dst,bytes,start_ns,finish_ns,fct_ns,status\n";
+    for (size_t f = 0; f < flows_.size(); ++f) {
+      const FlowState& st = flows_[f];
+      const FlowSpec& fs = *m.flows[f].spec;
+      o << fs.name << ',' << fs.src << ',' << fs.dst << ',' << fs.bytes << ',' << st.start_ns
+        << ',' << st.finish_ns << ',' << st.fct_ns() << ','
+        << (st.failed ? "failed" : st.done() ? "done" : "running") << '\n';
+    }
+  }
+  open("summary.json") << summary_json();
+}
+
+}  // namespace droce::sim
