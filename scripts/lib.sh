@@ -15,6 +15,7 @@ DROCE_PACKAGES=(
   libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev
   python3 python3-scapy tshark
   clang libclang-rt-14-dev
+  libtomlplusplus-dev
 )
 
 droce_log() { printf '[droce] %s\n' "$*" >&2; }
