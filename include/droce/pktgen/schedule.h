@@ -1,0 +1,136 @@
+// Collective schedules as data (issue 7): every pattern becomes a flat list
+// of RDMA WRITEs {src rank, dst rank, byte ranges, dependencies} that any
+// executor (the in-memory reference below, the virtual-time simulator, DPDK
+// ports) can run. No I/O and no clock here. docs/PKTGEN.md draws each
+// pattern step by step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace droce::pktgen {
+
+enum class Pattern : uint8_t {
+  kRingAllReduce,     // reduce-scatter then all-gather around a ring
+  kHalvingDoubling,   // Rabenseifner: recursive halving, then doubling
+  kTreeAllReduce,     // double binary tree: reduce up, broadcast down
+  kAllGather,         // ring
+  kReduceScatter,     // ring
+  kAllToAll,          // every ordered pair, staggered
+  kIncast,            // N-1 senders to one root
+  kPermutation,       // random derangement from a seed
+};
+inline constexpr Pattern kAllPatterns[] = {
+    Pattern::kRingAllReduce, Pattern::kHalvingDoubling, Pattern::kTreeAllReduce,
+    Pattern::kAllGather,     Pattern::kReduceScatter,   Pattern::kAllToAll,
+    Pattern::kIncast,        Pattern::kPermutation};
+
+// The option spelling of each pattern ("ring", "halving_doubling", ...).
+std::string_view to_string(Pattern p);
+std::optional<Pattern> pattern_from_string(std::string_view name);
+// "ring, halving_doubling, ..." for error messages.
+std::string pattern_names();
+
+// Which part of an algorithm a transfer belongs to.
+enum class Phase : uint8_t {
+  kReduceScatter,
+  kAllGather,
+  kReduceUp,      // tree: child to parent
+  kBroadcastDown, // tree: parent to child
+  kPreReduce,     // halving-doubling, non-power-of-two fold-in
+  kPostCopy,      // halving-doubling, non-power-of-two fold-out
+  kExchange,      // all-to-all, incast, permutation
+};
+std::string_view to_string(Phase p);
+
+// What the receiver does once a WRITE has landed.
+enum class Action : uint8_t {
+  kCopy,    // the landed bytes are the result (dst_offset is in the data region)
+  kReduce,  // landed in staging; add them element-wise (float32) into the
+            // accumulator at reduce_offset of the receiver's data region
+};
+
+inline constexpr uint32_t kNoTransfer = UINT32_MAX;
+inline constexpr uint32_t kMaxRanks = 4096;
+inline constexpr uint32_t kMaxChannels = 256;  // the immediate carries 8 bits of channel
+
+struct Transfer {
+  uint32_t id = 0;  // index in Schedule::transfers
+  uint32_t src = 0;
+  uint32_t dst = 0;
+  uint32_t channel = 0;  // QP per peer pair carrying it
+  uint32_t step = 0;     // algorithm step, 0..Schedule::num_steps-1
+  Phase phase = Phase::kExchange;
+  Action action = Action::kCopy;
+  uint64_t src_offset = 0;     // in src's registered buffer
+  uint64_t dst_offset = 0;     // where the WRITE lands in dst's registered buffer
+  uint64_t reduce_offset = 0;  // kReduce only: accumulator offset in dst's data region
+  uint64_t bytes = 0;          // a multiple of 4 (float32), never 0
+  // The last chunk of a (step, src, dst, channel) message carries an
+  // immediate: imm = step << 8 | (channel & 0xFF).
+  bool with_imm = false;
+  uint32_t imm = 0;
+  // Transfers that must have completed (landed and been applied) before
+  // this one may be posted. Sorted, unique, all with smaller ids.
+  std::vector<uint32_t> depends_on;
+};
+
+struct ScheduleParams {
+  Pattern pattern = Pattern::kRingAllReduce;
+  uint32_t ranks = 2;
+  uint64_t bytes = 0;        // S: see docs/PKTGEN.md "Sizes" per pattern
+  uint32_t channels = 1;     // QPs per peer pair; data split evenly across them
+  uint64_t chunk_bytes = 0;  // pipelining unit per channel; 0 = one chunk per step
+  uint32_t root = 0;         // incast destination
+  uint64_t seed = 1;         // permutation
+};
+
+// Each rank registers one buffer laid out as [data | staging | recv]:
+//   data    S bytes, the user buffer (send buffer for all-to-all, incast,
+//           permutation; the in-place accumulator for reductions),
+//   staging slots x S bytes where reduce transfers land before being added,
+//   recv    where copy-only exchanges land (all-to-all, incast, permutation).
+struct BufferLayout {
+  uint64_t data_bytes = 0;
+  uint64_t staging_offset = 0;
+  uint64_t staging_bytes = 0;
+  uint64_t recv_offset = 0;
+  uint64_t recv_bytes = 0;
+  uint64_t total_bytes() const { return recv_offset + recv_bytes; }
+};
+
+struct Schedule {
+  ScheduleParams params;
+  std::vector<BufferLayout> layout;  // per rank
+  uint32_t num_steps = 0;
+  std::vector<Transfer> transfers;
+  // Pattern-specific structure, exposed for tests and reports.
+  std::vector<uint32_t> permutation;         // kPermutation: rank -> destination
+  std::vector<int32_t> tree_parent[2];       // kTreeAllReduce: -1 at the root
+};
+
+// Bytes a size must be a multiple of for this pattern and rank count:
+// 4 x ranks where every rank owns an equal share (ring, halving-doubling,
+// all-gather, reduce-scatter, all-to-all), else 4 (one float32).
+uint64_t size_alignment(Pattern p, uint32_t ranks);
+
+// Empty when params are usable, else a message naming the problem.
+std::string check_params(const ScheduleParams& params);
+
+// Builds the schedule; throws std::invalid_argument with check_params()'s
+// message when params are not usable.
+Schedule make_schedule(const ScheduleParams& params);
+
+// Transfers grouped by source rank in posting order (ascending id), for
+// executors that run one ordered op list per rank.
+std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s);
+
+// The in-order binary tree NCCL's double tree is built from (tree 0) and its
+// complement (tree 1: mirrored for even N, shifted by one for odd N).
+// parent[r] = -1 for the root.
+std::vector<int32_t> binary_tree_parents(uint32_t ranks, int tree);
+
+}  // namespace droce::pktgen

@@ -1,0 +1,547 @@
+#include "droce/pktgen/schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "droce/pktgen/rng.h"
+
+namespace droce::pktgen {
+namespace {
+
+constexpr uint64_t kElem = 4;  // float32
+
+struct PatternName {
+  Pattern pattern;
+  std::string_view name;
+};
+constexpr PatternName kPatternNames[] = {
+    {Pattern::kRingAllReduce, "ring"},
+    {Pattern::kHalvingDoubling, "halving_doubling"},
+    {Pattern::kTreeAllReduce, "tree"},
+    {Pattern::kAllGather, "all_gather"},
+    {Pattern::kReduceScatter, "reduce_scatter"},
+    {Pattern::kAllToAll, "all_to_all"},
+    {Pattern::kIncast, "incast"},
+    {Pattern::kPermutation, "permutation"},
+};
+
+// [lo, hi) in elements of part i when `count` elements are split into
+// `parts` nearly equal contiguous parts.
+uint64_t split_point(uint64_t count, uint64_t parts, uint64_t i) {
+  return count * i / parts;
+}
+
+// Turns messages into channel- and chunk-sized transfers.
+class Builder {
+ public:
+  Builder(const ScheduleParams& p, std::vector<Transfer>& out) : p_(p), out_(out) {}
+
+  void message(uint32_t src, uint32_t dst, uint32_t step, Phase phase, Action action,
+               uint64_t src_off, uint64_t dst_off, uint64_t reduce_off, uint64_t bytes) {
+    const uint64_t elems = bytes / kElem;
+    for (uint32_t ch = 0; ch < p_.channels; ++ch) {
+      const uint64_t lo = split_point(elems, p_.channels, ch) * kElem;
+      const uint64_t hi = split_point(elems, p_.channels, ch + 1) * kElem;
+      if (hi == lo) continue;
+      const uint64_t piece = p_.chunk_bytes == 0 ? hi - lo : p_.chunk_bytes;
+      for (uint64_t off = lo; off < hi; off += piece) {
+        Transfer t;
+        t.id = static_cast<uint32_t>(out_.size());
+        t.src = src;
+        t.dst = dst;
+        t.channel = ch;
+        t.step = step;
+        t.phase = phase;
+        t.action = action;
+        t.src_offset = src_off + off;
+        t.dst_offset = dst_off + off;
+        t.reduce_offset = action == Action::kReduce ? reduce_off + off : 0;
+        t.bytes = std::min(piece, hi - off);
+        t.with_imm = off + piece >= hi;
+        t.imm = t.with_imm ? (step << 8) | (ch & 0xFF) : 0;
+        out_.push_back(std::move(t));
+      }
+    }
+  }
+
+ private:
+  const ScheduleParams& p_;
+  std::vector<Transfer>& out_;
+};
+
+// Derives dependencies from the byte ranges each transfer reads and writes,
+// taking the generation order as the sequential reference: a transfer
+// waits for the last writer of everything it reads or writes (RAW, WAW) and
+// for every reader of what it overwrites since that write (WAR). Chunks of
+// the next step therefore wait only for the same chunk of the previous
+// step, which is the pipelining NCCL's ring gets from its chunked FIFOs.
+class DependencyTracker {
+ public:
+  explicit DependencyTracker(const std::vector<BufferLayout>& layout) {
+    for (const auto& l : layout) {
+      ranks_.emplace_back();
+      ranks_.back().emplace(0, Segment{});
+      ends_.push_back(l.total_bytes());
+    }
+  }
+
+  void add(Transfer& t) {
+    std::vector<uint32_t> deps;
+    struct Range {
+      uint32_t rank;
+      uint64_t lo, hi;
+      bool write;
+    };
+    std::vector<Range> ranges;
+    ranges.push_back({t.src, t.src_offset, t.src_offset + t.bytes, false});
+    ranges.push_back({t.dst, t.dst_offset, t.dst_offset + t.bytes, true});
+    if (t.action == Action::kReduce) {
+      ranges.push_back({t.dst, t.reduce_offset, t.reduce_offset + t.bytes, true});
+    }
+    for (const auto& r : ranges) {
+      for_each(r.rank, r.lo, r.hi, [&](Segment& s) {
+        if (s.writer != kNoTransfer) deps.push_back(s.writer);
+        if (r.write) deps.insert(deps.end(), s.readers.begin(), s.readers.end());
+      });
+    }
+    for (const auto& r : ranges) {
+      if (!r.write) for_each(r.rank, r.lo, r.hi, [&](Segment& s) { s.readers.push_back(t.id); });
+    }
+    for (const auto& r : ranges) {
+      if (r.write) {
+        for_each(r.rank, r.lo, r.hi, [&](Segment& s) {
+          s.writer = t.id;
+          s.readers.clear();
+        });
+      }
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    std::erase(deps, t.id);
+    t.depends_on = std::move(deps);
+  }
+
+ private:
+  struct Segment {
+    uint32_t writer = kNoTransfer;
+    std::vector<uint32_t> readers;
+  };
+  using Map = std::map<uint64_t, Segment>;
+
+  void split(Map& m, uint64_t end, uint64_t at) {
+    if (at >= end) return;
+    auto it = std::prev(m.upper_bound(at));
+    if (it->first != at) m.emplace_hint(std::next(it), at, it->second);
+  }
+
+  template <typename F>
+  void for_each(uint32_t rank, uint64_t lo, uint64_t hi, F&& f) {
+    Map& m = ranks_[rank];
+    split(m, ends_[rank], lo);
+    split(m, ends_[rank], hi);
+    for (auto it = m.find(lo); it != m.end() && it->first < hi; ++it) f(it->second);
+  }
+
+  std::vector<Map> ranks_;
+  std::vector<uint64_t> ends_;
+};
+
+uint32_t floor_pow2(uint32_t n) {
+  uint32_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+void build_ring(const ScheduleParams& p, Schedule& s, Builder& b) {
+  const uint32_t n = p.ranks;
+  const uint64_t cs = p.bytes / n;
+  const uint64_t staging = s.layout[0].staging_offset;
+  const auto mod = [n](int64_t x) { return static_cast<uint64_t>(((x % n) + n) % n); };
+  uint32_t step = 0;
+  // Reduce-scatter: at step k rank r sends chunk (r - k + shift) to r + 1,
+  // which adds it into its own copy. All-reduce uses shift 0 (rank r ends
+  // owning chunk r + 1, as in NCCL's ring); the standalone reduce-scatter
+  // uses shift -1 so that rank r ends owning chunk r.
+  if (p.pattern == Pattern::kRingAllReduce || p.pattern == Pattern::kReduceScatter) {
+    const int64_t shift = p.pattern == Pattern::kReduceScatter ? -1 : 0;
+    for (uint32_t k = 0; k + 1 < n; ++k, ++step) {
+      for (uint32_t r = 0; r < n; ++r) {
+        const uint64_t c = mod(int64_t{r} - k + shift);
+        b.message(r, (r + 1) % n, step, Phase::kReduceScatter, Action::kReduce, c * cs,
+                  staging + c * cs, c * cs, cs);
+      }
+    }
+  }
+  // All-gather: rank r starts owning chunk r + shift and at step k forwards
+  // chunk (r - k + shift), a plain copy into the same offset.
+  if (p.pattern == Pattern::kRingAllReduce || p.pattern == Pattern::kAllGather) {
+    const int64_t shift = p.pattern == Pattern::kRingAllReduce ? 1 : 0;
+    for (uint32_t k = 0; k + 1 < n; ++k, ++step) {
+      for (uint32_t r = 0; r < n; ++r) {
+        const uint64_t c = mod(int64_t{r} - k + shift);
+        b.message(r, (r + 1) % n, step, Phase::kAllGather, Action::kCopy, c * cs, c * cs, 0, cs);
+      }
+    }
+  }
+  s.num_steps = step;
+}
+
+// Rabenseifner's all-reduce. Non-power-of-two N: the standard fold (as in
+// MPICH): with p = 2^floor(log2 N) and rem = N - p, even ranks 2i < 2 rem
+// first send their whole vector to 2i + 1 and sit out; the p remaining ranks
+// (new rank v) run the power-of-two algorithm; at the end 2i + 1 copies the
+// result back to 2i.
+void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
+  const uint32_t n = p.ranks;
+  const uint32_t pof2 = floor_pow2(n);
+  const uint32_t rem = n - pof2;
+  const uint64_t elems = p.bytes / kElem;
+  const uint64_t staging = s.layout[0].staging_offset;
+  const auto old_rank = [rem](uint32_t v) { return v < rem ? 2 * v + 1 : v + rem; };
+  const auto block_byte = [&](uint32_t blk) { return split_point(elems, pof2, blk) * kElem; };
+  uint32_t step = 0;
+  if (rem > 0) {
+    for (uint32_t i = 0; i < rem; ++i) {
+      b.message(2 * i, 2 * i + 1, step, Phase::kPreReduce, Action::kReduce, 0, staging, 0,
+                p.bytes);
+    }
+    ++step;
+  }
+  // Block range [lo, hi) each new rank is responsible for.
+  std::vector<uint32_t> lo(pof2, 0), hi(pof2, pof2);
+  // Recursive halving with partner v ^ 2^k: the rank whose bit k is clear
+  // keeps the lower half and sends the upper half, its partner the reverse.
+  for (uint32_t bit = 1; bit < pof2; bit <<= 1, ++step) {
+    for (uint32_t v = 0; v < pof2; ++v) {
+      const uint32_t mid = (lo[v] + hi[v]) / 2;
+      const bool low = (v & bit) == 0;
+      const uint32_t send_lo = low ? mid : lo[v];
+      const uint32_t send_hi = low ? hi[v] : mid;
+      const uint64_t off = block_byte(send_lo);
+      b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kReduceScatter, Action::kReduce,
+                off, staging + off, off, block_byte(send_hi) - off);
+    }
+    for (uint32_t v = 0; v < pof2; ++v) {
+      const uint32_t mid = (lo[v] + hi[v]) / 2;
+      if ((v & bit) == 0) {
+        hi[v] = mid;
+      } else {
+        lo[v] = mid;
+      }
+    }
+  }
+  // Recursive doubling in the reverse order: send what is owned, own twice as much.
+  for (uint32_t bit = pof2 >> 1; bit >= 1; bit >>= 1, ++step) {
+    for (uint32_t v = 0; v < pof2; ++v) {
+      const uint64_t off = block_byte(lo[v]);
+      b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kAllGather, Action::kCopy, off, off,
+                0, block_byte(hi[v]) - off);
+    }
+    for (uint32_t v = 0; v < pof2; ++v) {
+      const uint32_t width = hi[v] - lo[v];
+      if ((v & bit) == 0) {
+        hi[v] += width;
+      } else {
+        lo[v] -= width;
+      }
+    }
+  }
+  if (rem > 0) {
+    for (uint32_t i = 0; i < rem; ++i) {
+      b.message(2 * i + 1, 2 * i, step, Phase::kPostCopy, Action::kCopy, 0, 0, 0, p.bytes);
+    }
+    ++step;
+  }
+  s.num_steps = step;
+}
+
+void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
+  const uint32_t n = p.ranks;
+  const uint64_t elems = p.bytes / kElem;
+  const uint64_t staging = s.layout[0].staging_offset;
+  struct Tree {
+    std::vector<int32_t> parent;
+    std::vector<std::vector<uint32_t>> children;
+    std::vector<uint32_t> height, depth;
+    uint64_t off = 0, bytes = 0;
+  };
+  Tree trees[2];
+  uint32_t max_height = 0;
+  for (int t = 0; t < 2; ++t) {
+    Tree& tr = trees[t];
+    tr.parent = binary_tree_parents(n, t);
+    s.tree_parent[t] = tr.parent;
+    tr.children.assign(n, {});
+    for (uint32_t r = 0; r < n; ++r) {
+      if (tr.parent[r] >= 0) tr.children[tr.parent[r]].push_back(r);  // ascending rank
+    }
+    tr.depth.assign(n, 0);
+    tr.height.assign(n, 0);
+    for (uint32_t r = 0; r < n; ++r) {
+      for (int32_t a = tr.parent[r]; a >= 0; a = tr.parent[a]) ++tr.depth[r];
+    }
+    // Heights: settle by repeated relaxation (depth <= n, trees are small).
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t r = 0; r < n; ++r) {
+        for (uint32_t c : tr.children[r]) {
+          if (tr.height[r] < tr.height[c] + 1) {
+            tr.height[r] = tr.height[c] + 1;
+            changed = true;
+          }
+        }
+      }
+    }
+    for (uint32_t r = 0; r < n; ++r) max_height = std::max(max_height, tr.height[r]);
+    // Each tree carries half of the vector.
+    tr.off = split_point(elems, 2, t) * kElem;
+    tr.bytes = split_point(elems, 2, t + 1) * kElem - tr.off;
+  }
+  std::vector<uint32_t> order(n);
+  // Reduce up: children before parents (ascending height). A child lands in
+  // the staging slot of its position among the parent's children.
+  for (int t = 0; t < 2; ++t) {
+    const Tree& tr = trees[t];
+    if (tr.bytes == 0) continue;
+    for (uint32_t r = 0; r < n; ++r) order[r] = r;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t c) { return tr.height[a] < tr.height[c]; });
+    for (uint32_t r : order) {
+      if (tr.parent[r] < 0) continue;
+      const auto& sib = tr.children[tr.parent[r]];
+      const uint64_t slot = std::find(sib.begin(), sib.end(), r) - sib.begin();
+      b.message(r, tr.parent[r], tr.height[r], Phase::kReduceUp, Action::kReduce, tr.off,
+                staging + slot * p.bytes + tr.off, tr.off, tr.bytes);
+    }
+  }
+  // Broadcast down: parents before children (ascending depth).
+  for (int t = 0; t < 2; ++t) {
+    const Tree& tr = trees[t];
+    if (tr.bytes == 0) continue;
+    for (uint32_t r = 0; r < n; ++r) order[r] = r;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t c) { return tr.depth[a] < tr.depth[c]; });
+    for (uint32_t r : order) {
+      for (uint32_t c : tr.children[r]) {
+        b.message(r, c, max_height + tr.depth[r], Phase::kBroadcastDown, Action::kCopy, tr.off,
+                  tr.off, 0, tr.bytes);
+      }
+    }
+  }
+  s.num_steps = 2 * max_height;
+}
+
+void build_all_to_all(const ScheduleParams& p, Schedule& s, Builder& b) {
+  const uint32_t n = p.ranks;
+  const uint64_t cs = p.bytes / n;
+  // Staggered: at step k every rank sends to r + k, so each rank sends to and
+  // receives from exactly one peer per step (no hot receiver).
+  for (uint32_t k = 1; k < n; ++k) {
+    for (uint32_t r = 0; r < n; ++r) {
+      const uint32_t d = (r + k) % n;
+      b.message(r, d, k - 1, Phase::kExchange, Action::kCopy, d * cs,
+                s.layout[d].recv_offset + r * cs, 0, cs);
+    }
+  }
+  s.num_steps = n - 1;
+}
+
+void build_incast(const ScheduleParams& p, Schedule& s, Builder& b) {
+  for (uint32_t q = 0; q < p.ranks; ++q) {
+    if (q == p.root) continue;
+    const uint64_t slot = q < p.root ? q : q - 1;
+    b.message(q, p.root, 0, Phase::kExchange, Action::kCopy, 0,
+              s.layout[p.root].recv_offset + slot * p.bytes, 0, p.bytes);
+  }
+  s.num_steps = 1;
+}
+
+void build_permutation(const ScheduleParams& p, Schedule& s, Builder& b) {
+  s.permutation = random_derangement(p.ranks, p.seed);
+  for (uint32_t r = 0; r < p.ranks; ++r) {
+    const uint32_t d = s.permutation[r];
+    b.message(r, d, 0, Phase::kExchange, Action::kCopy, 0, s.layout[d].recv_offset, 0, p.bytes);
+  }
+  s.num_steps = 1;
+}
+
+}  // namespace
+
+std::string_view to_string(Pattern p) {
+  for (const auto& e : kPatternNames) {
+    if (e.pattern == p) return e.name;
+  }
+  return "unknown";
+}
+
+std::optional<Pattern> pattern_from_string(std::string_view name) {
+  for (const auto& e : kPatternNames) {
+    if (e.name == name) return e.pattern;
+  }
+  return std::nullopt;
+}
+
+std::string pattern_names() {
+  std::string out;
+  for (const auto& e : kPatternNames) {
+    if (!out.empty()) out += ", ";
+    out += e.name;
+  }
+  return out;
+}
+
+std::string_view to_string(Phase p) {
+  switch (p) {
+    case Phase::kReduceScatter: return "reduce_scatter";
+    case Phase::kAllGather: return "all_gather";
+    case Phase::kReduceUp: return "reduce_up";
+    case Phase::kBroadcastDown: return "broadcast_down";
+    case Phase::kPreReduce: return "pre_reduce";
+    case Phase::kPostCopy: return "post_copy";
+    case Phase::kExchange: return "exchange";
+  }
+  return "unknown";
+}
+
+uint64_t size_alignment(Pattern p, uint32_t ranks) {
+  switch (p) {
+    case Pattern::kRingAllReduce:
+    case Pattern::kHalvingDoubling:
+    case Pattern::kAllGather:
+    case Pattern::kReduceScatter:
+    case Pattern::kAllToAll:
+      return kElem * ranks;
+    case Pattern::kTreeAllReduce:
+    case Pattern::kIncast:
+    case Pattern::kPermutation:
+      return kElem;
+  }
+  return kElem;
+}
+
+std::string check_params(const ScheduleParams& p) {
+  if (p.ranks < 2) return fmt::format("ranks must be at least 2 (got {})", p.ranks);
+  if (p.ranks > kMaxRanks) return fmt::format("ranks must be at most {} (got {})", kMaxRanks, p.ranks);
+  if (p.bytes == 0) return "size must be at least one float32 element (4 bytes)";
+  const uint64_t align = size_alignment(p.pattern, p.ranks);
+  if (p.bytes % align != 0) {
+    if (align == kElem) {
+      return fmt::format("size {} is not a multiple of 4 bytes (float32 elements)", p.bytes);
+    }
+    return fmt::format(
+        "size {} is not a multiple of 4 x ranks = {} bytes, which {} needs (every rank owns "
+        "size/ranks bytes of float32)",
+        p.bytes, align, to_string(p.pattern));
+  }
+  if (p.channels < 1 || p.channels > kMaxChannels) {
+    return fmt::format("channels must be 1..{} (got {})", kMaxChannels, p.channels);
+  }
+  if (p.chunk_bytes % kElem != 0) {
+    return fmt::format("chunk size {} is not a multiple of 4 bytes (float32)", p.chunk_bytes);
+  }
+  if (p.pattern == Pattern::kIncast && p.root >= p.ranks) {
+    return fmt::format("root {} is not a rank (0..{})", p.root, p.ranks - 1);
+  }
+  return {};
+}
+
+Schedule make_schedule(const ScheduleParams& p) {
+  if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
+  Schedule s;
+  s.params = p;
+  uint64_t staging_slots = 0, recv_bytes = 0;
+  switch (p.pattern) {
+    case Pattern::kRingAllReduce:
+    case Pattern::kHalvingDoubling:
+    case Pattern::kReduceScatter:
+      staging_slots = 1;
+      break;
+    case Pattern::kTreeAllReduce:
+      staging_slots = 2;  // up to two children land at once
+      break;
+    case Pattern::kAllGather:
+      break;
+    case Pattern::kAllToAll:
+    case Pattern::kPermutation:
+      recv_bytes = p.bytes;
+      break;
+    case Pattern::kIncast:
+      break;
+  }
+  s.layout.resize(p.ranks);
+  for (uint32_t r = 0; r < p.ranks; ++r) {
+    BufferLayout& l = s.layout[r];
+    l.data_bytes = p.bytes;
+    l.staging_offset = p.bytes;
+    l.staging_bytes = staging_slots * p.bytes;
+    l.recv_offset = l.staging_offset + l.staging_bytes;
+    l.recv_bytes = recv_bytes;
+    if (p.pattern == Pattern::kIncast && r == p.root) l.recv_bytes = (p.ranks - 1) * p.bytes;
+  }
+  Builder b(p, s.transfers);
+  switch (p.pattern) {
+    case Pattern::kRingAllReduce:
+    case Pattern::kAllGather:
+    case Pattern::kReduceScatter:
+      build_ring(p, s, b);
+      break;
+    case Pattern::kHalvingDoubling:
+      build_halving_doubling(p, s, b);
+      break;
+    case Pattern::kTreeAllReduce:
+      build_tree(p, s, b);
+      break;
+    case Pattern::kAllToAll:
+      build_all_to_all(p, s, b);
+      break;
+    case Pattern::kIncast:
+      build_incast(p, s, b);
+      break;
+    case Pattern::kPermutation:
+      build_permutation(p, s, b);
+      break;
+  }
+  DependencyTracker deps(s.layout);
+  for (auto& t : s.transfers) deps.add(t);
+  return s;
+}
+
+std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s) {
+  std::vector<std::vector<uint32_t>> out(s.params.ranks);
+  for (const auto& t : s.transfers) out[t.src].push_back(t.id);
+  return out;
+}
+
+// The in-order binary tree: rank r > 0 whose lowest set bit is b hangs under
+// r + b or r - b, whichever has lowest set bit 2b (that is (r ^ b) | 2b),
+// or under r - b when that would be past the last rank; rank 0 is the root
+// with the largest power of two below N as its only child.
+std::vector<int32_t> binary_tree_parents(uint32_t ranks, int tree) {
+  const auto in_order = [ranks](uint32_t r) -> int32_t {
+    if (r == 0) return -1;
+    const uint32_t low = r & (~r + 1);
+    uint32_t up = (r ^ low) | (low << 1);
+    if (up >= ranks) up = r ^ low;
+    return static_cast<int32_t>(up);
+  };
+  std::vector<int32_t> parent(ranks);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    if (tree == 0) {
+      parent[r] = in_order(r);
+    } else if (ranks % 2 == 0) {
+      // Mirror: leaves of tree 0 (odd ranks) become inner nodes of tree 1.
+      const int32_t up = in_order(ranks - 1 - r);
+      parent[r] = up < 0 ? -1 : static_cast<int32_t>(ranks - 1) - up;
+    } else {
+      // Shift by one rank.
+      const int32_t up = in_order((r + ranks - 1) % ranks);
+      parent[r] = up < 0 ? -1 : static_cast<int32_t>((up + 1) % ranks);
+    }
+  }
+  return parent;
+}
+
+}  // namespace droce::pktgen

@@ -1,0 +1,424 @@
+#include "droce/pktgen/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace droce::pktgen {
+namespace {
+
+Schedule make(Pattern p, uint32_t n, uint64_t bytes, uint32_t channels = 1, uint64_t chunk = 0) {
+  ScheduleParams params;
+  params.pattern = p;
+  params.ranks = n;
+  params.bytes = bytes;
+  params.channels = channels;
+  params.chunk_bytes = chunk;
+  return make_schedule(params);
+}
+
+uint64_t mod(int64_t x, int64_t n) { return static_cast<uint64_t>(((x % n) + n) % n); }
+
+// Sorted [lo, hi) ranges cover [0, total) exactly once.
+void expect_tiles(std::vector<std::pair<uint64_t, uint64_t>> ranges, uint64_t total,
+                  const std::string& what) {
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t at = 0;
+  for (const auto& [lo, hi] : ranges) {
+    ASSERT_EQ(lo, at) << what;
+    at = hi;
+  }
+  EXPECT_EQ(at, total) << what;
+}
+
+TEST(PktgenSchedule, PatternNamesRoundTrip) {
+  for (Pattern p : kAllPatterns) EXPECT_EQ(pattern_from_string(to_string(p)), p);
+  EXPECT_FALSE(pattern_from_string("butterfly"));
+  EXPECT_NE(pattern_names().find("halving_doubling"), std::string::npos);
+}
+
+TEST(PktgenSchedule, RingAllReduceStepDefinition) {
+  for (uint32_t n : {2u, 3u, 4u, 5u, 8u}) {
+    const uint64_t s = 64 * n;
+    const uint64_t cs = s / n;
+    const Schedule sch = make(Pattern::kRingAllReduce, n, s);
+    ASSERT_EQ(sch.num_steps, 2 * (n - 1));
+    ASSERT_EQ(sch.transfers.size(), size_t{2} * (n - 1) * n);
+    for (const auto& t : sch.transfers) {
+      EXPECT_EQ(t.dst, (t.src + 1) % n);
+      EXPECT_EQ(t.bytes, cs);
+      EXPECT_TRUE(t.with_imm);
+      EXPECT_EQ(t.imm, t.step << 8);
+      if (t.step < n - 1) {
+        // Reduce-scatter step k: rank r sends chunk (r - k) mod N to r + 1.
+        const uint64_t c = mod(int64_t{t.src} - t.step, n);
+        EXPECT_EQ(t.phase, Phase::kReduceScatter);
+        EXPECT_EQ(t.action, Action::kReduce);
+        EXPECT_EQ(t.src_offset, c * cs);
+        EXPECT_EQ(t.reduce_offset, c * cs);
+        EXPECT_EQ(t.dst_offset, sch.layout[t.dst].staging_offset + c * cs);
+      } else {
+        // All-gather step k: rank r forwards chunk (r + 1 - k) mod N.
+        const uint32_t k = t.step - (n - 1);
+        const uint64_t c = mod(int64_t{t.src} + 1 - k, n);
+        EXPECT_EQ(t.phase, Phase::kAllGather);
+        EXPECT_EQ(t.action, Action::kCopy);
+        EXPECT_EQ(t.src_offset, c * cs);
+        EXPECT_EQ(t.dst_offset, c * cs);
+      }
+    }
+    // Every step moves each chunk exactly once.
+    for (uint32_t k = 0; k < sch.num_steps; ++k) {
+      std::vector<std::pair<uint64_t, uint64_t>> r;
+      for (const auto& t : sch.transfers) {
+        if (t.step == k) r.emplace_back(t.src_offset, t.src_offset + t.bytes);
+      }
+      expect_tiles(r, s, "ring step " + std::to_string(k));
+    }
+  }
+}
+
+TEST(PktgenSchedule, RingReduceScatterAndAllGatherOwnership) {
+  const uint32_t n = 5;
+  const uint64_t cs = 16;
+  const Schedule rs = make(Pattern::kReduceScatter, n, cs * n);
+  ASSERT_EQ(rs.num_steps, n - 1);
+  for (const auto& t : rs.transfers) {
+    EXPECT_EQ(t.src_offset, mod(int64_t{t.src} - t.step - 1, n) * cs);
+    // The last step delivers to each rank its own chunk.
+    if (t.step == n - 2) { EXPECT_EQ(t.reduce_offset, t.dst * cs); }
+  }
+  const Schedule ag = make(Pattern::kAllGather, n, cs * n);
+  ASSERT_EQ(ag.num_steps, n - 1);
+  for (const auto& t : ag.transfers) {
+    EXPECT_EQ(t.src_offset, mod(int64_t{t.src} - t.step, n) * cs);
+    if (t.step == 0) {
+      EXPECT_EQ(t.src_offset, t.src * cs);  // starts with its own chunk
+    }
+  }
+}
+
+TEST(PktgenSchedule, ChannelsAndChunksSplitEveryMessage) {
+  const uint32_t n = 4;
+  const uint64_t s = 4 * n * 30;  // 30 floats per rank's chunk
+  const uint64_t cs = s / n;
+  const Schedule sch = make(Pattern::kRingAllReduce, n, s, 3, 16);
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<const Transfer*>> msgs;
+  for (const auto& t : sch.transfers) {
+    EXPECT_LT(t.channel, 3u);
+    EXPECT_LE(t.bytes, 16u);
+    EXPECT_EQ(t.bytes % 4, 0u);
+    msgs[{t.step, t.src, t.channel}].push_back(&t);
+  }
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> per_step;
+  for (const auto& [key, ts] : msgs) {
+    // Exactly the last chunk of each (step, src, channel) carries the immediate.
+    for (size_t i = 0; i < ts.size(); ++i) {
+      EXPECT_EQ(ts[i]->with_imm, i + 1 == ts.size());
+      if (ts[i]->with_imm) { EXPECT_EQ(ts[i]->imm, (std::get<0>(key) << 8) | std::get<2>(key)); }
+      per_step[{std::get<0>(key), std::get<1>(key)}] += ts[i]->bytes;
+    }
+  }
+  for (const auto& [key, bytes] : per_step) EXPECT_EQ(bytes, cs);
+}
+
+TEST(PktgenSchedule, HalvingDoublingPartnersAndHalves) {
+  for (uint32_t n : {2u, 4u, 8u, 16u}) {
+    const uint64_t s = 4 * 16 * n;
+    const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+    uint32_t m = 0;
+    while ((1u << m) < n) ++m;
+    ASSERT_EQ(sch.num_steps, 2 * m);
+    ASSERT_EQ(sch.transfers.size(), size_t{2} * m * n);
+    std::map<std::pair<uint32_t, uint32_t>, const Transfer*> by;  // (step, src)
+    for (const auto& t : sch.transfers) by[{t.step, t.src}] = &t;
+    for (const auto& t : sch.transfers) {
+      if (t.step < m) {
+        // Recursive halving: partner r XOR 2^k, S / 2^(k+1) bytes, the lower
+        // rank of the pair sends the upper half of the block they share.
+        const uint32_t k = t.step;
+        EXPECT_EQ(t.dst, t.src ^ (1u << k));
+        EXPECT_EQ(t.bytes, s >> (k + 1));
+        EXPECT_EQ(t.action, Action::kReduce);
+        const Transfer* back = by[{k, t.dst}];
+        const bool low = (t.src & (1u << k)) == 0;
+        if (low) {
+          EXPECT_EQ(t.src_offset, back->src_offset + t.bytes);
+        } else {
+          EXPECT_EQ(back->src_offset, t.src_offset + t.bytes);
+        }
+        EXPECT_EQ((std::min(t.src_offset, back->src_offset) % (2 * t.bytes)), 0u);
+      } else {
+        // Recursive doubling in reverse: partner r XOR 2^(m-1-j), growing.
+        const uint32_t j = t.step - m;
+        EXPECT_EQ(t.dst, t.src ^ (1u << (m - 1 - j)));
+        EXPECT_EQ(t.bytes, (s / n) << j);
+        EXPECT_EQ(t.action, Action::kCopy);
+        EXPECT_EQ(t.dst_offset, t.src_offset);
+      }
+    }
+    // After halving every rank owns a distinct block: the last halving
+    // step's received ranges tile the buffer.
+    std::vector<std::pair<uint64_t, uint64_t>> owned;
+    for (const auto& t : sch.transfers) {
+      if (t.step == m - 1) owned.emplace_back(t.reduce_offset, t.reduce_offset + t.bytes);
+    }
+    expect_tiles(owned, s, "halving result");
+  }
+}
+
+TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
+  const uint32_t n = 6;  // p = 4, rem = 2: ranks 0 and 2 fold into 1 and 3
+  const uint64_t s = 4 * n * 8;
+  const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+  EXPECT_EQ(sch.num_steps, 1 + 2 + 2 + 1u);
+  std::set<std::pair<uint32_t, uint32_t>> pre, post;
+  for (const auto& t : sch.transfers) {
+    if (t.phase == Phase::kPreReduce) {
+      pre.insert({t.src, t.dst});
+      EXPECT_EQ(t.bytes, s);
+      EXPECT_EQ(t.step, 0u);
+    } else if (t.phase == Phase::kPostCopy) {
+      post.insert({t.src, t.dst});
+      EXPECT_EQ(t.step, sch.num_steps - 1);
+    } else {
+      // Ranks that folded in take no part in the middle.
+      EXPECT_NE(t.src, 0u);
+      EXPECT_NE(t.src, 2u);
+      EXPECT_NE(t.dst, 0u);
+      EXPECT_NE(t.dst, 2u);
+    }
+  }
+  EXPECT_EQ(pre, (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {3, 2}}));
+}
+
+TEST(PktgenSchedule, BinaryTreesAreTreesAndComplementary) {
+  // NCCL's in-order tree for 8 ranks: 0 -> 4 -> {2, 6}, 2 -> {1, 3}, 6 -> {5, 7}.
+  EXPECT_EQ(binary_tree_parents(8, 0), (std::vector<int32_t>{-1, 2, 4, 2, 0, 6, 4, 6}));
+  for (uint32_t n = 2; n <= 64; ++n) {
+    std::vector<uint32_t> inner(n, 0);
+    for (int t = 0; t < 2; ++t) {
+      const auto parent = binary_tree_parents(n, t);
+      std::vector<uint32_t> children(n, 0);
+      int roots = 0;
+      for (uint32_t r = 0; r < n; ++r) {
+        if (parent[r] < 0) {
+          ++roots;
+          continue;
+        }
+        ASSERT_LT(parent[r], static_cast<int32_t>(n));
+        ++children[parent[r]];
+        // Walking up reaches the root without a cycle.
+        uint32_t hops = 0;
+        for (int32_t a = parent[r]; a >= 0; a = parent[a]) ASSERT_LT(++hops, n);
+      }
+      EXPECT_EQ(roots, 1) << n;
+      for (uint32_t r = 0; r < n; ++r) {
+        EXPECT_LE(children[r], 2u) << "n=" << n << " tree " << t << " rank " << r;
+        if (children[r] > 0 && parent[r] >= 0) ++inner[r];
+      }
+    }
+    // Even N (mirrored): no rank is an inner node of both trees.
+    if (n % 2 == 0) {
+      for (uint32_t r = 0; r < n; ++r) EXPECT_LE(inner[r], 1u) << "n=" << n << " rank " << r;
+    }
+  }
+}
+
+TEST(PktgenSchedule, TreeReducesUpThenBroadcastsDownHalfEach) {
+  for (uint32_t n : {2u, 3u, 7u, 8u}) {
+    const uint64_t s = 4 * 10;
+    const Schedule sch = make(Pattern::kTreeAllReduce, n, s);
+    std::multiset<std::tuple<int, uint32_t, uint32_t>> up, down;
+    for (const auto& t : sch.transfers) {
+      const int tree = t.src_offset == 0 ? 0 : 1;
+      EXPECT_EQ(t.bytes, s / 2);
+      EXPECT_EQ(t.src_offset, tree == 0 ? 0u : s / 2);
+      if (t.phase == Phase::kReduceUp) {
+        EXPECT_EQ(t.action, Action::kReduce);
+        up.insert({tree, t.src, t.dst});
+      } else {
+        ASSERT_EQ(t.phase, Phase::kBroadcastDown);
+        down.insert({tree, t.dst, t.src});
+      }
+    }
+    std::multiset<std::tuple<int, uint32_t, uint32_t>> edges;
+    for (int tree = 0; tree < 2; ++tree) {
+      const auto& parent = sch.tree_parent[tree];
+      for (uint32_t r = 0; r < n; ++r) {
+        if (parent[r] >= 0) edges.insert({tree, r, static_cast<uint32_t>(parent[r])});
+      }
+    }
+    EXPECT_EQ(up, edges);    // every child sends its half to its parent once
+    EXPECT_EQ(down, edges);  // and gets the result back once
+  }
+}
+
+TEST(PktgenSchedule, AllToAllCoversEveryOrderedPairOnceStaggered) {
+  for (uint32_t n : {2u, 3u, 6u, 9u}) {
+    const uint64_t s = 4 * 4 * n;
+    const uint64_t cs = s / n;
+    const Schedule sch = make(Pattern::kAllToAll, n, s);
+    std::set<std::pair<uint32_t, uint32_t>> pairs;
+    std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> sent, recv;
+    std::map<std::pair<uint32_t, uint32_t>, int> per_step_src, per_step_dst;
+    for (const auto& t : sch.transfers) {
+      EXPECT_NE(t.src, t.dst);
+      EXPECT_EQ(t.bytes, cs);
+      EXPECT_TRUE(pairs.insert({t.src, t.dst}).second);
+      EXPECT_EQ(t.dst, (t.src + t.step + 1) % n);
+      EXPECT_EQ(t.src_offset, t.dst * cs);
+      EXPECT_EQ(t.dst_offset, sch.layout[t.dst].recv_offset + t.src * cs);
+      ++per_step_src[{t.step, t.src}];
+      ++per_step_dst[{t.step, t.dst}];
+    }
+    EXPECT_EQ(pairs.size(), size_t{n} * (n - 1));
+    for (const auto& [k, c] : per_step_src) EXPECT_EQ(c, 1);
+    for (const auto& [k, c] : per_step_dst) EXPECT_EQ(c, 1);
+  }
+}
+
+TEST(PktgenSchedule, IncastAndPermutation) {
+  ScheduleParams p;
+  p.pattern = Pattern::kIncast;
+  p.ranks = 5;
+  p.bytes = 64;
+  p.root = 2;
+  const Schedule inc = make_schedule(p);
+  ASSERT_EQ(inc.transfers.size(), 4u);
+  std::vector<std::pair<uint64_t, uint64_t>> slots;
+  for (const auto& t : inc.transfers) {
+    EXPECT_EQ(t.dst, 2u);
+    EXPECT_EQ(t.bytes, 64u);
+    EXPECT_TRUE(t.depends_on.empty());
+    slots.emplace_back(t.dst_offset - inc.layout[2].recv_offset,
+                       t.dst_offset - inc.layout[2].recv_offset + t.bytes);
+  }
+  expect_tiles(slots, 4 * 64, "incast slots");
+  EXPECT_EQ(inc.layout[2].recv_bytes, 4 * 64u);
+  EXPECT_EQ(inc.layout[0].recv_bytes, 0u);
+
+  p.pattern = Pattern::kPermutation;
+  p.ranks = 16;
+  p.seed = 7;
+  const Schedule a = make_schedule(p);
+  const Schedule b = make_schedule(p);
+  p.seed = 8;
+  const Schedule c = make_schedule(p);
+  EXPECT_EQ(a.permutation, b.permutation);
+  EXPECT_NE(a.permutation, c.permutation);
+  std::vector<int> in(16, 0);
+  for (const auto& t : a.transfers) {
+    EXPECT_NE(t.src, t.dst);
+    EXPECT_EQ(t.dst, a.permutation[t.src]);
+    ++in[t.dst];
+  }
+  for (int x : in) EXPECT_EQ(x, 1);
+}
+
+// The ranges a transfer touches on which ranks, and whether it writes them.
+struct Access {
+  uint32_t rank;
+  uint64_t lo, hi;
+  bool write;
+};
+std::vector<Access> accesses(const Transfer& t) {
+  std::vector<Access> a{{t.src, t.src_offset, t.src_offset + t.bytes, false},
+                        {t.dst, t.dst_offset, t.dst_offset + t.bytes, true}};
+  if (t.action == Action::kReduce) a.push_back({t.dst, t.reduce_offset, t.reduce_offset + t.bytes, true});
+  return a;
+}
+bool conflict(const Transfer& x, const Transfer& y) {
+  for (const auto& a : accesses(x)) {
+    for (const auto& b : accesses(y)) {
+      if (a.rank == b.rank && a.lo < b.hi && b.lo < a.hi && (a.write || b.write)) return true;
+    }
+  }
+  return false;
+}
+
+// Any two transfers touching the same bytes (one of them writing) are
+// ordered by the dependencies, and every dependency is such a conflict.
+TEST(PktgenSchedule, DependenciesOrderEveryConflictAndNothingElse) {
+  for (Pattern p : kAllPatterns) {
+    for (uint32_t n : {2u, 3u, 4u, 6u}) {
+      const Schedule s = make(p, n, 4 * n * 6, 2, 8);
+      const size_t t = s.transfers.size();
+      std::vector<std::vector<bool>> before(t, std::vector<bool>(t, false));  // before[j][i]: i ->* j
+      for (const auto& x : s.transfers) {
+        for (uint32_t d : x.depends_on) {
+          ASSERT_LT(d, x.id);
+          EXPECT_TRUE(conflict(x, s.transfers[d])) << to_string(p) << " n=" << n;
+          before[x.id][d] = true;
+          for (size_t i = 0; i < t; ++i) {
+            if (before[d][i]) before[x.id][i] = true;
+          }
+        }
+      }
+      for (size_t j = 0; j < t; ++j) {
+        for (size_t i = 0; i < j; ++i) {
+          if (conflict(s.transfers[i], s.transfers[j])) {
+            ASSERT_TRUE(before[j][i]) << to_string(p) << " n=" << n << " " << i << " -> " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Pipelining: with chunks, a ring step waits only for the same chunk of the
+// step before, so the first chunk of step 1 can go while the rest of step 0
+// is still in flight.
+TEST(PktgenSchedule, RingChunksPipeline) {
+  const Schedule s = make(Pattern::kRingAllReduce, 4, 4 * 4 * 8, 1, 8);  // 4 chunks per step
+  for (const auto& t : s.transfers) {
+    if (t.step == 0) {
+      EXPECT_TRUE(t.depends_on.empty());
+      continue;
+    }
+    ASSERT_FALSE(t.depends_on.empty());
+    for (uint32_t d : t.depends_on) EXPECT_LE(s.transfers[d].bytes, 8u);
+    // The RAW dependency: the same bytes arriving at this sender one step earlier.
+    const bool has_prev = std::any_of(t.depends_on.begin(), t.depends_on.end(), [&](uint32_t d) {
+      const Transfer& u = s.transfers[d];
+      return u.dst == t.src && u.step + 1 == t.step &&
+             (u.action == Action::kReduce ? u.reduce_offset : u.dst_offset) == t.src_offset;
+    });
+    EXPECT_TRUE(has_prev) << t.id;
+  }
+}
+
+TEST(PktgenSchedule, RefusesBadParams) {
+  ScheduleParams p;
+  p.ranks = 3;
+  p.bytes = 40;  // not a multiple of 12
+  EXPECT_NE(check_params(p).find("multiple of 4 x ranks = 12"), std::string::npos) << check_params(p);
+  EXPECT_THROW(make_schedule(p), std::invalid_argument);
+  p.bytes = 48;
+  EXPECT_EQ(check_params(p), "");
+  p.ranks = 1;
+  EXPECT_NE(check_params(p).find("at least 2"), std::string::npos);
+  p.ranks = 3;
+  p.pattern = Pattern::kTreeAllReduce;
+  p.bytes = 42;
+  EXPECT_NE(check_params(p).find("multiple of 4 bytes"), std::string::npos);
+  p.bytes = 44;
+  EXPECT_EQ(check_params(p), "");
+  p.chunk_bytes = 6;
+  EXPECT_NE(check_params(p).find("chunk"), std::string::npos);
+  p.chunk_bytes = 0;
+  p.channels = 0;
+  EXPECT_NE(check_params(p).find("channels"), std::string::npos);
+  p.channels = 1;
+  p.pattern = Pattern::kIncast;
+  p.root = 3;
+  EXPECT_NE(check_params(p).find("root"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace droce::pktgen
