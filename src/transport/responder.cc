@@ -162,10 +162,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         write_length_ = pkt.reth_dma_length;
         write_rkey_ = pkt.reth_rkey;
         in_msg_ = InMsg::kWrite;
+        // Selective repeat: remember the RETH so later packets of this
+        // message can be placed out of order. No free context only means
+        // they will not be (they are dropped and resent as holes).
         if (attr_.recovery == Recovery::kSelectiveRepeat && pos == Position::kFirst) {
-          WriteContext& c = write_ctx_[write_ctx_next_++ % kWriteContexts];
-          c = WriteContext{true, pkt.psn, (write_length_ + mtu_ - 1) / mtu_, write_va_,
-                           write_length_, write_rkey_};
+          if (WriteContext* c = alloc_write_context())
+            *c = WriteContext{true, pkt.psn, (write_length_ + mtu_ - 1) / mtu_, write_va_,
+                              write_length_, write_rkey_};
         }
       }
       // Offset from the PSN distance to the first packet: exact because
@@ -205,6 +208,8 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         }
         in_msg_ = InMsg::kNone;
         msn_ = wire::psn_add(msn_, 1);
+        if (attr_.recovery == Recovery::kSelectiveRepeat)
+          retire_write_contexts(wire::psn_add(epsn_, 1));
       }
       break;
     }
@@ -372,13 +377,37 @@ void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
   }
 }
 
+// Selective repeat write contexts. A context is live from the FIRST packet
+// that creates it until the expected PSN passes the message's last PSN:
+// until then, packets of that message placed out of order (and the walk in
+// sr_advance over a placed FIRST) depend on it. Only dead or free slots are
+// reused; a live context is never evicted, whatever the arrival order.
+bool QueuePair::write_context_live(const WriteContext& c, uint32_t epsn) const {
+  return c.valid && wire::psn_lt(epsn, wire::psn_add(c.first_psn, c.npkts));
+}
+
 WriteContext* QueuePair::find_write_context(uint32_t psn) {
   for (WriteContext& c : write_ctx_) {
-    if (c.valid && wire::psn_ge(psn, c.first_psn) &&
-        wire::psn_distance(c.first_psn, psn) < std::max<uint32_t>(c.npkts, 1))
+    if (write_context_live(c, epsn_) && wire::psn_ge(psn, c.first_psn) &&
+        wire::psn_distance(c.first_psn, psn) < c.npkts)
       return &c;
   }
   return nullptr;
+}
+
+WriteContext* QueuePair::alloc_write_context() {
+  for (WriteContext& c : write_ctx_)
+    if (!write_context_live(c, epsn_)) return &c;
+  return nullptr;
+}
+
+// Called when a WRITE message ends in order (epsn = the PSN after it):
+// every context it or earlier messages used is dead. Invalidating them here,
+// not only by comparison, keeps a context from looking live again once the
+// 24-bit PSN space wraps (IBA 9.7.1).
+void QueuePair::retire_write_contexts(uint32_t epsn) {
+  for (WriteContext& c : write_ctx_)
+    if (c.valid && !write_context_live(c, epsn)) c.valid = false;
 }
 
 // Selective repeat: place an out-of-order RDMA WRITE packet if its message
@@ -393,7 +422,9 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
   if (info.operation != Operation::kWrite || pkt.has(wire::kExtImmDt)) return false;
   const uint32_t len = pkt.payload_length;
   if (len > mtu_) return false;
-  WriteContext* c = nullptr;
+  WriteContext learned;            // FIRST: the context this packet creates
+  WriteContext* store = nullptr;   // ... and where it will be kept
+  const WriteContext* c = nullptr;
   if (info.is_first_or_only()) {
     if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
         pkt.reth_dma_length > kMaxMessageBytes)
@@ -401,9 +432,13 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
     if (info.position == Position::kFirst ? len != mtu_ : len != pkt.reth_dma_length)
       return false;
     if (info.position == Position::kFirst) {
-      c = &write_ctx_[write_ctx_next_++ % kWriteContexts];
-      *c = WriteContext{true, pkt.psn, (pkt.reth_dma_length + mtu_ - 1) / mtu_,
-                        pkt.reth_va, pkt.reth_dma_length, pkt.reth_rkey};
+      // Claim a slot before placing anything: with every context live the
+      // packet is dropped rather than placed without a context to find it.
+      store = alloc_write_context();
+      if (!store) return false;
+      learned = WriteContext{true, pkt.psn, (pkt.reth_dma_length + mtu_ - 1) / mtu_,
+                             pkt.reth_va, pkt.reth_dma_length, pkt.reth_rkey};
+      c = &learned;
     } else if (len > 0) {
       const MemoryRegion* mr = nullptr;
       if (check_remote(pkt.reth_rkey, pkt.reth_va, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
@@ -429,6 +464,7 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
       std::memcpy(mr->translate(c->va + offset, len), pkt.payload, len);
     }
   }
+  if (store) *store = learned;
   slot = static_cast<uint8_t>(pkt.opcode + 1);
   return true;
 }
@@ -443,6 +479,8 @@ void QueuePair::sr_advance() {
     const wire::OpcodeInfo& info = wire::opcode_info(static_cast<uint8_t>(slot - 1));
     slot = 0;
     if (info.position == Position::kFirst) {
+      // The context of a placed FIRST stays live until this message ends
+      // (alloc_write_context never evicts it), so it is always found.
       if (const WriteContext* c = find_write_context(epsn_)) {
         write_first_psn_ = c->first_psn;
         write_va_ = c->va;
@@ -453,6 +491,7 @@ void QueuePair::sr_advance() {
     } else if (info.is_last_or_only()) {
       in_msg_ = InMsg::kNone;
       msn_ = wire::psn_add(msn_, 1);
+      retire_write_contexts(wire::psn_add(epsn_, 1));
     }
     epsn_ = wire::psn_add(epsn_, 1);
     moved = true;

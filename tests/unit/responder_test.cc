@@ -346,5 +346,109 @@ TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
   EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 3000));
 }
 
+
+// Two-packet RDMA WRITE (FIRST + LAST) of `data` at PSN `psn` to offset `off`.
+wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t length) {
+  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, psn, false);
+  t.reth_va = b.va(off);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = length;
+  return t;
+}
+
+// Regression (bench: SR, 64 KiB, 5 % loss, message 901 failed with
+// IBV_WC_REM_INV_REQ_ERR). Write contexts were a FIFO ring: the context of
+// a FIRST placed out of order was evicted by later FIRSTs even though the
+// ring still held contexts of messages already complete. When the expected
+// PSN then walked over the placed FIRST, the responder kept the previous
+// message's RETH and NAKed the next in-order packet as invalid.
+TEST(Responder, SelectiveRepeatKeepsLiveWriteContextOverDeadOnes) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  auto data = bytes(2048 * 17, 5);
+  auto pl = [&](uint64_t off, uint32_t n) { return std::span<const uint8_t>(data.data() + off, n); };
+  // Messages A0..A14 at PSNs 500..529, B at 530/531, C at 532/533; each
+  // 2048 B (two 1 KiB packets) at offset 2048 * index.
+  const uint32_t kB = 530, kC = 532;
+  const uint64_t b_off = 15 * 2048, c_off = 16 * 2048;
+  // B's FIRST arrives early, out of order: placed, its context learned.
+  b.feed(write_first(b, kB, b_off, 2048), pl(b_off, 1024));
+  b.drain();
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
+  // A0..A13 complete in order (15 contexts used in total, 14 now dead),
+  // then A14's FIRST: A14 and B are the live contexts.
+  for (uint32_t i = 0; i < 15; ++i) {
+    b.feed(write_first(b, 500 + 2 * i, 2048 * i, 2048), pl(2048 * i, 1024));
+    if (i < 14) b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 501 + 2 * i), pl(2048 * i + 1024, 1024));
+    b.drain();
+  }
+  // C's FIRST, out of order: the 17th context. It must take a dead slot,
+  // not B's.
+  b.feed(write_first(b, kC, c_off, 2048), pl(c_off, 1024));
+  b.drain();
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 2u);
+  // A14's LAST: the expected PSN walks over B's placed FIRST to 531.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 529), pl(14 * 2048 + 1024, 1024));
+  b.drain();
+  EXPECT_EQ(b.qp_->expected_psn(), kB + 1);
+  // Expect: B's LAST in order lands at B's offset 1024 (not measured from
+  // A14's first PSN), the walk continues over C's FIRST, and the ACK names
+  // PSN 532 with MSN 16 (A0..A14, B); no invalid-request NAK, QP stays RTS.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, kB + 1), pl(b_off + 1024, 1024));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.aeth_syndrome,
+            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  EXPECT_EQ(out[0].p.psn, kC);
+  EXPECT_EQ(out[0].p.aeth_msn, 16u);
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+  EXPECT_EQ(b.qp_->expected_psn(), kC + 1);
+  // Expect: C's LAST completes C; all 17 messages are in memory.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, kC + 1), pl(c_off + 1024, 1024));
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, kC + 1);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), data.size()));
+}
+
+// When every write context belongs to a message still in progress, an
+// out-of-order FIRST is dropped (the requester resends it as a hole), never
+// placed by evicting a context that placed packets still depend on.
+TEST(Responder, SelectiveRepeatDropsOutOfOrderFirstWhenContextsAreAllLive) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  const uint32_t n = kWriteContexts + 1;
+  auto data = bytes(2048 * (n + 1), 7);
+  auto pl = [&](uint64_t off, uint32_t len) { return std::span<const uint8_t>(data.data() + off, len); };
+  // Message 0 at PSN 500 is lost entirely; messages 1..n arrive FIRST only.
+  for (uint32_t m = 1; m <= n; ++m) {
+    b.feed(write_first(b, 500 + 2 * m, 2048 * m, 2048), pl(2048 * m, 1024));
+    b.drain();
+  }
+  // Expect: the first kWriteContexts FIRSTs are placed, the last one is not.
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, kWriteContexts);
+  // The resent FIRST of message n is still dropped while 1..n-1 are live.
+  b.feed(write_first(b, 500 + 2 * n, 2048 * n, 2048), pl(2048 * n, 1024));
+  b.drain();
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, kWriteContexts);
+  // Message 0 arrives; every message completes from its LAST (n's FIRST
+  // again in order), nothing is NAKed as invalid.
+  b.feed(write_first(b, 500, 0, 2048), pl(0, 1024));
+  for (uint32_t m = 0; m <= n; ++m) {
+    if (m == n) b.feed(write_first(b, 500 + 2 * m, 2048 * m, 2048), pl(2048 * m, 1024));
+    b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 501 + 2 * m), pl(2048 * m + 1024, 1024));
+    b.drain();
+  }
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(b.qp_->expected_psn(), 500 + 2 * (n + 1));
+  EXPECT_EQ(b.qp_->msn(), n + 1);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), data.size()));
+}
+
 }  // namespace
 }  // namespace droce::transport

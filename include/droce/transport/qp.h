@@ -229,7 +229,10 @@ class QueuePair {
   void queue_nak(uint32_t psn, wire::NakCode code, uint32_t msn_field, bool fatal);
   void queue_rnr_nak(uint32_t psn);
   size_t produce_response(uint64_t now, std::span<uint8_t> buf);
+  bool write_context_live(const WriteContext& c, uint32_t epsn) const;
   WriteContext* find_write_context(uint32_t psn);
+  WriteContext* alloc_write_context();  // nullptr: every context is live
+  void retire_write_contexts(uint32_t epsn);
 
   Device& device_;
   const uint32_t qpn_;
@@ -300,8 +303,8 @@ class QueuePair {
   // Selective repeat, responder side: opcode+1 of out-of-order packets
   // already placed, indexed by psn % sack_window.
   std::vector<uint8_t> ooo_;
+  // WRITE contexts (RETH) of messages the expected PSN has not yet passed.
   std::array<WriteContext, kWriteContexts> write_ctx_{};
-  uint32_t write_ctx_next_ = 0;
 
   // DCQCN NP.
   bool cnp_pending_ = false;
