@@ -33,6 +33,7 @@ namespace {
 
 uint64_t g_tsc_hz = 0;
 uint64_t g_tsc_base = 0;
+bool g_eal_up = false;
 
 constexpr uint32_t kTxRetries = 8;
 
@@ -46,10 +47,14 @@ int init_eal(int argc, char** argv) {
                                          rte_strerror(rte_errno)));
   g_tsc_hz = rte_get_tsc_hz();
   g_tsc_base = rte_get_tsc_cycles();
+  g_eal_up = true;
   return ret;
 }
 
-void cleanup_eal() { rte_eal_cleanup(); }
+void cleanup_eal() {
+  if (g_eal_up) rte_eal_cleanup();
+  g_eal_up = false;
+}
 
 uint64_t now_ns() {
   const uint64_t c = rte_get_tsc_cycles() - g_tsc_base;

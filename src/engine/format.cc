@@ -67,7 +67,9 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
                        p.lcore);
     for_each_endpoint_counter(p.endpoint,
                               [&](std::string_view n, uint64_t v) { line("  ", n, v); });
-    p.port.for_each([&](std::string_view n, uint64_t v) { line("  ", n, v); });
+    p.port.for_each([&](std::string_view n, uint64_t v) {
+      line("  ", fmt::format("port_{}", n), v);
+    });
     line("  ", "eth_ipackets", p.eth_ipackets);
     line("  ", "eth_opackets", p.eth_opackets);
     line("  ", "eth_imissed", p.eth_imissed);

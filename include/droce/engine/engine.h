@@ -64,7 +64,8 @@ constexpr int kExitConfig = 2;   // bad configuration or usage
 // options after "--" (so CLI11 can parse (argc - ret, argv + ret)). Throws
 // ConfigError("EAL", ...) when EAL refuses its options.
 int init_eal(int argc, char** argv);
-// rte_eal_cleanup; call once after the Engine is destroyed.
+// rte_eal_cleanup (if init_eal succeeded); call once after the Engine is
+// destroyed.
 void cleanup_eal();
 
 // TSC -> nanoseconds since the engine's epoch (the one clock of the data path).

@@ -1,0 +1,589 @@
+// droce-endpoint: a RoCEv2 target on DPDK ports. QPs and MRs come from a
+// TOML config file and/or flags; it answers WRITE/SEND/READ/atomics from a
+// peer droce or from replayed packets (net_pcap), and reports counters on
+// exit and on DPDK telemetry. See docs/ENGINE.md.
+//
+//   droce-endpoint [EAL options] -- [--config FILE] [options]
+//
+// Exit codes: 0 ok, 1 runtime failure (mbuf leak), 2 bad configuration.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <toml++/toml.h>
+
+#include "droce/engine/engine.h"
+#include "droce/engine/options.h"
+#include "droce/cc/registry.h"
+#include "droce/transport/requester.h"
+
+namespace {
+
+using namespace droce;
+using engine::ConfigError;
+
+std::atomic<bool> g_quit{false};
+void on_signal(int) { g_quit.store(true); }
+
+enum class Fill : uint8_t { kZero, kCounter, kByte };
+
+struct MrDef {
+  std::string where;  // "mr[0]" or "--mr-*", for messages
+  uint32_t port = 0;
+  uint64_t length = 0;
+  std::optional<uint32_t> key;
+  uint64_t iova = 0;
+  Fill fill = Fill::kZero;
+  uint8_t fill_byte = 0;
+  uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+};
+
+struct QpDef {
+  std::string where;
+  uint32_t port = 0;
+  engine::QpSpec spec;
+  transport::QpAttr attr;
+  std::optional<wire::MacAddress> local_mac;
+  bool have_peer_mac = false, have_local_ip = false, have_peer_ip = false;
+  // Receive WQEs posted at start: `count` buffers of `length` bytes at
+  // `offset`, `offset + length`, ... in the MR with key `mr`.
+  uint32_t recv_count = 0;
+  uint32_t recv_length = 0;
+  uint64_t recv_offset = 0;
+  std::optional<uint32_t> recv_mr;
+};
+
+struct Options {
+  std::string config;
+  std::vector<std::string> ports;
+  double duration_s = 0;
+  uint64_t exit_when_idle_ms = 0;
+  double stats_interval_s = 0;
+  std::string capture;
+  std::string json_out;
+  uint32_t idle_sleep_us = 0;
+  double port_rate_gbps = 0;
+  uint32_t mbufs = 0;
+  uint16_t burst = 32;
+  uint16_t rx_desc = 1024;
+  uint16_t tx_desc = 1024;
+  // One QP / MR from flags.
+  std::string qpn, peer_qpn, rq_psn = "0", sq_psn = "0", local_mac, peer_mac, local_ip,
+      peer_ip, qp_type = "rc", ecn = "ect0", cc = "none";
+  uint64_t mtu = 1024;
+  uint32_t dscp = 26, pcp = 0, vlan = 0;
+  bool vlan_set = false;
+  std::vector<std::string> cc_params;
+  std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0";
+  uint32_t recv_wqes = 0, recv_size = 4096;
+};
+
+// ---- config file ------------------------------------------------------------
+
+std::string key_path(const std::string& where, std::string_view key) {
+  return fmt::format("{}.{}", where, key);
+}
+
+void check_keys(const toml::table& t, const std::string& where,
+                std::initializer_list<std::string_view> allowed) {
+  for (auto&& [k, v] : t) {
+    bool ok = false;
+    for (auto a : allowed) ok |= (k.str() == a);
+    if (!ok) {
+      std::string list;
+      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw ConfigError(key_path(where, k.str()),
+                        fmt::format("unknown key; accepted: {}", list));
+    }
+  }
+}
+
+uint64_t get_uint(const toml::table& t, const std::string& where, std::string_view key,
+                  uint64_t def, uint64_t max) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (auto i = n->value<int64_t>()) {
+    if (*i < 0 || static_cast<uint64_t>(*i) > max)
+      throw ConfigError(key_path(where, key),
+                        fmt::format("{} is out of range 0..{:#x}", *i, max));
+    return static_cast<uint64_t>(*i);
+  }
+  if (auto s = n->value<std::string>())
+    return engine::parse_uint(key_path(where, key), *s, max);
+  throw ConfigError(key_path(where, key), "expected an unsigned integer");
+}
+
+std::optional<std::string> get_str(const toml::table& t, const std::string& where,
+                                   std::string_view key) {
+  const toml::node* n = t.get(key);
+  if (!n) return std::nullopt;
+  if (auto s = n->value<std::string>()) return *s;
+  throw ConfigError(key_path(where, key), "expected a string");
+}
+
+Fill parse_fill(const std::string& option, const std::string& text, uint8_t* byte) {
+  if (text == "zero") return Fill::kZero;
+  if (text == "counter") return Fill::kCounter;
+  if (text.rfind("byte:", 0) == 0) {
+    *byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
+    return Fill::kByte;
+  }
+  throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
+                                        "(byte i = i mod 256) or byte:<value>",
+                                        text));
+}
+
+uint32_t parse_access(const std::string& option, const toml::array& a) {
+  uint32_t access = 0;
+  for (auto&& n : a) {
+    auto s = n.value<std::string>();
+    if (!s) throw ConfigError(option, "expected an array of strings");
+    if (*s == "local_write") access |= IBV_ACCESS_LOCAL_WRITE;
+    else if (*s == "remote_write") access |= IBV_ACCESS_REMOTE_WRITE;
+    else if (*s == "remote_read") access |= IBV_ACCESS_REMOTE_READ;
+    else if (*s == "remote_atomic") access |= IBV_ACCESS_REMOTE_ATOMIC;
+    else
+      throw ConfigError(option, fmt::format("'{}' is not an access flag: local_write, "
+                                            "remote_write, remote_read, remote_atomic",
+                                            *s));
+  }
+  return access;
+}
+
+void fill_path(QpDef& q, const toml::table& t, const std::string& w) {
+  auto& path = q.attr.path;
+  if (auto s = get_str(t, w, "local_mac")) q.local_mac = engine::parse_mac(key_path(w, "local_mac"), *s);
+  if (auto s = get_str(t, w, "peer_mac")) {
+    path.dst_mac = engine::parse_mac(key_path(w, "peer_mac"), *s);
+    q.have_peer_mac = true;
+  }
+  if (auto s = get_str(t, w, "local_ip")) {
+    path.src_ip = engine::parse_ip(key_path(w, "local_ip"), *s);
+    q.have_local_ip = true;
+  }
+  if (auto s = get_str(t, w, "peer_ip")) {
+    path.dst_ip = engine::parse_ip(key_path(w, "peer_ip"), *s);
+    q.have_peer_ip = true;
+  }
+  path.dscp = static_cast<uint8_t>(get_uint(t, w, "dscp", 26, 63));
+  if (auto s = get_str(t, w, "ecn")) path.ecn = engine::parse_ecn(key_path(w, "ecn"), *s);
+  if (t.contains("vlan")) {
+    path.vlan = true;
+    path.vlan_id = static_cast<uint16_t>(get_uint(t, w, "vlan", 0, 4095));
+  }
+  path.pcp = static_cast<uint8_t>(get_uint(t, w, "pcp", 0, 7));
+  if (path.pcp != 0 && !path.vlan) {
+    path.vlan = true;  // PCP travels in an 802.1Q tag (VLAN 0: priority tag)
+    path.vlan_id = 0;
+  }
+}
+
+void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<QpDef>& qps) {
+  toml::table root;
+  try {
+    root = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw ConfigError("config", fmt::format("{}:{}:{}: {}", file, b.line, b.column,
+                                            e.description()));
+  }
+  check_keys(root, "config", {"mr", "qp"});
+  if (const toml::array* a = root["mr"].as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string w = fmt::format("mr[{}]", i);
+      const toml::table* t = a->get(i)->as_table();
+      if (!t) throw ConfigError(w, "expected a table ([[mr]])");
+      check_keys(*t, w, {"port", "length", "key", "iova", "fill", "access"});
+      MrDef m;
+      m.where = w;
+      m.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
+      if (!t->contains("length")) throw ConfigError(key_path(w, "length"), "missing");
+      m.length = get_uint(*t, w, "length", 0, UINT64_MAX >> 1);
+      if (t->contains("key")) m.key = static_cast<uint32_t>(get_uint(*t, w, "key", 0, UINT32_MAX));
+      m.iova = get_uint(*t, w, "iova", 0, UINT64_MAX >> 1);
+      if (auto s = get_str(*t, w, "fill")) m.fill = parse_fill(key_path(w, "fill"), *s, &m.fill_byte);
+      if (const toml::node* n = t->get("access")) {
+        const toml::array* acc = n->as_array();
+        if (!acc) throw ConfigError(key_path(w, "access"), "expected an array of strings");
+        m.access = parse_access(key_path(w, "access"), *acc);
+      }
+      mrs.push_back(m);
+    }
+  } else if (root.contains("mr")) {
+    throw ConfigError("mr", "expected an array of tables ([[mr]])");
+  }
+  if (const toml::array* a = root["qp"].as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string w = fmt::format("qp[{}]", i);
+      const toml::table* t = a->get(i)->as_table();
+      if (!t) throw ConfigError(w, "expected a table ([[qp]])");
+      check_keys(*t, w,
+                 {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
+                  "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
+                  "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
+                  "selective_repeat", "ack_every_n", "min_rnr_timer"});
+      QpDef q;
+      q.where = w;
+      q.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
+      if (!t->contains("qpn")) throw ConfigError(key_path(w, "qpn"), "missing");
+      q.spec.qpn = static_cast<uint32_t>(get_uint(*t, w, "qpn", 0, UINT32_MAX));
+      if (auto s = get_str(*t, w, "type")) q.spec.type = engine::parse_qp_type(key_path(w, "type"), *s);
+      q.spec.caps.max_send_wr = static_cast<uint32_t>(get_uint(*t, w, "max_send_wr", 256, 1u << 20));
+      q.spec.caps.max_recv_wr = static_cast<uint32_t>(get_uint(*t, w, "max_recv_wr", 256, 1u << 20));
+      if (auto s = get_str(*t, w, "cc")) q.spec.cc = *s;
+      if (const toml::node* n = t->get("cc_params")) {
+        const toml::table* p = n->as_table();
+        if (!p) throw ConfigError(key_path(w, "cc_params"), "expected a table");
+        for (auto&& [k, v] : *p) {
+          std::string val;
+          if (auto s = v.value<std::string>()) val = *s;
+          else if (auto d = v.value<double>()) val = fmt::format("{}", *d);
+          else throw ConfigError(key_path(w, "cc_params." + std::string(k.str())), "expected a number or string");
+          if (auto i = v.value<int64_t>(); i && v.is_integer()) val = std::to_string(*i);
+          q.spec.cc_params[std::string(k.str())] = val;
+        }
+      }
+      auto& at = q.attr;
+      at.dest_qpn = static_cast<uint32_t>(get_uint(*t, w, "peer_qpn", 0, 0xFFFFFF));
+      at.rq_psn = static_cast<uint32_t>(get_uint(*t, w, "rq_psn", 0, 0xFFFFFF));
+      at.sq_psn = static_cast<uint32_t>(get_uint(*t, w, "sq_psn", 0, 0xFFFFFF));
+      at.path_mtu = engine::parse_mtu(key_path(w, "mtu"), get_uint(*t, w, "mtu", 1024, 1u << 20));
+      at.qkey = static_cast<uint32_t>(get_uint(*t, w, "qkey", 0, UINT32_MAX));
+      at.ack_every_n = static_cast<uint32_t>(get_uint(*t, w, "ack_every_n", 0, 1u << 20));
+      at.min_rnr_timer = static_cast<uint8_t>(get_uint(*t, w, "min_rnr_timer", 12, 31));
+      if (const toml::node* n = t->get("selective_repeat")) {
+        auto b = n->value<bool>();
+        if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");
+        at.recovery = *b ? transport::Recovery::kSelectiveRepeat : transport::Recovery::kGoBackN;
+      }
+      fill_path(q, *t, w);
+      if (const toml::node* n = t->get("recv")) {
+        const toml::table* r = n->as_table();
+        const std::string rw = key_path(w, "recv");
+        if (!r) throw ConfigError(rw, "expected a table {count, length, mr, offset}");
+        check_keys(*r, rw, {"count", "length", "mr", "offset"});
+        q.recv_count = static_cast<uint32_t>(get_uint(*r, rw, "count", 0, 1u << 20));
+        q.recv_length = static_cast<uint32_t>(get_uint(*r, rw, "length", 4096, UINT32_MAX));
+        q.recv_offset = get_uint(*r, rw, "offset", 0, UINT64_MAX >> 1);
+        if (!r->contains("mr")) throw ConfigError(key_path(rw, "mr"), "missing: the key of the MR");
+        q.recv_mr = static_cast<uint32_t>(get_uint(*r, rw, "mr", 0, UINT32_MAX));
+      }
+      qps.push_back(std::move(q));
+    }
+  } else if (root.contains("qp")) {
+    throw ConfigError("qp", "expected an array of tables ([[qp]])");
+  }
+}
+
+// ---- flags ------------------------------------------------------------------
+
+void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>& qps) {
+  if (!o.mr_size.empty()) {
+    MrDef m;
+    m.where = "--mr-size";
+    m.length = engine::parse_uint("--mr-size", o.mr_size, UINT64_MAX >> 1);
+    if (!o.mr_key.empty())
+      m.key = static_cast<uint32_t>(engine::parse_uint("--mr-key", o.mr_key, UINT32_MAX));
+    m.iova = engine::parse_uint("--mr-iova", o.mr_iova, UINT64_MAX >> 1);
+    m.fill = parse_fill("--mr-fill", o.mr_fill, &m.fill_byte);
+    mrs.push_back(m);
+  } else if (!o.mr_key.empty()) {
+    throw ConfigError("--mr-key", "needs --mr-size");
+  }
+  if (o.qpn.empty()) {
+    if (!o.peer_qpn.empty()) throw ConfigError("--peer-qpn", "needs --qpn");
+    return;
+  }
+  QpDef q;
+  q.where = "--qpn";
+  q.spec.qpn = static_cast<uint32_t>(engine::parse_uint("--qpn", o.qpn, UINT32_MAX));
+  q.spec.type = engine::parse_qp_type("--qp-type", o.qp_type);
+  q.spec.cc = o.cc;
+  for (const std::string& kv : o.cc_params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--cc-param", fmt::format("'{}' is not name=value", kv));
+    q.spec.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto& at = q.attr;
+  if (!o.peer_qpn.empty())
+    at.dest_qpn = static_cast<uint32_t>(engine::parse_uint("--peer-qpn", o.peer_qpn, 0xFFFFFF));
+  at.rq_psn = static_cast<uint32_t>(engine::parse_uint("--rq-psn", o.rq_psn, 0xFFFFFF));
+  at.sq_psn = static_cast<uint32_t>(engine::parse_uint("--sq-psn", o.sq_psn, 0xFFFFFF));
+  at.path_mtu = engine::parse_mtu("--mtu", o.mtu);
+  if (!o.local_mac.empty()) q.local_mac = engine::parse_mac("--local-mac", o.local_mac);
+  if (!o.peer_mac.empty()) {
+    at.path.dst_mac = engine::parse_mac("--peer-mac", o.peer_mac);
+    q.have_peer_mac = true;
+  }
+  if (!o.local_ip.empty()) {
+    at.path.src_ip = engine::parse_ip("--local-ip", o.local_ip);
+    q.have_local_ip = true;
+  }
+  if (!o.peer_ip.empty()) {
+    at.path.dst_ip = engine::parse_ip("--peer-ip", o.peer_ip);
+    q.have_peer_ip = true;
+  }
+  at.path.dscp = static_cast<uint8_t>(o.dscp);
+  at.path.ecn = engine::parse_ecn("--ecn", o.ecn);
+  at.path.pcp = static_cast<uint8_t>(o.pcp);
+  if (o.vlan_set || o.pcp != 0) {
+    at.path.vlan = true;
+    at.path.vlan_id = static_cast<uint16_t>(o.vlan);
+  }
+  q.recv_count = o.recv_wqes;
+  q.recv_length = o.recv_size;
+  if (o.recv_wqes) {
+    if (mrs.empty()) throw ConfigError("--recv-wqes", "needs an MR (--mr-size)");
+    q.recv_mr = mrs.back().key;  // resolved after registration if unset
+  }
+  qps.push_back(std::move(q));
+}
+
+void fill_memory(const engine::MrInfo& mr, const MrDef& d) {
+  switch (d.fill) {
+    case Fill::kZero: break;  // rte_zmalloc
+    case Fill::kCounter:
+      for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(i);
+      break;
+    case Fill::kByte: std::memset(mr.addr, d.fill_byte, mr.length); break;
+  }
+}
+
+int run(int argc, char** argv) {
+  const int eal_args = engine::init_eal(argc, argv);
+  argc -= eal_args;
+  argv += eal_args;
+
+  Options o;
+  CLI::App app{"droce-endpoint: a RoCEv2 target on DPDK ports (options after --)"};
+  app.add_option("--config", o.config, "TOML file with [[mr]] and [[qp]] tables")
+      ->check(CLI::ExistingFile);
+  app.add_option("--port", o.ports, "port name or id (repeatable; default: port 0)");
+  app.add_option("--duration", o.duration_s, "stop after this many seconds (0 = never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--exit-when-idle", o.exit_when_idle_ms,
+                 "stop when no frame was received or sent for this many ms");
+  app.add_option("--stats-interval", o.stats_interval_s, "live stats every N seconds")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--capture", o.capture, "pcap of what the port sends and receives");
+  app.add_option("--json", o.json_out, "write the final counters as JSON to this file");
+  app.add_option("--idle-sleep-us", o.idle_sleep_us,
+                 "sleep this long when idle (0 = busy poll)");
+  app.add_option("--port-rate", o.port_rate_gbps, "emulated link rate in Gb/s (0 = unlimited)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--mbufs", o.mbufs, "mbufs per port pool (0 = sized from the rings)");
+  app.add_option("--burst", o.burst, "RX/TX burst size")->check(CLI::Range(1, 512));
+  app.add_option("--rx-desc", o.rx_desc, "RX descriptors")->check(CLI::Range(1, 32768));
+  app.add_option("--tx-desc", o.tx_desc, "TX descriptors")->check(CLI::Range(1, 32768));
+  app.add_option("--qpn", o.qpn, "QPN of a QP defined by flags");
+  app.add_option("--peer-qpn", o.peer_qpn, "its peer's QPN");
+  app.add_option("--qp-type", o.qp_type, "rc, uc or ud");
+  app.add_option("--rq-psn", o.rq_psn, "first PSN expected from the peer");
+  app.add_option("--sq-psn", o.sq_psn, "first PSN sent");
+  app.add_option("--local-mac", o.local_mac, "source MAC (default: the port's)");
+  app.add_option("--peer-mac", o.peer_mac, "destination MAC");
+  app.add_option("--local-ip", o.local_ip, "source IPv4/IPv6 address");
+  app.add_option("--peer-ip", o.peer_ip, "destination IPv4/IPv6 address");
+  app.add_option("--mtu", o.mtu, "path MTU: 256..4096");
+  app.add_option("--dscp", o.dscp, "DSCP of sent packets")->check(CLI::Range(0, 63));
+  app.add_option("--ecn", o.ecn, "ECN of sent data packets: not-ect, ect0, ect1, ce");
+  app.add_option("--pcp", o.pcp, "802.1Q PCP (adds a tag)")->check(CLI::Range(0, 7));
+  auto* vlan = app.add_option("--vlan", o.vlan, "802.1Q VLAN id (adds a tag)")
+                   ->check(CLI::Range(0, 4095));
+  app.add_option("--cc", o.cc, "congestion control algorithm (" + cc::algorithm_names() + ")");
+  app.add_option("--cc-param", o.cc_params, "CC parameter name=value (repeatable)");
+  app.add_option("--mr-size", o.mr_size, "bytes of an MR defined by flags");
+  app.add_option("--mr-key", o.mr_key, "its lkey/rkey (default: allocated)");
+  app.add_option("--mr-iova", o.mr_iova, "the VA of its first byte (default 0)");
+  app.add_option("--mr-fill", o.mr_fill, "zero, counter or byte:<value>");
+  app.add_option("--recv-wqes", o.recv_wqes, "receive WQEs posted on the flag QP");
+  app.add_option("--recv-size", o.recv_size, "bytes per receive WQE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError("", e.what());
+  }
+  o.vlan_set = vlan->count() > 0;
+
+  std::vector<MrDef> mr_defs;
+  std::vector<QpDef> qp_defs;
+  if (!o.config.empty()) load_config(o.config, mr_defs, qp_defs);
+  flags_to_defs(o, mr_defs, qp_defs);
+
+  engine::EngineConfig ec;
+  ec.idle_sleep_us = o.idle_sleep_us;
+  if (o.exit_when_idle_ms)
+    ec.stats_period_ns = std::min<uint64_t>(ec.stats_period_ns, o.exit_when_idle_ms * 250'000);
+  engine::Engine eng(ec);
+  if (o.ports.empty()) o.ports.push_back("0");
+  if (!o.capture.empty() && o.ports.size() > 1)
+    throw ConfigError("--capture", "one file captures one port; give one --port");
+  for (const std::string& name : o.ports) {
+    engine::PortConfig pc;
+    pc.name = name;
+    pc.capture = o.capture;
+    pc.mbufs = o.mbufs;
+    pc.burst = o.burst;
+    pc.rx_desc = o.rx_desc;
+    pc.tx_desc = o.tx_desc;
+    pc.endpoint.port_rate_bytes_per_sec = static_cast<uint64_t>(o.port_rate_gbps * 1e9 / 8);
+    eng.add_port(pc);
+  }
+
+  std::vector<engine::MrInfo> mrs;
+  for (const MrDef& d : mr_defs) {
+    if (d.port >= eng.port_count())
+      throw ConfigError(d.where + ".port", fmt::format("no port {} (ports given: {})", d.port,
+                                                       eng.port_count()));
+    engine::MrSpec spec;
+    spec.length = d.length;
+    spec.key = d.key;
+    spec.iova = d.iova;
+    spec.access = d.access;
+    try {
+      mrs.push_back(eng.reg_mr(d.port, spec));
+    } catch (const ConfigError& e) {
+      throw ConfigError(d.where, e.what());
+    }
+    fill_memory(mrs.back(), d);
+  }
+
+  for (QpDef& q : qp_defs) {
+    if (q.port >= eng.port_count())
+      throw ConfigError(q.where + ".port", fmt::format("no port {} (ports given: {})", q.port,
+                                                       eng.port_count()));
+    auto& path = q.attr.path;
+    path.src_mac = q.local_mac ? *q.local_mac : eng.port_mac(q.port);
+    if (q.spec.type != transport::QpType::kUd) {
+      if (!q.have_peer_mac) throw ConfigError(q.where, "peer_mac (--peer-mac) is required");
+      if (!q.have_peer_ip) throw ConfigError(q.where, "peer_ip (--peer-ip) is required");
+    }
+    if (!q.have_local_ip) throw ConfigError(q.where, "local_ip (--local-ip) is required");
+    if (q.have_peer_ip && path.src_ip.v6 != path.dst_ip.v6)
+      throw ConfigError(q.where, "local and peer IP must be the same family");
+    if (!q.have_peer_ip) path.dst_ip.v6 = path.src_ip.v6;
+    path.udp_src_port = wire::udp_src_port_entropy(*q.spec.qpn, q.attr.dest_qpn);
+    engine::QpHandle h;
+    try {
+      h = eng.create_qp(q.port, q.spec);
+    } catch (const ConfigError& e) {
+      throw ConfigError(q.where, e.what());
+    }
+    if (int rc = eng.connect_qp(h, q.attr); rc != 0)
+      throw ConfigError(q.where, fmt::format("the QP refused its attributes ({})",
+                                             std::strerror(rc)));
+    if (q.recv_count) {
+      const engine::MrInfo* mr = nullptr;
+      for (const auto& m : mrs)
+        if (m.port == q.port && (!q.recv_mr || m.lkey == *q.recv_mr)) mr = &m;
+      if (!mr)
+        throw ConfigError(q.where + ".recv.mr", "no MR with that key on the QP's port");
+      if (q.recv_offset + uint64_t{q.recv_count} * q.recv_length > mr->length)
+        throw ConfigError(q.where + ".recv", fmt::format("{} x {} bytes from offset {} do not "
+                                                         "fit in the MR ({} bytes)",
+                                                         q.recv_count, q.recv_length,
+                                                         q.recv_offset, mr->length));
+      for (uint32_t i = 0; i < q.recv_count; ++i) {
+        // A local VA is in the MR's iova space (mr.h).
+        transport::Sge sge{mr->iova + q.recv_offset +
+                               uint64_t{i} * q.recv_length,
+                           q.recv_length, mr->lkey};
+        transport::RecvWr wr;
+        wr.wr_id = i;
+        wr.sg_list = std::span(&sge, 1);
+        eng.post_recv(h, wr);
+      }
+    }
+    fmt::print("qp {:#x} on port {}: {} -> {} peer qp {:#x}, rq_psn {:#x}, sq_psn {:#x}, "
+               "mtu {}, cc {}\n",
+               h.qpn, q.port, engine::format_ip(path.src_ip), engine::format_ip(path.dst_ip),
+               q.attr.dest_qpn, q.attr.rq_psn, q.attr.sq_psn,
+               transport::mtu_bytes(q.attr.path_mtu), q.spec.cc);
+  }
+  for (const auto& m : mrs)
+    fmt::print("mr key {:#x} on port {}: {} bytes at iova {:#x}\n", m.rkey, m.port, m.length,
+               m.iova);
+  std::fflush(stdout);
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  eng.start();
+  const uint64_t t0 = engine::now_ns();
+  engine::Snapshot prev = eng.stats_now(), cur = prev;
+  uint64_t last_live = t0, last_activity = t0;
+  uint64_t last_frames = 0;
+  std::vector<transport::WorkCompletion> wcs(256);
+  uint64_t completions = 0, completion_errors = 0;
+  while (!g_quit.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The endpoint is a target: completions (receives) are counted and
+    // dropped, keeping the queue drained.
+    for (size_t n; (n = eng.poll_completions(wcs)) > 0;) {
+      completions += n;
+      for (size_t i = 0; i < n; ++i) completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+    }
+    cur = eng.stats();
+    const uint64_t now = engine::now_ns();
+    uint64_t frames = 0;
+    for (const auto& p : cur.ports) frames += p.endpoint.rx_frames + p.endpoint.tx_frames;
+    if (frames != last_frames) {
+      last_frames = frames;
+      last_activity = now;
+    }
+    if (o.stats_interval_s > 0 && now - last_live >= o.stats_interval_s * 1e9) {
+      fmt::print("{}", engine::format_live_stats(prev, cur));
+      std::fflush(stdout);
+      prev = cur;
+      last_live = now;
+    }
+    if (o.duration_s > 0 && now - t0 >= o.duration_s * 1e9) break;
+    if (o.exit_when_idle_ms && now - last_activity >= o.exit_when_idle_ms * 1'000'000) break;
+  }
+  eng.stop();
+  eng.close_ports();
+  const engine::Snapshot fin = eng.stats();
+  fmt::print("--- droce-endpoint counters\n{}", engine::format_counters(fin));
+  fmt::print("completions {} (errors {})\n", completions, completion_errors);
+  if (!o.json_out.empty()) {
+    std::ofstream f(o.json_out);
+    f << engine::to_json(fin) << "\n";
+  }
+  int rc = engine::kExitOk;
+  const auto missing = eng.mbufs_missing();
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (missing[i] != 0) {
+      fmt::print(stderr, "error: mbuf leak: port {} pool is missing {} mbufs at shutdown\n",
+                 i, missing[i]);
+      rc = engine::kExitFailure;
+    }
+  }
+  if (rc == engine::kExitOk) fmt::print("mbufs: all pools full at shutdown\n");
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rc;
+  try {
+    rc = run(argc, argv);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    rc = engine::kExitConfig;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    rc = engine::kExitFailure;
+  }
+  engine::cleanup_eal();
+  return rc;
+}

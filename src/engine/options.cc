@@ -1,0 +1,109 @@
+#include "droce/engine/options.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace droce::engine {
+
+namespace {
+[[noreturn]] void bad(std::string_view option, std::string_view text, std::string_view want) {
+  throw ConfigError(std::string(option), fmt::format("'{}' is not {}", text, want));
+}
+}  // namespace
+
+wire::MacAddress parse_mac(std::string_view option, std::string_view text) {
+  wire::MacAddress mac{};
+  size_t pos = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    if (i > 0) {
+      if (pos >= text.size() || (text[pos] != ':' && text[pos] != '-'))
+        bad(option, text, "a MAC address like 02:00:00:00:00:01");
+      ++pos;
+    }
+    unsigned v = 0;
+    const char* b = text.data() + pos;
+    const char* e = text.data() + std::min(text.size(), pos + 2);
+    auto [p, ec] = std::from_chars(b, e, v, 16);
+    if (ec != std::errc() || p - b != 2) bad(option, text, "a MAC address like 02:00:00:00:00:01");
+    mac[i] = static_cast<uint8_t>(v);
+    pos += 2;
+  }
+  if (pos != text.size()) bad(option, text, "a MAC address like 02:00:00:00:00:01");
+  return mac;
+}
+
+wire::IpAddress parse_ip(std::string_view option, std::string_view text) {
+  const std::string s(text);
+  wire::IpAddress ip;
+  in_addr a4{};
+  if (inet_pton(AF_INET, s.c_str(), &a4) == 1) {
+    std::memcpy(ip.bytes, &a4, 4);
+    return ip;
+  }
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
+    ip.v6 = true;
+    std::memcpy(ip.bytes, &a6, 16);
+    return ip;
+  }
+  bad(option, text, "an IPv4 or IPv6 address");
+}
+
+ibv_mtu parse_mtu(std::string_view option, uint64_t bytes) {
+  switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: bad(option, std::to_string(bytes), "an MTU: 256, 512, 1024, 2048 or 4096");
+  }
+}
+
+wire::Ecn parse_ecn(std::string_view option, std::string_view text) {
+  if (text == "not-ect") return wire::Ecn::kNotEct;
+  if (text == "ect0") return wire::Ecn::kEct0;
+  if (text == "ect1") return wire::Ecn::kEct1;
+  if (text == "ce") return wire::Ecn::kCe;
+  bad(option, text, "an ECN codepoint: not-ect, ect0, ect1 or ce");
+}
+
+transport::QpType parse_qp_type(std::string_view option, std::string_view text) {
+  if (text == "rc") return transport::QpType::kRc;
+  if (text == "uc") return transport::QpType::kUc;
+  if (text == "ud") return transport::QpType::kUd;
+  bad(option, text, "a QP type: rc, uc or ud");
+}
+
+uint64_t parse_uint(std::string_view option, std::string_view text, uint64_t max) {
+  int base = 10;
+  std::string_view t = text;
+  if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+    base = 16;
+    t.remove_prefix(2);
+  }
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v, base);
+  if (ec != std::errc() || p != t.data() + t.size() || t.empty())
+    bad(option, text, "an unsigned integer (decimal or 0x-hex)");
+  if (v > max)
+    throw ConfigError(std::string(option),
+                      fmt::format("{} is out of range 0..{:#x}", text, max));
+  return v;
+}
+
+std::string format_mac(const wire::MacAddress& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3],
+                     m[4], m[5]);
+}
+
+std::string format_ip(const wire::IpAddress& ip) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(ip.v6 ? AF_INET6 : AF_INET, ip.bytes, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace droce::engine
