@@ -11,8 +11,8 @@ DROCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # clang with libFuzzer and the sanitizers.
 DROCE_PACKAGES=(
   g++ pkg-config meson ninja-build
-  libdpdk-dev dpdk libibverbs-dev libboost-dev libfmt-dev libgtest-dev
-  libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev
+  libdpdk-dev dpdk dpdk-dev libibverbs-dev libboost-dev libfmt-dev libgtest-dev
+  libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev libtomlplusplus-dev
   python3 python3-scapy tshark
   clang libclang-rt-14-dev
   libtomlplusplus-dev
