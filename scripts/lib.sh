@@ -12,7 +12,7 @@ DROCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DROCE_PACKAGES=(
   g++ pkg-config meson ninja-build
   libdpdk-dev dpdk dpdk-dev libibverbs-dev libboost-dev libfmt-dev libgtest-dev
-  libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev libtomlplusplus-dev
+  libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev
   python3 python3-scapy tshark
   clang libclang-rt-14-dev
   libtomlplusplus-dev
