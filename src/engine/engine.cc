@@ -480,7 +480,7 @@ int tel_port(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "lcore", p.lcore);
     add_endpoint_counters(d, p.endpoint);
     p.port.for_each([&](std::string_view name, uint64_t v) {
-      const std::string key(name);
+      const std::string key = fmt::format("port_{}", name);
       rte_tel_data_add_dict_u64(d, key.c_str(), v);
     });
     rte_tel_data_add_dict_u64(d, "eth_ipackets", p.eth_ipackets);
@@ -644,6 +644,12 @@ PortIndex Engine::add_port(const PortConfig& config) {
   const uint32_t want_mtu = config.mbuf_data_bytes - RTE_ETHER_HDR_LEN - 4;
   conf.rxmode.mtu = std::min<uint32_t>(std::max<uint32_t>(want_mtu, RTE_ETHER_MTU),
                                        info.max_mtu ? info.max_mtu : RTE_ETHER_MTU);
+  // Some PMDs (memif, af_packet) report max_mtu = UINT16_MAX but a smaller
+  // max_rx_pktlen, and rte_eth_dev_configure refuses an MTU whose frame
+  // exceeds it: clamp to what the device accepts.
+  if (info.max_rx_pktlen > RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
+    conf.rxmode.mtu = std::min<uint32_t>(
+        conf.rxmode.mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
   if (conf.rxmode.mtu < info.min_mtu) conf.rxmode.mtu = info.min_mtu;
   if (int rc = rte_eth_dev_configure(id, 1, 1, &conf); rc != 0)
     throw ConfigError("port", fmt::format("'{}': rte_eth_dev_configure: {}", p->name,

@@ -1,0 +1,1198 @@
+// droce-perf: perftest-style bandwidth and latency tests between two droce
+// processes (ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat, ib_read_lat,
+// ib_send_lat), with perftest's flags where they apply and its output
+// columns. Set-up is out of band over TCP, as perftest does: the client
+// connects to the server, both exchange QPN, PSN, MAC, IP, rkey, VA and
+// buffer size, then meet at a barrier before and after every measurement.
+//
+//   droce-perf [EAL options] -- --test write_bw --server [options]
+//   droce-perf [EAL options] -- --test write_bw --connect 127.0.0.1 [options]
+//
+// The client is the requester of every test; in the latency tests of WRITE
+// and SEND both sides take turns (ping-pong) and report half the round trip,
+// as perftest does. See docs/PERF.md.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <rte_ethdev.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "droce/engine/engine.h"
+#include "droce/telemetry/latency_histogram.h"
+
+namespace droce::perf {
+
+namespace {
+
+using engine::ConfigError;
+using transport::Sge;
+using transport::WorkCompletion;
+
+constexpr int kExitOk = engine::kExitOk;
+constexpr int kExitFailure = engine::kExitFailure;
+constexpr int kExitUsage = engine::kExitConfig;
+constexpr uint64_t kMaxSize = uint64_t{1} << 23;  // -a goes 2..2^23
+constexpr uint16_t kDefaultOobPort = 18515;       // perftest's default
+
+// A runtime failure (peer vanished, completion error, data mismatch,
+// timeout): "error: ..." and exit code 1.
+class Failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Verb : uint8_t { kWrite, kRead, kSend };
+enum class Kind : uint8_t { kBw, kLat };
+
+struct TestName {
+  const char* name;
+  Verb verb;
+  Kind kind;
+  const char* title;
+};
+constexpr TestName kTests[] = {
+    {"write_bw", Verb::kWrite, Kind::kBw, "RDMA_Write BW Test"},
+    {"read_bw", Verb::kRead, Kind::kBw, "RDMA_Read BW Test"},
+    {"send_bw", Verb::kSend, Kind::kBw, "Send BW Test"},
+    {"write_lat", Verb::kWrite, Kind::kLat, "RDMA_Write Latency Test"},
+    {"read_lat", Verb::kRead, Kind::kLat, "RDMA_Read Latency Test"},
+    {"send_lat", Verb::kSend, Kind::kLat, "Send Latency Test"},
+};
+
+struct Options {
+  std::string test;
+  const TestName* t = nullptr;
+  bool server = false;
+  std::string connect;
+  std::string bind = "127.0.0.1";
+  uint16_t oob_port = kDefaultOobPort;
+  std::optional<uint64_t> size;
+  std::optional<uint64_t> iters;
+  double duration = 0;
+  uint32_t qps = 1;
+  bool all = false;
+  bool report_gbits = false;
+  uint32_t mtu = 1024;
+  std::string cc = "none";
+  bool check = false;
+  uint32_t tx_depth = 128;
+  uint32_t rx_depth = 512;
+  uint32_t cq_mod = 64;
+  std::string connection = "RC";
+  std::string dev = "0";
+  std::string ip;
+  uint64_t rate_gbps = 0;
+  double timeout = 120;
+  uint32_t idle_sleep_us = 0;
+  bool no_peer = false;
+  bool counters = false;
+};
+
+bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
+
+// ---- out-of-band channel ---------------------------------------------------
+
+class Oob {
+ public:
+  Oob() = default;
+  ~Oob() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Oob(const Oob&) = delete;
+  Oob& operator=(const Oob&) = delete;
+
+  void listen_and_accept(const std::string& bind, uint16_t port, double timeout) {
+    sockaddr_in a = make_addr(bind, port, "bind");
+    const int l = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0) throw Failure(fmt::format("socket: {}", std::strerror(errno)));
+    const int one = 1;
+    ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(l, 1) != 0) {
+      const std::string err = std::strerror(errno);
+      ::close(l);
+      throw ConfigError("port", fmt::format("cannot listen on {}:{}: {}", bind, port, err));
+    }
+    pollfd p{l, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(timeout * 1000));
+    if (r <= 0) {
+      ::close(l);
+      throw Failure(fmt::format("no client connected to {}:{} within {} s", bind, port,
+                                timeout));
+    }
+    fd_ = ::accept(l, nullptr, nullptr);
+    ::close(l);
+    if (fd_ < 0) throw Failure(fmt::format("accept: {}", std::strerror(errno)));
+    nodelay();
+  }
+
+  void connect_to(const std::string& host, uint16_t port, double timeout) {
+    sockaddr_in a = make_addr(host, port, "connect");
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+    for (;;) {
+      fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd_ < 0) throw Failure(fmt::format("socket: {}", std::strerror(errno)));
+      if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) break;
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      // The server may not listen yet (it starts EAL first): retry.
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Failure(fmt::format("cannot connect to {}:{}: {}", host, port,
+                                  std::strerror(err)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    nodelay();
+  }
+
+  void send_line(const std::string& line) {
+    const std::string s = line + "\n";
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) throw Failure("out-of-band connection to the peer lost (send)");
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  // A complete line if one arrives within timeout_ms (0: just look).
+  std::optional<std::string> try_recv_line(int timeout_ms) {
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return std::nullopt;
+      char tmp[4096];
+      const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
+      if (n <= 0) throw Failure("out-of-band connection to the peer lost (the peer exited?)");
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+  }
+
+  std::string recv_line(double timeout_s, const std::string& what) {
+    auto line = try_recv_line(static_cast<int>(timeout_s * 1000));
+    if (!line) throw Failure(fmt::format("timed out after {} s waiting for the peer ({})",
+                                         timeout_s, what));
+    return *line;
+  }
+
+  // Both sides send the tag, then wait for the peer's (perftest's
+  // ctx_hand_shake barrier).
+  void barrier(const std::string& tag, double timeout_s) {
+    send_line("SYNC " + tag);
+    const std::string got = recv_line(timeout_s, "barrier " + tag);
+    if (got != "SYNC " + tag)
+      throw Failure(fmt::format("peer out of step: expected 'SYNC {}', got '{}'", tag, got));
+  }
+
+ private:
+  static sockaddr_in make_addr(const std::string& host, uint16_t port, const char* option) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    const std::string h = host == "localhost" ? "127.0.0.1" : host;
+    if (::inet_pton(AF_INET, h.c_str(), &a.sin_addr) != 1)
+      throw ConfigError(option, fmt::format("'{}' is not an IPv4 address", host));
+    return a;
+  }
+  void nodelay() {
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+
+  int fd_ = -1;
+  std::string buf_;
+};
+
+// key=value tokens after a leading word.
+std::map<std::string, std::string> parse_kv(const std::string& line) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(line);
+  std::string tok;
+  in >> tok;  // the message name
+  while (in >> tok) {
+    const auto eq = tok.find('=');
+    if (eq != std::string::npos) out[tok.substr(0, eq)] = tok.substr(eq + 1);
+  }
+  return out;
+}
+
+uint64_t kv_u64(const std::map<std::string, std::string>& kv, const std::string& key) {
+  auto it = kv.find(key);
+  if (it == kv.end()) throw Failure(fmt::format("peer message lacks '{}'", key));
+  return std::stoull(it->second, nullptr, 0);
+}
+
+// ---- addresses ---------------------------------------------------------------
+
+wire::IpAddress parse_ip(const std::string& s, const char* option) {
+  wire::IpAddress a;
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, s.c_str(), &v4) == 1) {
+    std::memcpy(a.bytes, &v4, 4);
+  } else if (::inet_pton(AF_INET6, s.c_str(), &v6) == 1) {
+    a.v6 = true;
+    std::memcpy(a.bytes, &v6, 16);
+  } else {
+    throw ConfigError(option, fmt::format("'{}' is not an IPv4 or IPv6 address", s));
+  }
+  return a;
+}
+
+std::string ip_string(const wire::IpAddress& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(a.v6 ? AF_INET6 : AF_INET, a.bytes, buf, sizeof(buf));
+  return buf;
+}
+
+std::string mac_string(const wire::MacAddress& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3],
+                     m[4], m[5]);
+}
+
+wire::MacAddress parse_mac(const std::string& s) {
+  wire::MacAddress m{};
+  unsigned v[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4],
+                  &v[5]) != 6)
+    throw Failure(fmt::format("peer sent a bad MAC '{}'", s));
+  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
+  return m;
+}
+
+ibv_mtu mtu_enum(uint32_t mtu) {
+  switch (mtu) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+  }
+}
+
+// ---- data pattern ------------------------------------------------------------
+
+// Byte i of a message of `size` bytes: depends on the run's seed, the QP and
+// the size, so that a stale buffer from an earlier size or run never passes.
+inline uint8_t pattern_byte(uint64_t seed, uint32_t qp, uint64_t size, uint64_t i) {
+  uint64_t x = seed ^ (uint64_t{qp} << 40) ^ (size * 0x9E3779B97F4A7C15ull) ^ (i >> 3);
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 29;
+  return static_cast<uint8_t>(x >> (8 * (i & 7)));
+}
+
+void fill_pattern(uint8_t* p, uint64_t seed, uint32_t qp, uint64_t size, uint64_t len) {
+  for (uint64_t i = 0; i < len; ++i) p[i] = pattern_byte(seed, qp, size, i);
+}
+
+// First differing offset, or nullopt.
+std::optional<uint64_t> verify_pattern(const uint8_t* p, uint64_t seed, uint32_t qp,
+                                       uint64_t size, uint64_t len) {
+  for (uint64_t i = 0; i < len; ++i)
+    if (p[i] != pattern_byte(seed, qp, size, i)) return i;
+  return std::nullopt;
+}
+
+// The registered memory is written by the engine's worker thread; the app
+// polls it (write_lat), so reads go through atomic_ref.
+inline uint8_t load_byte(uint8_t* p) {
+  return std::atomic_ref<uint8_t>(*p).load(std::memory_order_acquire);
+}
+
+inline uint8_t lat_tag(uint64_t i) { return static_cast<uint8_t>(i % 255 + 1); }
+
+// ---- the test -----------------------------------------------------------------
+
+struct LocalQp {
+  engine::QpHandle h;
+  engine::MrInfo mr;  // [0, max) source area, [max, 2 max) destination area
+  uint32_t psn = 0;
+};
+
+struct RemoteQp {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint32_t rkey = 0;
+  uint64_t va = 0;   // of the peer's MR (its source area)
+  uint64_t len = 0;  // of the peer's MR
+};
+
+const char* wc_status_name(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_LOC_LEN_ERR: return "local length error";
+    case IBV_WC_LOC_QP_OP_ERR: return "local QP operation error";
+    case IBV_WC_LOC_PROT_ERR: return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR: return "WR flushed";
+    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+    case IBV_WC_REM_OP_ERR: return "remote operation error";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+    case IBV_WC_GENERAL_ERR: return "general error";
+    default: return "error";
+  }
+}
+
+class PerfTest {
+ public:
+  PerfTest(const Options& o, engine::Engine& eng, engine::PortIndex port)
+      : o_(o), eng_(eng), port_(port) {
+    max_size_ = o.all ? kMaxSize : size();
+  }
+
+  int run();
+
+ private:
+  uint64_t size() const { return o_.size.value_or(is_lat(o_) ? 2 : 65536); }
+  uint64_t iters() const { return o_.iters.value_or(is_lat(o_) ? 1000 : 5000); }
+  bool client() const { return !o_.server; }
+
+  [[noreturn]] void fail_timeout(const std::string& what) const {
+    throw Failure(fmt::format("timed out after {} s {}", o_.timeout, what));
+  }
+  void check_deadline(const std::string& what) const {
+    if (engine::now_ns() > deadline_ns_) fail_timeout(what);
+  }
+  void arm_deadline() {
+    deadline_ns_ = engine::now_ns() + static_cast<uint64_t>(o_.timeout * 1e9);
+  }
+
+  void setup();
+  void exchange();
+  void connect_qps();
+  void print_header() const;
+  void print_addresses() const;
+
+  void post_send_or_fail(size_t q, const transport::SendWr& wr);
+  void post_recv_or_fail(size_t q, uint64_t wr_id);
+  // Polls completions; returns how many, with wc_qp_[i] = local QP index.
+  size_t poll();
+  void require_ok(const WorkCompletion& wc) const;
+
+  bool run_size(uint64_t size);
+  void bw_client(uint64_t size);
+  void bw_server(uint64_t size);
+  void lat_run(uint64_t size);
+  bool verify_after(uint64_t size);
+
+  void print_bw_row(uint64_t size, uint64_t msgs, uint64_t t0, uint64_t t1,
+                    const std::vector<std::pair<uint64_t, uint64_t>>& events) const;
+  void print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const;
+
+  transport::SendWr make_wr(size_t q, uint64_t size, uint64_t wr_id, bool signaled) const;
+
+  const Options& o_;
+  engine::Engine& eng_;
+  engine::PortIndex port_;
+  Oob oob_;
+  uint64_t max_size_ = 0;
+  uint64_t seed_ = 0;
+  uint64_t deadline_ns_ = UINT64_MAX;
+  wire::MacAddress mac_{};
+  wire::IpAddress ip_;
+  wire::MacAddress peer_mac_{};
+  wire::IpAddress peer_ip_;
+  std::vector<LocalQp> qps_;
+  std::vector<RemoteQp> remote_;
+  std::map<uint32_t, size_t> qp_index_;
+  std::vector<WorkCompletion> wc_;
+  std::vector<engine::PortIndex> wc_port_;
+  std::vector<size_t> wc_qp_;
+  Sge sge_{};
+};
+
+void PerfTest::setup() {
+  mac_ = eng_.port_mac(port_);
+  ip_ = parse_ip(o_.ip.empty() ? (o_.server ? "192.168.77.1" : "192.168.77.2") : o_.ip,
+                 "ip");
+  std::mt19937_64 rng(std::random_device{}());
+  for (uint32_t i = 0; i < o_.qps; ++i) {
+    engine::QpSpec spec;
+    spec.type = o_.connection == "UC" ? transport::QpType::kUc : transport::QpType::kRc;
+    spec.caps.max_send_wr = o_.tx_depth + 1;
+    spec.caps.max_recv_wr = o_.rx_depth;
+    spec.cc = o_.cc;
+    LocalQp q;
+    q.h = eng_.create_qp(port_, spec);
+    engine::MrSpec mr;
+    mr.length = 2 * max_size_;
+    q.mr = eng_.reg_mr(port_, mr);
+    q.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+    qp_index_[q.h.qpn] = qps_.size();
+    qps_.push_back(q);
+  }
+  seed_ = rng();
+  wc_.resize(256);
+  wc_port_.resize(256);
+  wc_qp_.resize(256);
+}
+
+// Client speaks first: its HELLO carries the test parameters, which the
+// server adopts (perftest wants both sides given the same flags; here the
+// server only has to agree on the test and the connection type).
+void PerfTest::exchange() {
+  if (o_.no_peer) {
+    peer_mac_ = {0x02, 0, 0, 0, 0, 0x02};
+    peer_ip_ = parse_ip(ip_.v6 ? "fd00::2" : "192.168.77.254", "ip");
+    for (size_t i = 0; i < qps_.size(); ++i)
+      remote_.push_back(RemoteQp{static_cast<uint32_t>(0x100 + i), 0, 0x100, 0,
+                                 2 * max_size_});
+    return;
+  }
+  const std::string hello = fmt::format(
+      "HELLO v=1 test={} conn={} size={} all={} qps={} mtu={} check={} seed={} mac={} ip={}",
+      o_.t->name, o_.connection, size(), o_.all ? 1 : 0, o_.qps, o_.mtu, o_.check ? 1 : 0,
+      seed_, mac_string(mac_), ip_string(ip_));
+  std::string peer;
+  if (client()) {
+    oob_.connect_to(o_.connect, o_.oob_port, o_.timeout);
+    oob_.send_line(hello);
+    peer = oob_.recv_line(o_.timeout, "HELLO");
+  } else {
+    oob_.listen_and_accept(o_.bind, o_.oob_port, o_.timeout);
+    peer = oob_.recv_line(o_.timeout, "HELLO");
+    oob_.send_line(hello);
+  }
+  if (peer.rfind("HELLO ", 0) != 0) throw Failure(fmt::format("peer said '{}'", peer));
+  auto kv = parse_kv(peer);
+  if (kv["test"] != o_.t->name)
+    throw Failure(fmt::format("the peer runs --test {}, this side --test {}", kv["test"],
+                              o_.t->name));
+  if (kv["conn"] != o_.connection)
+    throw Failure(fmt::format("the peer uses -c {}, this side -c {}", kv["conn"],
+                              o_.connection));
+  if (kv_u64(kv, "qps") != o_.qps)
+    throw Failure(fmt::format("the peer uses -q {}, this side -q {}", kv["qps"], o_.qps));
+  if (kv_u64(kv, "all") != (o_.all ? 1u : 0u) || kv_u64(kv, "size") != size())
+    throw Failure(fmt::format("the peer uses {} bytes, this side {} bytes (give the same "
+                              "-s / -a to both)",
+                              kv_u64(kv, "all") ? "-a" : kv["size"],
+                              o_.all ? "-a" : std::to_string(size())));
+  if (kv_u64(kv, "mtu") != o_.mtu)
+    throw Failure(fmt::format("the peer uses -m {}, this side -m {}", kv["mtu"], o_.mtu));
+  if (kv_u64(kv, "check") != (o_.check ? 1u : 0u))
+    throw Failure("give --check to both sides or to neither");
+  if (!o_.server) {
+    // seed: the client's.
+  } else {
+    seed_ = kv_u64(kv, "seed");
+  }
+  peer_mac_ = parse_mac(kv["mac"]);
+  peer_ip_ = parse_ip(kv["ip"], "ip");
+  if (peer_ip_.v6 != ip_.v6)
+    throw Failure("one side uses IPv4 and the other IPv6 (--ip): give both the same family");
+
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    const LocalQp& q = qps_[i];
+    oob_.send_line(fmt::format("QP i={} qpn={} psn={} rkey={} va={} len={}", i, q.h.qpn,
+                               q.psn, q.mr.rkey, q.mr.iova, q.mr.length));
+  }
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    auto line = oob_.recv_line(o_.timeout, "QP");
+    auto q = parse_kv(line);
+    RemoteQp r;
+    r.qpn = static_cast<uint32_t>(kv_u64(q, "qpn"));
+    r.psn = static_cast<uint32_t>(kv_u64(q, "psn"));
+    r.rkey = static_cast<uint32_t>(kv_u64(q, "rkey"));
+    r.va = kv_u64(q, "va");
+    r.len = kv_u64(q, "len");
+    if (r.len < 2 * max_size_)
+      throw Failure(fmt::format("peer buffer of {} bytes is too small", r.len));
+    remote_.push_back(r);
+  }
+}
+
+void PerfTest::connect_qps() {
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    transport::QpAttr a;
+    a.path.src_mac = mac_;
+    a.path.dst_mac = peer_mac_;
+    a.path.src_ip = ip_;
+    a.path.dst_ip = peer_ip_;
+    // Flow entropy in the UDP source port, as RoCEv2 NICs do.
+    a.path.udp_src_port =
+        static_cast<uint16_t>(0xC000 | ((qps_[i].h.qpn ^ (remote_[i].qpn << 3)) & 0x3FFF));
+    a.dest_qpn = remote_[i].qpn;
+    a.rq_psn = remote_[i].psn;
+    a.sq_psn = qps_[i].psn;
+    a.path_mtu = mtu_enum(o_.mtu);
+    if (int rc = eng_.connect_qp(qps_[i].h, a); rc != 0)
+      throw Failure(fmt::format("QP {:#x}: connect failed: {}", qps_[i].h.qpn,
+                                std::strerror(rc)));
+  }
+}
+
+void PerfTest::print_header() const {
+  const char* line =
+      "---------------------------------------------------------------------------------------";
+  fmt::print("{}\n{:>40}\n", line, o_.t->title);
+  fmt::print(" Connection type : {}\t\tUsing SRQ      : OFF\n", o_.connection);
+  fmt::print(" Device          : {}\t\tNumber of qps  : {}\n", o_.dev, o_.qps);
+  if (!is_lat(o_)) fmt::print(" TX depth        : {}\t\tCQ Moderation  : {}\n", o_.tx_depth,
+                              std::min(o_.cq_mod, o_.tx_depth));
+  fmt::print(" Mtu             : {}[B]\t\tCongestion ctl : {}\n", o_.mtu, o_.cc);
+  fmt::print(" Data check      : {}\t\t{}\n", o_.check ? "ON" : "OFF",
+             o_.duration > 0 ? fmt::format("Duration       : {} s", o_.duration)
+                             : fmt::format("Iterations     : {}", iters()));
+  fmt::print("{}\n", line);
+}
+
+void PerfTest::print_addresses() const {
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    const LocalQp& q = qps_[i];
+    fmt::print(" local address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
+               "MAC {} IP {}\n",
+               q.h.qpn, q.psn, q.mr.rkey, q.mr.iova, mac_string(mac_), ip_string(ip_));
+  }
+  for (const RemoteQp& r : remote_)
+    fmt::print(" remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
+               "MAC {} IP {}\n",
+               r.qpn, r.psn, r.rkey, r.va, mac_string(peer_mac_), ip_string(peer_ip_));
+  fmt::print("---------------------------------------------------------------------------------------\n");
+}
+
+void PerfTest::post_send_or_fail(size_t q, const transport::SendWr& wr) {
+  while (!eng_.post_send(qps_[q].h, wr)) {
+    check_deadline("posting a send WR (the engine's command queue stays full)");
+    std::this_thread::yield();
+  }
+}
+
+void PerfTest::post_recv_or_fail(size_t q, uint64_t wr_id) {
+  const LocalQp& lq = qps_[q];
+  Sge s{lq.mr.iova + max_size_, static_cast<uint32_t>(max_size_), lq.mr.lkey};
+  transport::RecvWr wr;
+  wr.wr_id = wr_id;
+  wr.sg_list = std::span(&s, 1);
+  while (!eng_.post_recv(lq.h, wr)) {
+    check_deadline("posting a receive WR");
+    std::this_thread::yield();
+  }
+}
+
+size_t PerfTest::poll() {
+  const size_t n = eng_.poll_completions(wc_, wc_port_);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = qp_index_.find(wc_[i].qp_num);
+    if (it == qp_index_.end())
+      throw Failure(fmt::format("completion for unknown QP {:#x}", wc_[i].qp_num));
+    wc_qp_[i] = it->second;
+    require_ok(wc_[i]);
+  }
+  if (n == 0 && o_.idle_sleep_us == 0) std::this_thread::yield();
+  return n;
+}
+
+void PerfTest::require_ok(const WorkCompletion& wc) const {
+  if (wc.status != IBV_WC_SUCCESS)
+    throw Failure(fmt::format("QP {:#x}: work completion wr_id {} failed: {} (status {}, "
+                              "vendor_err {})",
+                              wc.qp_num, wc.wr_id, wc_status_name(wc.status),
+                              static_cast<int>(wc.status), wc.vendor_err));
+}
+
+transport::SendWr PerfTest::make_wr(size_t q, uint64_t /*size*/, uint64_t wr_id,
+                                    bool signaled) const {
+  transport::SendWr wr;
+  wr.wr_id = wr_id;
+  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  const RemoteQp& rq = remote_[q];
+  switch (o_.t->verb) {
+    case Verb::kWrite:
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.remote_addr = rq.va + max_size_;  // the peer's destination area
+      wr.rkey = rq.rkey;
+      break;
+    case Verb::kRead:
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.remote_addr = rq.va;  // the peer's source area
+      wr.rkey = rq.rkey;
+      break;
+    case Verb::kSend: wr.opcode = IBV_WR_SEND; break;
+  }
+  return wr;
+}
+
+// Local SGE: WRITE and SEND gather from the source area, READ scatters into
+// the destination area.
+Sge local_sge(const LocalQp& q, Verb v, uint64_t max_size, uint64_t size) {
+  return Sge{q.mr.iova + (v == Verb::kRead ? max_size : 0), static_cast<uint32_t>(size),
+             q.mr.lkey};
+}
+
+// ---- bandwidth ---------------------------------------------------------------
+
+void PerfTest::bw_client(uint64_t size) {
+  const size_t nq = qps_.size();
+  const uint32_t cq_mod = std::max<uint32_t>(1, std::min(o_.cq_mod, o_.tx_depth));
+  const bool timed = o_.duration > 0;
+  const uint64_t n_per_qp = timed ? UINT64_MAX : iters();
+  std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
+  std::vector<bool> last_signaled(nq, true);
+  std::vector<Sge> sges(nq);
+  for (size_t q = 0; q < nq; ++q) sges[q] = local_sge(qps_[q], o_.t->verb, max_size_, size);
+  std::vector<std::pair<uint64_t, uint64_t>> events;  // (time, messages done)
+  events.reserve(timed ? 4096 : iters() * nq / cq_mod + 16);
+
+  if (!o_.no_peer) oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  arm_deadline();
+  const uint64_t t0 = engine::now_ns();
+  const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
+  uint64_t done_total = 0;
+  bool stopping = false;
+  events.emplace_back(t0, 0);
+  for (;;) {
+    const uint64_t now = engine::now_ns();
+    if (timed && !stopping && now >= t_stop) {
+      stopping = true;
+      // Close each QP's stream with a signaled WR so that every posted WR
+      // is accounted for by a completion.
+      for (size_t q = 0; q < nq; ++q) {
+        if (last_signaled[q]) continue;
+        auto wr = make_wr(q, size, posted[q], true);
+        wr.sg_list = std::span(&sges[q], 1);
+        post_send_or_fail(q, wr);
+        ++posted[q];
+        last_signaled[q] = true;
+      }
+    }
+    bool all_done = true;
+    for (size_t q = 0; q < nq; ++q) {
+      const uint64_t limit = stopping ? posted[q] : n_per_qp;
+      while (posted[q] < limit && posted[q] - completed[q] < o_.tx_depth) {
+        const bool sig = (posted[q] + 1) % cq_mod == 0 || posted[q] + 1 == n_per_qp;
+        auto wr = make_wr(q, size, posted[q], sig);
+        wr.sg_list = std::span(&sges[q], 1);
+        if (!eng_.post_send(qps_[q].h, wr)) break;  // command queue full: poll first
+        ++posted[q];
+        last_signaled[q] = sig;
+      }
+      if (completed[q] < (stopping ? posted[q] : n_per_qp)) all_done = false;
+    }
+    if (all_done) break;
+    const size_t n = poll();
+    if (n) {
+      const uint64_t tc = engine::now_ns();
+      for (size_t i = 0; i < n; ++i) {
+        const size_t q = wc_qp_[i];
+        const uint64_t upto = wc_[i].wr_id + 1;  // in-order: everything before is done
+        if (upto > completed[q]) {
+          done_total += upto - completed[q];
+          completed[q] = upto;
+        }
+      }
+      events.emplace_back(tc, done_total);
+    } else {
+      check_deadline(fmt::format("waiting for completions ({} of {} messages done)",
+                                 done_total, timed ? done_total + 1 : n_per_qp * nq));
+    }
+  }
+  const uint64_t t1 = events.back().first;
+  if (!o_.no_peer) {
+    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done_total));
+    const std::string reply = oob_.recv_line(o_.timeout, "end of test");
+    if (reply.rfind("SYNC end", 0) != 0)
+      throw Failure(fmt::format("peer out of step: '{}'", reply));
+  }
+  print_bw_row(size, done_total, t0, t1, events);
+}
+
+void PerfTest::bw_server(uint64_t size) {
+  const size_t nq = qps_.size();
+  const bool send = o_.t->verb == Verb::kSend;
+  oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  arm_deadline();
+  uint64_t received = 0;
+  std::optional<std::string> end;
+  // SEND: repost every receive as it completes until the client reports
+  // the end and every message it sent has been seen.
+  uint64_t expected = UINT64_MAX;
+  for (;;) {
+    if (!end) {
+      end = oob_.try_recv_line(0);
+      if (end) {
+        if (end->rfind("SYNC end", 0) != 0)
+          throw Failure(fmt::format("peer out of step: '{}'", *end));
+        expected = kv_u64(parse_kv(end->substr(5)), "msgs");
+        arm_deadline();
+      }
+    }
+    if (!send) {
+      if (end) break;
+      check_deadline("waiting for the client to finish");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    if (received >= expected) break;
+    const size_t n = poll();
+    for (size_t i = 0; i < n; ++i) {
+      const WorkCompletion& wc = wc_[i];
+      if (wc.opcode != IBV_WC_RECV) continue;
+      if (wc.byte_len != size)
+        throw Failure(fmt::format("QP {:#x}: received {} bytes, expected {}", wc.qp_num,
+                                  wc.byte_len, size));
+      ++received;
+      post_recv_or_fail(wc_qp_[i], wc.wr_id);
+    }
+    if (n == 0)
+      check_deadline(end ? fmt::format("for receive completions ({} of {})", received,
+                                       expected)
+                         : std::string("waiting for the client to finish"));
+  }
+  (void)nq;
+  oob_.send_line(fmt::format("SYNC end {} msgs={}", size, send ? received : expected));
+}
+
+// perftest's "BW peak" is the best rate over its sampling; here it is the
+// best rate over any window of at least 1/20 of the run (and >= 100 us)
+// between completion events, so one lucky completion does not make a peak.
+void PerfTest::print_bw_row(uint64_t size, uint64_t msgs, uint64_t t0, uint64_t t1,
+                            const std::vector<std::pair<uint64_t, uint64_t>>& events) const {
+  const double secs = std::max<double>(1e-9, static_cast<double>(t1 - t0) / 1e9);
+  const double bytes = static_cast<double>(msgs) * static_cast<double>(size);
+  const auto unit = [&](double b, double s) {
+    return o_.report_gbits ? b * 8 / s / 1e9 : b / s / (1024.0 * 1024.0);
+  };
+  const double avg = unit(bytes, secs);
+  double peak = avg;
+  const uint64_t window = std::max<uint64_t>((t1 - t0) / 20, 100'000);
+  size_t j = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (j < i) j = i;
+    while (j < events.size() && events[j].first - events[i].first < window) ++j;
+    if (j >= events.size()) break;
+    const double dt = static_cast<double>(events[j].first - events[i].first) / 1e9;
+    const double b = static_cast<double>(events[j].second - events[i].second) *
+                     static_cast<double>(size);
+    peak = std::max(peak, unit(b, dt));
+  }
+  fmt::print(" {:<10} {:<10}     {:>14.2f}     {:>16.2f}     {:>12.6f}\n", size, msgs, peak,
+             avg, static_cast<double>(msgs) / secs / 1e6);
+  std::fflush(stdout);
+}
+
+// ---- latency -----------------------------------------------------------------
+
+void PerfTest::lat_run(uint64_t size) {
+  const Verb v = o_.t->verb;
+  const LocalQp& lq = qps_[0];
+  uint8_t* src = lq.mr.addr;
+  uint8_t* dst = lq.mr.addr + max_size_;
+  Sge sge = local_sge(lq, v, max_size_, size);
+  const bool timed = o_.duration > 0;
+  const uint64_t n = timed ? UINT64_MAX : iters();
+  telemetry::LatencyHistogram hist;
+  // WRITE ping-pong: the last byte of each message carries a tag the other
+  // side polls for (perftest's write_lat polls memory the same way).
+  if (v == Verb::kWrite) dst[size - 1] = 0;
+
+  oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  arm_deadline();
+  const uint64_t t0 = engine::now_ns();
+  const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
+  uint64_t sends_outstanding = 0;
+  uint64_t done = 0;
+  // A side that answers (the server) cannot know when a timed client
+  // stops: it keeps answering until the client's end line arrives.
+  auto post = [&](uint64_t i) {
+    auto wr = make_wr(0, size, i, true);
+    wr.sg_list = std::span(&sge, 1);
+    if (v == Verb::kWrite) src[size - 1] = lat_tag(i);
+    post_send_or_fail(0, wr);
+    ++sends_outstanding;
+  };
+  // Waits for the i-th incoming message (WRITE: its tag in memory; SEND: a
+  // receive completion); returns false if the client ended the run.
+  auto wait_incoming = [&](uint64_t i, bool may_end) -> bool {
+    for (;;) {
+      if (v == Verb::kWrite && load_byte(dst + size - 1) == lat_tag(i)) return true;
+      const size_t k = poll();
+      bool got = false;
+      for (size_t j = 0; j < k; ++j) {
+        const WorkCompletion& wc = wc_[j];
+        if (wc.opcode == IBV_WC_RECV) {
+          if (wc.byte_len != size)
+            throw Failure(fmt::format("received {} bytes, expected {}", wc.byte_len, size));
+          post_recv_or_fail(0, wc.wr_id);
+          got = true;
+        } else {
+          --sends_outstanding;
+        }
+      }
+      if (got) return true;
+      if (k == 0) {
+        if (may_end) {
+          if (auto line = oob_.try_recv_line(0)) {
+            if (line->rfind("SYNC end", 0) != 0)
+              throw Failure(fmt::format("peer out of step: '{}'", *line));
+            return false;
+          }
+        }
+        check_deadline(fmt::format("waiting for message {} from the peer", i));
+      }
+    }
+  };
+
+  if (client()) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t ts = engine::now_ns();
+      if (timed && ts >= t_stop) break;
+      post(i);
+      if (v == Verb::kRead) {
+        // The READ's own completion ends the iteration.
+        for (;;) {
+          const size_t k = poll();
+          if (k) {
+            sends_outstanding -= k;
+            break;
+          }
+          check_deadline(fmt::format("waiting for READ {} to complete", i));
+        }
+        hist.record(engine::now_ns() - ts);
+      } else {
+        wait_incoming(i, false);
+        hist.record((engine::now_ns() - ts) / 2);  // perftest: half the round trip
+      }
+      ++done;
+    }
+  } else if (v != Verb::kRead) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t ts = engine::now_ns();
+      if (!wait_incoming(i, true)) break;  // timed run ended by the client
+      post(i);
+      // The server's view: from its reply i-1 to its reply i is one round
+      // trip; half of it, as on the client.
+      if (i > 0) hist.record((engine::now_ns() - ts) / 2);
+      ++done;
+    }
+  }
+  // Drain our own send completions so the next size starts clean.
+  while (sends_outstanding > 0) {
+    const size_t k = poll();
+    for (size_t j = 0; j < k; ++j)
+      if (wc_[j].opcode != IBV_WC_RECV) --sends_outstanding;
+    if (k == 0) check_deadline("draining send completions");
+  }
+  if (client()) {
+    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done));
+    const std::string reply = oob_.recv_line(o_.timeout, "end of test");
+    if (reply.rfind("SYNC end", 0) != 0)
+      throw Failure(fmt::format("peer out of step: '{}'", reply));
+    print_lat_row(size, hist);
+  } else {
+    if (v == Verb::kRead || done == n) {
+      const std::string line = oob_.recv_line(o_.timeout, "end of test");
+      if (line.rfind("SYNC end", 0) != 0)
+        throw Failure(fmt::format("peer out of step: '{}'", line));
+    }
+    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done));
+    if (v != Verb::kRead) print_lat_row(size, hist);
+  }
+}
+
+void PerfTest::print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const {
+  const auto us = [](double ns) { return ns / 1000.0; };
+  fmt::print(" {:<7} {:<10}    {:>8.2f}     {:>8.2f}      {:>8.2f}         {:>8.2f}     "
+             "   {:>8.2f}          {:>8.2f}                {:>8.2f}\n",
+             size, h.count(), us(static_cast<double>(h.min())),
+             us(static_cast<double>(h.max())), us(static_cast<double>(h.percentile(0.5))),
+             us(h.mean()), us(h.stddev()), us(static_cast<double>(h.percentile(0.99))),
+             us(static_cast<double>(h.percentile(0.999))));
+  std::fflush(stdout);
+}
+
+// ---- data check ----------------------------------------------------------------
+
+// Which side holds data to verify after a size:
+//  WRITE / SEND: the target (server) checks its destination area; in the
+//                WRITE/SEND latency tests the client checks too (the server
+//                answers with the same pattern).
+//  READ:         the reader (client) checks its destination area.
+bool PerfTest::verify_after(uint64_t size) {
+  const Verb v = o_.t->verb;
+  const bool i_check = v == Verb::kRead ? client()
+                                        : (!client() || (is_lat(o_) && v != Verb::kRead));
+  std::string result = "CHECK ok";
+  if (i_check) {
+    for (size_t q = 0; q < qps_.size(); ++q) {
+      const uint8_t* dst = qps_[q].mr.addr + max_size_;
+      // WRITE latency: the last byte is the ping-pong tag, not pattern.
+      const uint64_t len = (v == Verb::kWrite && is_lat(o_)) ? size - 1 : size;
+      if (auto bad = verify_pattern(dst, seed_, static_cast<uint32_t>(q), size, len)) {
+        result = fmt::format("CHECK bad qp={:#x} size={} offset={} got={:#04x} want={:#04x}",
+                             qps_[q].h.qpn, size, *bad, dst[*bad],
+                             pattern_byte(seed_, static_cast<uint32_t>(q), size, *bad));
+        break;
+      }
+    }
+  }
+  oob_.send_line(result);
+  const std::string peer = oob_.recv_line(o_.timeout, "data check result");
+  bool ok = true;
+  if (result != "CHECK ok") {
+    fmt::print(stderr, "error: data check failed on this side: {}\n", result.substr(6));
+    ok = false;
+  }
+  if (peer != "CHECK ok") {
+    fmt::print(stderr, "error: data check failed on the peer: {}\n", peer.substr(6));
+    ok = false;
+  }
+  return ok;
+}
+
+bool PerfTest::run_size(uint64_t size) {
+  if (o_.check) {
+    // The side that sends data lays the pattern out in its source area;
+    // every side clears its destination area so stale bytes cannot pass.
+    for (size_t q = 0; q < qps_.size(); ++q) {
+      fill_pattern(qps_[q].mr.addr, seed_, static_cast<uint32_t>(q), size, size);
+      std::memset(qps_[q].mr.addr + max_size_, 0, size);
+    }
+  }
+  if (o_.no_peer) {
+    bw_client(size);
+    return true;
+  }
+  if (is_lat(o_))
+    lat_run(size);
+  else if (client())
+    bw_client(size);
+  else
+    bw_server(size);
+  return o_.check ? verify_after(size) : true;
+}
+
+int PerfTest::run() {
+  setup();
+  exchange();
+  connect_qps();
+  eng_.start();
+  // Wait for the link (memif needs its peer to connect).
+  {
+    const uint16_t pid = eng_.port_id(port_);
+    const uint64_t end = engine::now_ns() + static_cast<uint64_t>(o_.timeout * 1e9);
+    for (;;) {
+      rte_eth_link link{};
+      if (rte_eth_link_get_nowait(pid, &link) == 0 && link.link_status == RTE_ETH_LINK_UP)
+        break;
+      if (engine::now_ns() > end)
+        throw Failure(fmt::format("link of port '{}' did not come up within {} s", o_.dev,
+                                  o_.timeout));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  if (!o_.no_peer) oob_.barrier("ready", o_.timeout);
+  print_header();
+  print_addresses();
+  // SEND: the receive queue is filled before the first barrier.
+  if (o_.t->verb == Verb::kSend && (o_.server || is_lat(o_)) && !o_.no_peer)
+    for (size_t q = 0; q < qps_.size(); ++q)
+      for (uint32_t i = 0; i < o_.rx_depth; ++i) post_recv_or_fail(q, i);
+
+  const bool print_rows = client() || (is_lat(o_) && o_.t->verb != Verb::kRead);
+  if (print_rows) {
+    if (is_lat(o_))
+      fmt::print(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+                 "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% "
+                 "percentile[usec]\n");
+    else if (o_.report_gbits)
+      fmt::print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   "
+                 "MsgRate[Mpps]\n");
+    else
+      fmt::print(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
+                 "MsgRate[Mpps]\n");
+  }
+  bool ok = true;
+  if (o_.all) {
+    for (uint64_t s = 2; s <= kMaxSize; s <<= 1) ok &= run_size(s);
+  } else {
+    ok = run_size(size());
+  }
+  if (!o_.no_peer) oob_.barrier("done", o_.timeout);
+  fmt::print("---------------------------------------------------------------------------------------\n");
+  if (o_.check) fmt::print(" Data check: {}\n", ok ? "PASS" : "FAIL");
+  if (o_.counters) fmt::print("{}", engine::format_counters(eng_.stats_now()));
+  std::fflush(stdout);
+  return ok ? kExitOk : kExitFailure;
+}
+
+// ---- command line -------------------------------------------------------------
+
+// Option errors before EAL starts: the message names the option.
+void validate(Options& o) {
+  for (const TestName& t : kTests)
+    if (o.test == t.name) o.t = &t;
+  if (!o.t)
+    throw ConfigError("--test", fmt::format("unknown test '{}'; accepted: write_bw, read_bw, "
+                                            "send_bw, write_lat, read_lat, send_lat",
+                                            o.test));
+  if (o.no_peer) {
+    if (o.server || !o.connect.empty())
+      throw ConfigError("--no-peer", "is a client without a peer: drop --server/--connect");
+    if (o.connection != "UC" || o.t->kind != Kind::kBw || o.t->verb == Verb::kRead)
+      throw ConfigError("--no-peer", "needs -c UC and write_bw or send_bw (nothing "
+                                     "acknowledges or answers)");
+  } else if (o.server == !o.connect.empty()) {
+    throw ConfigError("--server/--connect",
+                      o.server ? "give one of --server or --connect HOST, not both"
+                               : "missing peer: give --server on one side and --connect "
+                                 "HOST on the other");
+  }
+  if (o.size && (*o.size < 1 || *o.size > kMaxSize))
+    throw ConfigError("-s/--size", fmt::format("{} is out of range 1..{}", *o.size, kMaxSize));
+  if (o.size && o.all) throw ConfigError("-a/--all", "cannot be combined with -s");
+  if (o.size && o.t->verb == Verb::kWrite && o.t->kind == Kind::kLat && *o.size < 1)
+    throw ConfigError("-s/--size", "write_lat needs at least 1 byte");
+  if (o.iters && *o.iters < 1) throw ConfigError("-n/--iters", "must be at least 1");
+  if (o.duration < 0 || o.duration > 86400)
+    throw ConfigError("-D/--duration", fmt::format("{} is out of range 0..86400 s", o.duration));
+  if (o.duration > 0 && o.iters) throw ConfigError("-D/--duration", "cannot be combined with -n");
+  if (o.qps < 1 || o.qps > 256)
+    throw ConfigError("-q/--qp", fmt::format("{} is out of range 1..256", o.qps));
+  if (o.t->kind == Kind::kLat && o.qps != 1)
+    throw ConfigError("-q/--qp", "latency tests use one QP");
+  if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096)
+    throw ConfigError("-m/--mtu",
+                      fmt::format("{} is not one of 256, 512, 1024, 2048, 4096", o.mtu));
+  if (o.connection != "RC" && o.connection != "UC")
+    throw ConfigError("-c/--connection",
+                      fmt::format("'{}' is not one of RC, UC", o.connection));
+  if (o.connection == "UC" && o.t->verb == Verb::kRead)
+    throw ConfigError("-c/--connection", "READ needs RC");
+  if (o.tx_depth < 1 || o.tx_depth > 16384)
+    throw ConfigError("-t/--tx-depth", fmt::format("{} is out of range 1..16384", o.tx_depth));
+  if (o.rx_depth < 1 || o.rx_depth > 16384)
+    throw ConfigError("-r/--rx-depth", fmt::format("{} is out of range 1..16384", o.rx_depth));
+  if (o.cq_mod < 1) throw ConfigError("-Q/--cq-mod", "must be at least 1");
+  if (o.timeout <= 0) throw ConfigError("--timeout", "must be positive");
+  if (o.t->verb == Verb::kSend && o.connection == "UC" && !o.no_peer)
+    throw ConfigError("-c/--connection",
+                      "send over UC can lose messages without notice; use RC");
+}
+
+int perf_main(int argc, char** argv) {
+  // Split "[EAL] -- [app]" ourselves so that app options are checked (exit
+  // code 2, message naming the option) before EAL starts.
+  int dashdash = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      dashdash = i;
+      break;
+    }
+  std::vector<char*> app_argv{argv[0]};
+  if (dashdash > 0)
+    for (int i = dashdash + 1; i < argc; ++i) app_argv.push_back(argv[i]);
+
+  Options o;
+  CLI::App cli{"droce-perf: perftest-style RDMA bandwidth and latency tests between two "
+               "droce processes.\nusage: droce-perf [EAL options] -- --test NAME "
+               "(--server | --connect HOST) [options]"};
+  cli.add_option("--test", o.test,
+                 "write_bw | read_bw | send_bw | write_lat | read_lat | send_lat")
+      ->required();
+  cli.add_flag("--server", o.server, "wait for the peer (the target of the test)");
+  cli.add_option("--connect", o.connect, "connect to the server's OOB socket at HOST (IPv4)");
+  cli.add_option("--bind", o.bind, "server: address of the OOB socket (default 127.0.0.1)");
+  cli.add_option("-p,--port", o.oob_port, "TCP port of the OOB socket (default 18515)");
+  cli.add_option("-s,--size", o.size, "message size in bytes (default 65536; lat: 2)");
+  cli.add_option("-n,--iters", o.iters, "iterations per QP (default 5000; lat: 1000)");
+  cli.add_option("-D,--duration", o.duration, "run for this many seconds instead of -n");
+  cli.add_option("-q,--qp", o.qps, "number of QPs (bandwidth tests)");
+  cli.add_flag("-a,--all", o.all, "run sizes 2..2^23");
+  cli.add_flag("--report_gbits", o.report_gbits, "report bandwidth in Gb/s");
+  cli.add_option("-m,--mtu", o.mtu, "path MTU: 256, 512, 1024, 2048, 4096 (default 1024)");
+  cli.add_option("--cc", o.cc, "congestion control algorithm (default none)");
+  cli.add_flag("--check", o.check, "verify the data byte for byte after each size");
+  cli.add_option("-t,--tx-depth", o.tx_depth, "send WRs in flight per QP (default 128)");
+  cli.add_option("-r,--rx-depth", o.rx_depth, "receive WRs posted per QP (default 512)");
+  cli.add_option("-Q,--cq-mod", o.cq_mod, "signal a completion every N sends (default 64)");
+  cli.add_option("-c,--connection", o.connection, "RC or UC (default RC)");
+  cli.add_option("-d,--dev", o.dev, "DPDK port name or id (default 0)");
+  cli.add_option("--ip", o.ip, "source IP in the RoCEv2 headers (IPv4 or IPv6)");
+  cli.add_option("--rate-gbps", o.rate_gbps, "port rate cap in Gb/s (default 0: none)");
+  cli.add_option("--timeout", o.timeout, "give up after this many seconds of no progress "
+                                         "(default 120)");
+  cli.add_option("--idle-sleep-us", o.idle_sleep_us,
+                 "worker sleeps when idle (shares a CPU; default 0: busy poll)");
+  cli.add_flag("--no-peer", o.no_peer, "TX benchmark: send into the port with no peer "
+                                       "(-c UC, write_bw/send_bw)");
+  cli.add_flag("--counters", o.counters, "print engine counters at the end");
+  try {
+    cli.parse(static_cast<int>(app_argv.size()), app_argv.data());
+    validate(o);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "run 'droce-perf -- --help' for the options\n");
+    return kExitUsage;
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return kExitUsage;
+  }
+
+  // EAL gets everything before "--" (and "--" itself is not needed).
+  std::vector<char*> eal_argv{argv[0]};
+  const int eal_end = dashdash > 0 ? dashdash : argc;
+  for (int i = 1; i < eal_end; ++i) eal_argv.push_back(argv[i]);
+  int status = kExitOk;
+  try {
+    engine::init_eal(static_cast<int>(eal_argv.size()), eal_argv.data());
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return kExitUsage;
+  }
+  try {
+    engine::EngineConfig ec;
+    ec.idle_sleep_us = o.idle_sleep_us;
+    ec.telemetry = false;
+    engine::Engine eng(ec);
+    engine::PortConfig pc;
+    pc.name = o.dev;
+    pc.endpoint.port_rate_bytes_per_sec = o.rate_gbps * 1'000'000'000ull / 8;
+    const engine::PortIndex port = eng.add_port(pc);
+    PerfTest test(o, eng, port);
+    status = test.run();
+    eng.close_ports();
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    status = kExitUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    status = kExitFailure;
+  }
+  engine::cleanup_eal();
+  return status;
+}
+
+}  // namespace
+
+}  // namespace droce::perf
+
+int main(int argc, char** argv) { return droce::perf::perf_main(argc, argv); }
