@@ -1,0 +1,79 @@
+"""Bad configuration ends with exit code 2 and a message naming the option,
+never a crash: one case per kind (unknown app/EAL option, missing port, QPN
+out of range or taken, MR larger than EAL memory, bad MTU/MAC/CC, unknown or
+malformed config keys, TOML syntax error)."""
+
+import os
+import subprocess
+import sys
+
+from e2e_common import *  # noqa: F401,F403
+
+QP_FLAGS = ["--qpn", "0x11", "--peer-qpn", "0x22", "--local-ip", EP_IP, "--peer-ip",
+            PEER_IP, "--peer-mac", PEER_MAC]
+
+
+def main():
+    exe = find_endpoint()
+    d = workdir()
+
+    def cfg(name, text):
+        path = os.path.join(d, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    qp_cfg = f"""
+[[qp]]
+qpn = 0x11
+peer_qpn = 0x22
+local_ip = "{EP_IP}"
+peer_ip = "{PEER_IP}"
+peer_mac = "{PEER_MAC}"
+"""
+    cases = [
+        # (name, EAL extra args, app args, text that must be in stderr)
+        ("unknown app option", [], ["--bogus"], "--bogus"),
+        ("unknown EAL option", ["--bogus-eal"], [], "EAL"),
+        ("port that does not exist", [], ["--port", "net_nope"], "port: no port 'net_nope'"),
+        ("port id that does not exist", [], ["--port", "7"], "port: no port '7'"),
+        ("QPN out of range (flag)", [], QP_FLAGS[:0] + ["--qpn", "0x1000000"] + QP_FLAGS[2:],
+         "--qpn"),
+        ("QPN reserved (config)", [], ["--config", cfg("q1.toml", qp_cfg.replace(
+            "qpn = 0x11", "qpn = 1"))], "qpn: 0x1 is out of range"),
+        ("QPN given twice", [], ["--config", cfg("q2.toml", qp_cfg + qp_cfg)],
+         "qp[1]: qpn: QPN 0x11 is already in use"),
+        ("MR larger than memory", [], ["--mr-size", str(1 << 30)], "--mr-size"),
+        ("MR larger than 4 GiB", [], ["--mr-size", str(5 << 30)], "mr"),
+        ("bad MTU", [], QP_FLAGS + ["--mtu", "1000"], "--mtu"),
+        ("bad MAC", [], QP_FLAGS[:-2] + ["--peer-mac", "02:00:zz:00:00:01"],
+         "--peer-mac: '02:00:zz:00:00:01' is not a MAC address"),
+        ("unknown CC", [], QP_FLAGS + ["--cc", "nope"], "cc"),
+        ("unknown config key", [], ["--config", cfg("k.toml", qp_cfg + "bogus = 1\n")],
+         "qp[0].bogus: unknown key"),
+        ("config value out of range", [], ["--config", cfg("r.toml", qp_cfg + "dscp = 64\n")],
+         "qp[0].dscp"),
+        ("TOML syntax error", [], ["--config", cfg("s.toml", "[[qp]\n")], "config: "),
+        ("missing config file", [], ["--config", os.path.join(d, "none.toml")], "--config"),
+        ("MR key slot too large", [], ["--mr-size", "4096", "--mr-key", "0xffffff00"],
+         "key 0xffffff00"),
+        ("missing peer IP", [], ["--qpn", "0x11", "--local-ip", EP_IP, "--peer-mac",
+                                  PEER_MAC], "peer_ip"),
+        ("too few mbufs", [], ["--mbufs", "10"], "mbufs"),
+    ]
+    failures = 0
+    for i, (name, eal_extra, app, want) in enumerate(cases):
+        cmd = [exe] + eal(f"droce_e2e_bad{i}", ["net_null0"]) + eal_extra + ["--"] + app
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        ok = r.returncode == 2 and want in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {r.returncode}: "
+              f"{[l for l in r.stderr.splitlines() if 'error' in l.lower()][-1:]}")
+        if not ok:
+            failures += 1
+            print(r.stderr[-1500:])
+    check(failures == 0, f"{failures} bad-configuration cases failed")
+    print("bad config: OK")
+
+
+if __name__ == "__main__":
+    main()
