@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <infiniband/opcode.h>
 
-#include <chrono>
 #include <set>
 
 #include "droce/pktgen/probe.h"
@@ -167,27 +166,6 @@ TEST(PktgenStream, Rates) {
   EXPECT_NE(above.find("above the line rate of 100.000 Gb/s"), std::string::npos) << above;
   EXPECT_NE(check_rate(Rate{Rate::Unit::kPercentOfLine, 101}, 1000, 25e9), "");
   EXPECT_NE(check_rate(Rate{Rate::Unit::kPps, 0}, 1000, 25e9), "");
-}
-
-// Not a benchmark gate: prints the cost of fill() (build once, patch,
-// refresh checksums) so regressions are visible in the test log.
-TEST(PktgenStream, FillCost) {
-  StreamSpec s = base_spec(false, false);
-  s.payload_bytes = 1024;
-  s.dest_qp = FieldRange::increment(1, 1000);
-  s.psn = FieldRange::increment(0, 1 << 24);
-  s.udp_src_port = FieldRange::random(0xC000, 0x4000, 1);
-  const PacketStream stream(s);
-  std::vector<uint8_t> buf(2048);
-  constexpr int kPackets = 200'000;
-  const auto t0 = std::chrono::steady_clock::now();
-  uint64_t sum = 0;
-  for (int n = 0; n < kPackets; ++n) sum += stream.fill(n, buf, n) + buf[100];
-  const auto t1 = std::chrono::steady_clock::now();
-  const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / kPackets;
-  std::printf("fill(): %.1f ns per %zu-byte frame (%.2f Mpps per core)\n", ns, stream.frame_size(),
-              1e3 / ns);
-  EXPECT_GT(sum, 0u);
 }
 
 }  // namespace
