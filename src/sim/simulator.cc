@@ -144,7 +144,7 @@ struct Simulator::Impl {
   bool stopped = false;
 
   std::vector<fabric::Packet> pool;
-  std::array<fabric::Packet, kTxBatch> staging;
+  std::array<std::vector<uint8_t>, kTxBatch> scratch;
   std::array<std::span<uint8_t>, kTxBatch> spans;
   std::array<uint32_t, kTxBatch> lens{};
   std::array<transport::WorkCompletion, 64> wcs;
@@ -304,8 +304,10 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     fl.msg = fs.message_bytes ? std::min(fs.message_bytes, fs.bytes)
                               : std::min<uint64_t>(fs.bytes, transport::kMaxMessageBytes);
     // Unverified flows only need one message's worth of memory.
-    const uint64_t window =
-        fs.verify ? std::max(fl.msg, std::min(fs.bytes, kVerifyWindow) / fl.msg * fl.msg) : fl.msg;
+    const uint64_t full = (fs.bytes + fl.msg - 1) / fl.msg * fl.msg;
+    const uint64_t window = !fs.verify             ? fl.msg
+                            : full <= kVerifyWindow ? full
+                                                    : std::max(fl.msg, kVerifyWindow / fl.msg * fl.msg);
     fl.slots = window / fl.msg;
     fl.whole = window >= fs.bytes;
     fl.src_mem.resize(window);
@@ -389,7 +391,10 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.id_workload = static_cast<uint32_t>(H + S + m.dirs.size());
   m.id_sampler = m.id_workload + 1;
   m.scheduled.assign(m.id_sampler + 1, kNever);
-  for (auto& p : m.staging) p.bytes.reserve(kBufBytes);
+  for (size_t i = 0; i < kTxBatch; ++i) {
+    m.scratch[i].resize(kBufBytes);
+    m.spans[i] = m.scratch[i];
+  }
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
   if (sc.run.csv_interval_ns) m.schedule(m.id_sampler, sc.run.csv_interval_ns);
 }
@@ -429,7 +434,8 @@ uint64_t Simulator::flow_cc_rate_bps(size_t f) const {
 bool Simulator::verify(size_t f) const {
   const Impl::Flow& fl = impl_->flows.at(f);
   if (!fl.spec->verify || !fl.whole || !flows_[f].done() || flows_[f].failed) return false;
-  return fl.src_mem == fl.dst_mem;
+  return std::equal(fl.src_mem.begin(), fl.src_mem.begin() + static_cast<ptrdiff_t>(fl.spec->bytes),
+                    fl.dst_mem.begin());
 }
 
 bool Simulator::run_until(uint64_t t) {
@@ -536,20 +542,18 @@ bool Simulator::run_until(uint64_t t) {
       Impl::Dir& out = *m.dirs[host.out_link];
       const uint64_t rate = out.rate_bps / 8;
       for (;;) {
-        for (size_t i = 0; i < kTxBatch; ++i) {
-          m.staging[i].bytes.resize(kBufBytes);
-          m.spans[i] = m.staging[i].bytes;
-        }
+        // The endpoint writes into fixed scratch buffers; each frame is then
+        // copied into a pooled packet (no allocation once the pool is warm,
+        // and no zero-filling of a whole MTU buffer per frame).
         const size_t n = host.ep->transmit(now_, m.spans, m.lens);
         for (size_t i = 0; i < n; ++i) {
-          fabric::Packet p = std::move(m.staging[i]);
-          p.bytes.resize(m.lens[i]);
-          // The endpoint paces its port at `rate`: frame i starts once the
-          // previous one has left.
+          fabric::Packet p = m.take();
+          p.bytes.assign(m.scratch[i].begin(), m.scratch[i].begin() + m.lens[i]);
+          // The endpoint paces its port at `rate`: each frame starts once
+          // the previous one has left, so it ends one frame time after now.
           const uint64_t wire = m.lens[i] + fabric::kEthWireOverhead;
           const uint64_t end = now_ + wire * 1'000'000'000ull / rate;
           out.link.send(std::move(p), end);
-          m.staging[i] = m.take();
         }
         events_ += n;
         if (n < kTxBatch) break;

@@ -1,0 +1,43 @@
+// Simulator speed: a 16-to-1 incast at 100 Gb/s (PFC on, no CC) run in
+// virtual time. Prints packet events per second of wall time (one core) and
+// the ratio of virtual to wall time. docs/PERFORMANCE.md "Simulator".
+//
+//   build/tests/bench/droce-bench-sim [MiB per sender, default 32] [mtu, default 4096]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "droce/sim/scenario.h"
+#include "droce/sim/simulator.h"
+
+int main(int argc, char** argv) {
+  const unsigned mib = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 32;
+  const unsigned mtu = argc > 2 ? static_cast<unsigned>(std::atoi(argv[2])) : 4096;
+  const std::string text =
+      "[run]\nduration = \"1s\"\ncsv_interval = \"10us\"\n"
+      "[topology]\nkind = \"incast\"\nsenders = 16\nrate = \"100G\"\ndelay = \"1us\"\n"
+      "flow_bytes = \"" + std::to_string(mib) + "MiB\"\n"
+      "[switch]\nbuffer = \"4MiB\"\n"
+      "pfc = { enabled = true, priorities = [3], xoff = \"64KiB\", xon = \"32KiB\" }\n"
+      "[flow]\ncc = \"none\"\nmessage = \"1MiB\"\nverify = false\nmtu = " +
+      std::to_string(mtu) + "\n";
+  droce::sim::Simulator sim(droce::sim::parse_scenario(text, "sim_bench"));
+  const auto t0 = std::chrono::steady_clock::now();
+  sim.run();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto s = sim.summary();
+  std::printf("16-to-1 incast, 100 Gb/s, %u MiB per sender, MTU %u, PFC on, cc none\n", mib,
+              mtu);
+  std::printf("flows done %llu/16, drops %llu, XOFF %llu\n",
+              static_cast<unsigned long long>(s.flows_completed),
+              static_cast<unsigned long long>(s.switch_drops),
+              static_cast<unsigned long long>(s.xoff_sent));
+  std::printf("virtual time  %.3f ms\n", s.end_ns / 1e6);
+  std::printf("wall time     %.3f s\n", wall);
+  std::printf("packet events %llu\n", static_cast<unsigned long long>(s.packet_events));
+  std::printf("events/s      %.2f M (one core)\n", s.packet_events / wall / 1e6);
+  std::printf("virtual/wall  %.4f\n", s.end_ns / 1e9 / wall);
+  return s.all_done ? 0 : 1;
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# droce-sim exit codes and messages: 2 with file:line and the key for each
+# kind of mistake; 0 and the output files for a good scenario.
+set -u
+sim=$1; dir=$2; good=$3
+fail=0
+check() {  # file expected-line expected-key
+  out=$("$sim" "$dir/$1" 2>&1); rc=$?
+  if [ $rc -ne 2 ]; then echo "FAIL $1: exit $rc, want 2: $out"; fail=1; fi
+  case $out in *"$1:$2:"*"$3"*) ;; *) echo "FAIL $1: message '$out' lacks line $2 / $3"; fail=1;; esac
+}
+check unknown-key.toml 3 run.sped
+check missing-node.toml 7 links[0].b
+check rate-range.toml 4 topology.rate
+check loop.toml 15 ECMP
+out=$("$sim" "$good" --duration 1s --seed 7 --csv-interval 20us --out "${TMPDIR:-/tmp}/droce-sim-cli.$$" 2>&1); rc=$?
+[ $rc -eq 0 ] || { echo "FAIL good scenario: exit $rc: $out"; fail=1; }
+for f in flows.csv queues.csv links.csv fct.csv summary.json; do
+  [ -s "${TMPDIR:-/tmp}/droce-sim-cli.$$/$f" ] || { echo "FAIL missing $f"; fail=1; }
+done
+rm -rf "${TMPDIR:-/tmp}/droce-sim-cli.$$"
+"$sim" "$good" --duration soon >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL --duration soon not refused"; fail=1; }
+exit $fail

@@ -1,0 +1,196 @@
+// Scenario files: units, generated topologies, and every class of mistake
+// refused with the file, line and key in the message.
+#include "droce/sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+namespace droce::sim {
+namespace {
+
+// Parses `text` expecting a ScenarioError whose message contains each of
+// `needles`; returns the message.
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "bad.toml");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return {};
+}
+
+constexpr const char* kCustom = R"(
+[[hosts]]
+name = "a"
+[[hosts]]
+name = "b"
+[[switches]]
+name = "s"
+[[links]]
+a = "a"
+b = "s"
+[[links]]
+a = "b"
+b = "s"
+)";
+
+TEST(SimScenario, Units) {
+  uint64_t v = 0;
+  EXPECT_TRUE(parse_rate_bps("100G", v));
+  EXPECT_EQ(v, 100'000'000'000u);
+  EXPECT_TRUE(parse_rate_bps("25Gbps", v));
+  EXPECT_EQ(v, 25'000'000'000u);
+  EXPECT_TRUE(parse_rate_bps("400 Gb/s", v));
+  EXPECT_EQ(v, 400'000'000'000u);
+  EXPECT_TRUE(parse_time_ns("1.5us", v));
+  EXPECT_EQ(v, 1500u);
+  EXPECT_TRUE(parse_time_ns("10ms", v));
+  EXPECT_EQ(v, 10'000'000u);
+  EXPECT_TRUE(parse_bytes("4KiB", v));
+  EXPECT_EQ(v, 4096u);
+  EXPECT_TRUE(parse_bytes("1MB", v));
+  EXPECT_EQ(v, 1'000'000u);
+  EXPECT_FALSE(parse_rate_bps("fast", v));
+  EXPECT_FALSE(parse_time_ns("10 parsecs", v));
+  EXPECT_FALSE(parse_bytes("-1KiB", v));
+}
+
+TEST(SimScenario, CustomTopologyAndFlow) {
+  const Scenario s = parse_scenario(std::string(kCustom) + R"(
+[[flows]]
+name = "x"
+src = "a"
+dst = "b"
+bytes = "64KiB"
+opcode = "send"
+cc = "dcqcn"
+cc_params = { rp_ai_rate = 10 }
+recovery = "sr"
+)");
+  ASSERT_EQ(s.hosts.size(), 2u);
+  ASSERT_EQ(s.switches.size(), 1u);
+  ASSERT_EQ(s.links.size(), 2u);
+  ASSERT_EQ(s.flows.size(), 1u);
+  EXPECT_EQ(s.flows[0].bytes, 65536u);
+  EXPECT_EQ(s.flows[0].opcode, Opcode::kSend);
+  EXPECT_EQ(s.flows[0].recovery, transport::Recovery::kSelectiveRepeat);
+  EXPECT_EQ(s.flows[0].cc_params.at("rp_ai_rate"), "10");
+  EXPECT_EQ(s.hosts[0].rate_bps, 100'000'000'000u);  // the link default
+}
+
+TEST(SimScenario, IncastIsGenerated) {
+  const Scenario s = parse_scenario(R"(
+[topology]
+kind = "incast"
+senders = 16
+rate = "100G"
+flow_bytes = "1MiB"
+[switch]
+pfc = { enabled = true, priorities = [3] }
+)");
+  EXPECT_EQ(s.hosts.size(), 17u);
+  EXPECT_EQ(s.switches.size(), 1u);
+  EXPECT_EQ(s.links.size(), 17u);
+  ASSERT_EQ(s.flows.size(), 16u);
+  for (const auto& f : s.flows) EXPECT_EQ(f.dst, "h0");
+  EXPECT_EQ(s.switches[0].cfg.pfc.enabled_priorities, 1u << 3);
+}
+
+TEST(SimScenario, LeafSpineOversubscription) {
+  const Scenario s = parse_scenario(R"(
+[topology]
+kind = "leaf_spine"
+leaves = 4
+spines = 2
+hosts_per_leaf = 8
+host_rate = "100G"
+oversubscription = 2
+)");
+  EXPECT_EQ(s.hosts.size(), 32u);
+  EXPECT_EQ(s.switches.size(), 6u);
+  EXPECT_EQ(s.links.size(), 32u + 8u);
+  // 800 G of hosts per leaf over 2 uplinks at 2:1 -> 200 G each.
+  EXPECT_EQ(s.links.back().rate_bps, 200'000'000'000u);
+}
+
+TEST(SimScenario, UnknownKeyNamesFileLineAndKey) {
+  const std::string m = error_of("[run]\nduration = \"1ms\"\nspeed = 3\n");
+  EXPECT_NE(m.find("bad.toml:3:"), std::string::npos) << m;
+  EXPECT_NE(m.find("run.speed"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown key"), std::string::npos) << m;
+  const std::string m2 = error_of("[switch]\npfc = { enabled = true, xof = 1 }\n");
+  EXPECT_NE(m2.find("bad.toml:2:"), std::string::npos) << m2;
+  EXPECT_NE(m2.find("switch.pfc.xof"), std::string::npos) << m2;
+}
+
+TEST(SimScenario, LinkToMissingNode) {
+  std::string text = kCustom;
+  text += "[[links]]\na = \"s\"\nb = \"ghost\"\n";
+  const std::string m = error_of(text);
+  EXPECT_NE(m.find("bad.toml:16:"), std::string::npos) << m;
+  EXPECT_NE(m.find("links[2].b"), std::string::npos) << m;
+  EXPECT_NE(m.find("ghost"), std::string::npos) << m;
+}
+
+TEST(SimScenario, RateOutOfRange) {
+  const std::string m =
+      error_of("[topology]\nkind = \"incast\"\nsenders = 2\nrate = \"5T\"\n");
+  EXPECT_NE(m.find("bad.toml:4:"), std::string::npos) << m;
+  EXPECT_NE(m.find("topology.rate"), std::string::npos) << m;
+  EXPECT_NE(m.find("out of range"), std::string::npos) << m;
+  const std::string m2 = error_of(std::string(kCustom) + "[link]\nrate = \"1K\"\n");
+  EXPECT_NE(m2.find("link.rate"), std::string::npos) << m2;
+}
+
+TEST(SimScenario, LoopWithoutEcmp) {
+  const std::string text = R"([run]
+ecmp = false
+[[hosts]]
+name = "a"
+[[switches]]
+name = "s1"
+[[switches]]
+name = "s2"
+[[links]]
+a = "a"
+b = "s1"
+[[links]]
+a = "s1"
+b = "s2"
+[[links]]
+a = "s2"
+b = "s1"
+)";
+  const std::string m = error_of(text);
+  EXPECT_NE(m.find("bad.toml:15:"), std::string::npos) << m;
+  EXPECT_NE(m.find("links[2]"), std::string::npos) << m;
+  EXPECT_NE(m.find("ECMP"), std::string::npos) << m;
+  // The same loop with ECMP (the default) is fine.
+  std::string ok = text;
+  ok.replace(ok.find("ecmp = false"), 12, "ecmp = true ");
+  EXPECT_NO_THROW(parse_scenario(ok));
+}
+
+TEST(SimScenario, OtherMistakes) {
+  // Wrong type, bad enum, syntax error, flow to a missing host, unknown CC
+  // algorithm, unknown CC parameter, host without a link.
+  EXPECT_NE(error_of("[run]\nseed = \"x\"\n").find("run.seed"), std::string::npos);
+  EXPECT_NE(error_of("[switch]\nbuffer_mode = \"huge\"\n").find("shared, per_port"),
+            std::string::npos);
+  EXPECT_NE(error_of("[run\n").find("bad.toml:1:"), std::string::npos);
+  EXPECT_NE(error_of(std::string(kCustom) + "[[flows]]\nsrc = \"a\"\ndst = \"z\"\n")
+                .find("flows[0].dst"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kCustom) + "[flow]\ncc = \"bbr\"\n").find("known: "),
+            std::string::npos);
+  const std::string m = error_of(std::string(kCustom) +
+                                 "[[flows]]\nsrc = \"a\"\ndst = \"b\"\ncc = \"dcqcn\"\n"
+                                 "cc_params = { no_such_knob = 1 }\n");
+  EXPECT_NE(m.find("no_such_knob"), std::string::npos) << m;
+  EXPECT_NE(m.find("bad.toml:14:"), std::string::npos) << m;
+  EXPECT_NE(error_of("[[hosts]]\nname = \"lonely\"\n").find("exactly one link"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace droce::sim
