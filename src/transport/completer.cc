@@ -54,10 +54,12 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   clear_sacks_through(wire::psn_add(acked_psn_, 1), psn);
   acked_psn_ = psn;
   if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) sr_recovery_ = false;
+  if (wire::psn_gt(psn, sr_sack_high_)) sr_sack_high_ = psn;
   // Forward progress resets the retry budgets (IBA 9.7.6.1.3: the retry
-  // counter counts consecutive failures).
+  // counter counts consecutive failures) and re-enables RTO_low.
   retry_left_ = attr_.retry_cnt;
   rnr_retry_left_ = attr_.rnr_retry;
+  rto_low_spent_ = false;
   uint64_t rtt = 0;
   if (rtt_probe_ && wire::psn_ge(psn, rtt_psn_)) {
     rtt = std::max<uint64_t>(1, now - rtt_sent_ns_);
@@ -186,6 +188,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   } else {
     arm_timer(now);
     retry_left_ = attr_.retry_cnt;
+    rto_low_spent_ = false;
   }
 }
 
@@ -259,6 +262,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       if (sack != psn && wire::psn_gt(sack, psn) && wire::psn_lt(sack, send_high_)) {
         sack_mark(sack);
         high = sack;
+        if (wire::psn_gt(sack, sr_sack_high_)) sr_sack_high_ = sack;
       }
       if (!sr_recovery_) {
         ++counters_.retransmit_seq_nak;
@@ -270,6 +274,14 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
         sr_point_ = send_high_;
       } else if (wire::psn_gt(high, sr_high_)) {
         sr_high_ = high;
+      }
+      // IRN §3.2: a SACK for a PSN first sent after some hole was resent
+      // means that resend was lost as well: walk the holes again from the
+      // first missing PSN (produce_sack_hole resends only those whose
+      // resend is now known lost).
+      if (sr_rewalk_armed_ && wire::psn_ge(sr_sack_high_, sr_rewalk_at_)) {
+        sr_rewalk_armed_ = false;
+        sr_cursor_ = psn;
       }
       return;
     }
@@ -295,19 +307,36 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
 void QueuePair::sack_mark(uint32_t psn) {
   if (sack_.empty()) return;
   if (wire::psn_distance(acked_psn_, psn) > sack_.size()) return;
-  sack_[psn % sack_.size()] = 1;
+  uint8_t& st = sack_[psn % sack_.size()];
+  if (st != kSackReceived) ++sack_count_;
+  st = kSackReceived;
 }
 
-bool QueuePair::sacked(uint32_t psn) const {
-  if (sack_.empty() || wire::psn_distance(acked_psn_, psn) > sack_.size()) return false;
-  return sack_[psn % sack_.size()] != 0;
+uint8_t QueuePair::sack_state(uint32_t psn) const {
+  if (sack_.empty() || wire::psn_distance(acked_psn_, psn) > sack_.size()) return kSackNone;
+  return sack_[psn % sack_.size()];
+}
+
+// A hole just resent: remember the first PSN not yet sent at that moment.
+void QueuePair::sr_note_resent(uint32_t psn) {
+  if (sack_.empty() || wire::psn_distance(acked_psn_, psn) > sack_.size()) return;
+  sack_[psn % sack_.size()] = kSackResent;
+  sr_mark_[psn % sr_mark_.size()] = send_high_;
+  if (!sr_rewalk_armed_ || wire::psn_lt(send_high_, sr_rewalk_at_)) {
+    sr_rewalk_armed_ = true;
+    sr_rewalk_at_ = send_high_;
+  }
 }
 
 void QueuePair::clear_sacks_through(uint32_t from, uint32_t to) {
   if (sack_.empty()) return;
   const uint32_t n = std::min<uint32_t>(wire::psn_distance(from, to) + 1,
                                         static_cast<uint32_t>(sack_.size()));
-  for (uint32_t i = 0; i < n; ++i) sack_[wire::psn_add(from, i) % sack_.size()] = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint8_t& st = sack_[wire::psn_add(from, i) % sack_.size()];
+    if (st == kSackReceived) --sack_count_;
+    st = kSackNone;
+  }
 }
 
 }  // namespace droce::transport

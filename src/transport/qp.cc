@@ -126,11 +126,14 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       resp_head_ = resp_count_ = 0;
       if (a.recovery == Recovery::kSelectiveRepeat) {
         ooo_.assign(a.sack_window, 0);
-        sack_.assign(a.sack_window, 0);
+        sack_.assign(a.sack_window, kSackNone);
+        sr_mark_.assign(a.sack_window, 0);
       } else {
         ooo_.clear();
         sack_.clear();
+        sr_mark_.clear();
       }
+      sack_count_ = 0;
       break;
     }
     case QpState::kRts:
@@ -139,7 +142,13 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         attr_.sq_psn = a.sq_psn;
         next_psn_ = send_high_ = a.sq_psn;
         acked_psn_ = wire::psn_add(a.sq_psn, wire::kPsnMask);  // sq_psn - 1
+        sr_sack_high_ = acked_psn_;
+        sr_rewalk_armed_ = false;
+        rto_low_spent_ = false;
+        tail_ack_req_ = false;
       }
+      attr_.sr_rto_low_ns = a.sr_rto_low_ns;
+      attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.timeout = a.timeout;
       attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);
@@ -472,7 +481,7 @@ bool QueuePair::has_work(uint64_t) const {
 
 uint64_t QueuePair::next_deadline() const {
   uint64_t d = std::numeric_limits<uint64_t>::max();
-  if (timer_deadline_) d = std::min(d, timer_deadline_);
+  if (const uint64_t t = ack_deadline()) d = std::min(d, t);
   if (rnr_wait_until_) d = std::min(d, rnr_wait_until_);
   return d;
 }

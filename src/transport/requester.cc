@@ -94,6 +94,40 @@ bool QueuePair::requester_has_work() const {
 void QueuePair::arm_timer(uint64_t now) {
   const uint64_t t = ack_timeout_ns(attr_.timeout);
   timer_deadline_ = t ? now + t : 0;
+  rto_low_from_ns_ = now;
+}
+
+// Packets sent and neither acknowledged nor selectively acknowledged.
+uint32_t QueuePair::sr_in_flight() const {
+  const uint32_t unacked = wire::psn_distance(acked_psn_, send_high_) - 1;
+  return unacked > sack_count_ ? unacked - sack_count_ : 0;
+}
+
+// The retransmission deadline: the IBA local ACK timer (9.7.6.1.3), or for
+// selective repeat IRN's RTO_low (§3.1) when few packets are in flight.
+// RTO_low needs an answer to be due: the newest packet asked for one
+// (AckReq) or was already SACKed (then any resent hole is answered: an
+// in-order one by the ACK of the walk over placed packets, an out-of-order
+// one by a SACK NAK). Without that, a slow sender's packets may wait for a
+// later AckReq legitimately. Evaluated on every call, so the deadline
+// moves as SACKs arrive (the endpoint re-reads it after each packet).
+uint64_t QueuePair::ack_deadline() const {
+  if (!timer_deadline_ || attr_.recovery != Recovery::kSelectiveRepeat ||
+      !attr_.sr_rto_low_ns || rto_low_spent_)
+    return timer_deadline_;
+  if (!tail_ack_req_ && !sacked(wire::psn_add(send_high_, wire::kPsnMask)))
+    return timer_deadline_;
+  if (sr_in_flight() > attr_.sr_rto_low_threshold_pkts) return timer_deadline_;
+  return std::min(timer_deadline_, rto_low_from_ns_ + attr_.sr_rto_low_ns);
+}
+
+// AckReq (IBA 9.7.4.1): READ and atomics always; otherwise on the last
+// packet of every message, and every ack_req_every_n packets so long
+// messages make progress.
+bool QueuePair::wants_ack(const SendWqe& w, uint32_t k) const {
+  if (type_ != QpType::kRc) return false;
+  if (w.is_read_or_atomic()) return true;
+  return k + 1 == w.npkts || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0);
 }
 
 size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint8_t> buf,
@@ -168,10 +202,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       }
       t.imm_data = w.imm_data;
       t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
-      // AckReq (IBA 9.7.4.1): on the last packet of every message, and
-      // every ack_req_every_n packets so long messages make progress.
-      t.ack_req = type_ == QpType::kRc &&
-                  (last || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0));
+      t.ack_req = wants_ack(w, k);
       break;
     }
   }
@@ -283,6 +314,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   } else {
     const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
     send_high_ = wire::psn_add(psn, span);
+    tail_ack_req_ = wants_ack(w, k);
     if (type_ == QpType::kRc && !rtt_probe_) {
       rtt_probe_ = true;
       rtt_psn_ = wire::psn_add(send_high_, wire::kPsnMask);
@@ -308,12 +340,25 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
 }
 
 // Selective repeat: resend the next hole below the highest SACKed PSN.
+// IRN §3.2: a hole is resent when packets after it were SACKed; a hole
+// already resent is resent again only when a PSN first sent after that
+// resend (>= its mark) has been SACKed: in an in-order network the resend
+// then has been lost too. Until then it is skipped, and the lowest pending
+// mark arms a re-walk (on_nak) for when such a SACK arrives.
 size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* attempted) {
   *attempted = false;
   while (wire::psn_lt(sr_cursor_, sr_high_)) {
     if (wire::psn_le(sr_cursor_, acked_psn_)) {
-      sr_cursor_ = wire::psn_add(acked_psn_, 1);
-      continue;
+      // Acknowledged, except a READ/atomic whose response never came: an
+      // ACK beyond it is an implied NAK (IBA 9.7.5.1) and, if the one
+      // re-issue retire() made was lost too, a timeout must re-issue it.
+      uint64_t idx;
+      uint32_t k;
+      if (!find_psn(sr_cursor_, &idx, &k) || !sq_[idx % sq_.size()].is_read_or_atomic() ||
+          sq_[idx % sq_.size()].done) {
+        sr_cursor_ = wire::psn_add(acked_psn_, 1);
+        continue;
+      }
     }
     if (sacked(sr_cursor_) || wire::psn_ge(sr_cursor_, send_high_)) {
       sr_cursor_ = wire::psn_add(sr_cursor_, 1);
@@ -335,6 +380,20 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
       }
       k = w.is_atomic() ? 0 : w.resp_received;
     }
+    const uint32_t psn = wire::psn_add(w.first_psn, k);  // what the resend carries
+    bool again = false;
+    if (sack_state(psn) == kSackResent) {
+      const uint32_t mark = sr_mark_[psn % sr_mark_.size()];
+      if (!wire::psn_ge(sr_sack_high_, mark)) {
+        if (!sr_rewalk_armed_ || wire::psn_lt(mark, sr_rewalk_at_)) {
+          sr_rewalk_armed_ = true;
+          sr_rewalk_at_ = mark;
+        }
+        sr_cursor_ = next_cursor;
+        continue;
+      }
+      again = true;
+    }
     const uint32_t bytes = w.is_read_or_atomic() ? 0 : mtu_;
     *attempted = true;
     if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
@@ -350,17 +409,39 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     }
     if (!n) return 0;
     sr_cursor_ = next_cursor;
+    sr_note_resent(psn);
     ++counters_.tx_request_packets;
     ++counters_.tx_retransmit_packets;
     ++counters_.retransmit_sack_holes;
+    if (again) ++counters_.retransmit_sack_again;
     w.retransmitted = true;
     w.last_sent_ns = now;
     rtt_probe_ = false;
     if (cc_.on_send) cc_.on_send(cc_.ctx, qpn_, bytes, true, now);
     if (!timer_deadline_) arm_timer(now);
+    rto_low_from_ns_ = now;  // RTO_low gives this resend its own round trip
     return n;
   }
   return 0;
+}
+
+// Selective repeat timeout (RTO_high or RTO_low): resend every outstanding
+// packet not SACKed, whatever the state of earlier resends.
+void QueuePair::sr_resend_all() {
+  const uint32_t from = wire::psn_add(acked_psn_, 1);
+  const uint32_t n = std::min<uint32_t>(wire::psn_distance(from, send_high_),
+                                        static_cast<uint32_t>(sack_.size()));
+  for (uint32_t i = 0; i < n; ++i) {
+    uint8_t& st = sack_[wire::psn_add(from, i) % sack_.size()];
+    if (st == kSackResent) st = kSackNone;
+  }
+  sr_rewalk_armed_ = false;
+  sr_recovery_ = true;
+  sr_cursor_ = resume_psn();
+  sr_high_ = send_high_;
+  sr_point_ = send_high_;
+  rtt_probe_ = false;
+  // A READ needing re-issue is also covered by the hole walk.
 }
 
 void QueuePair::requester_timer(uint64_t now) {
@@ -370,10 +451,22 @@ void QueuePair::requester_timer(uint64_t now) {
     rewind_to(rnr_psn_);
     arm_timer(now);
   }
-  if (!timer_deadline_ || now < timer_deadline_) return;
+  const uint64_t due = ack_deadline();
+  if (!due || now < due) return;
   const bool outstanding = sq_head_ != sq_tail_ && sq_[sq_head_ % sq_.size()].started;
   if (!outstanding) {
     timer_deadline_ = 0;
+    return;
+  }
+  if (due < timer_deadline_) {
+    // IRN §3.1 RTO_low: few packets in flight and none answered. Once per
+    // forward progress and outside retry_cnt (see qp.h); RTO_high restarts
+    // from now.
+    ++counters_.retransmit_timeouts_low;
+    if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kTimeout, now);
+    rto_low_spent_ = true;
+    sr_resend_all();
+    arm_timer(now);
     return;
   }
   // IBA 9.7.6.1.3: local ACK timeout; retry_cnt bounds consecutive
@@ -387,13 +480,7 @@ void QueuePair::requester_timer(uint64_t now) {
   }
   --retry_left_;
   if (attr_.recovery == Recovery::kSelectiveRepeat) {
-    // Resend every outstanding packet not SACKed, then continue.
-    sr_recovery_ = true;
-    sr_cursor_ = resume_psn();
-    sr_high_ = send_high_;
-    sr_point_ = send_high_;
-    rtt_probe_ = false;
-    // A READ needing re-issue is also covered by the hole walk.
+    sr_resend_all();
   } else {
     rewind_to(resume_psn());
   }

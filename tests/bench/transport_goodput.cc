@@ -5,7 +5,8 @@
 // a fixed number of messages outstanding. Both directions of the link have
 // the same random loss (so ACKs/NAKs are lost too), a 100 Gb/s serialization
 // rate and 2 us propagation delay each way. Goodput = message payload bytes
-// completed / virtual time of the last send completion.
+// completed / virtual time of the last send completion. SR runs with the
+// transport's default IRN knobs (sr_rto_low_ns, sr_rto_low_threshold_pkts).
 //
 //   droce-bench-goodput [--timeout N] [--window PSNS] [--outstanding N]
 //                       [--total-mib N]
@@ -35,7 +36,8 @@ struct Run {
   uint64_t bytes = 0;
   uint64_t ns = 0;
   uint64_t retransmits = 0;
-  uint64_t timeouts = 0;
+  uint64_t timeouts = 0;      // RTO_high (the IBA local ACK timeout)
+  uint64_t timeouts_low = 0;  // SR only: IRN RTO_low
   uint64_t retry_exceeded = 0;
   double gbps() const { return ns ? 8.0 * static_cast<double>(bytes) / static_cast<double>(ns) : 0; }
 };
@@ -125,6 +127,7 @@ Run run(const Config& cfg, uint32_t msg, double loss, Recovery rec, uint64_t see
   r.ns = last_ns;
   r.retransmits = qa->counters().tx_retransmit_packets;
   r.timeouts = qa->counters().retransmit_timeouts;
+  r.timeouts_low = qa->counters().retransmit_timeouts_low;
   r.retry_exceeded = qa->counters().retry_exceeded;
   if (!r.ok)
     std::fprintf(stderr, "%s %u B loss %.3f: %llu/%llu messages, retry_exceeded %llu\n",
@@ -160,9 +163,9 @@ int main(int argc, char** argv) {
               cfg.window, cfg.outstanding,
               static_cast<unsigned long long>(cfg.total >> 20));
   std::printf("| message | loss %% | GBN Gb/s | GBN %% | GBN rexmit | GBN RTO "
-              "| SR Gb/s |  SR %% | SR rexmit | SR RTO |\n");
+              "| SR Gb/s |  SR %% | SR rexmit | SR RTO | SR RTO_low |\n");
   std::printf("|--------:|-------:|---------:|------:|-----------:|--------:"
-              "|--------:|------:|----------:|-------:|\n");
+              "|--------:|------:|----------:|-------:|-----------:|\n");
 
   const uint32_t sizes[] = {64u << 10, 1u << 20};
   const double losses[] = {0, 0.001, 0.01, 0.05};
@@ -184,12 +187,14 @@ int main(int argc, char** argv) {
       }
       auto pct = [&](int k) { return base[k].gbps() > 0 ? 100.0 * r[k].gbps() / base[k].gbps() : 0; };
       if (loss == 0.01) sr_at_1 = pct(1);
-      std::printf("| %4u KiB | %6.1f | %8.2f | %5.1f | %10llu | %7llu | %7.2f | %5.1f | %9llu | %6llu |%s\n",
+      std::printf("| %4u KiB | %6.1f | %8.2f | %5.1f | %10llu | %7llu | %7.2f | %5.1f | %9llu | %6llu "
+                  "| %10llu |%s\n",
                   msg >> 10, loss * 100, r[0].gbps(), pct(0),
                   static_cast<unsigned long long>(r[0].retransmits),
                   static_cast<unsigned long long>(r[0].timeouts), r[1].gbps(), pct(1),
                   static_cast<unsigned long long>(r[1].retransmits),
                   static_cast<unsigned long long>(r[1].timeouts),
+                  static_cast<unsigned long long>(r[1].timeouts_low),
                   r[0].ok && r[1].ok ? "" : !r[0].ok && !r[1].ok ? " both failed"
                                           : !r[0].ok ? " GBN failed" : " SR failed");
     }

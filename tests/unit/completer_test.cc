@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "droce/transport/completer.h"
+#include "droce/transport/requester.h"
 #include "transport_test_util.h"
 
 namespace droce::transport {
@@ -162,6 +163,137 @@ TEST(Completer, SelectiveRepeatResendsOnlyHoles) {
   EXPECT_EQ(out[1].p.psn, 103u);
   b.feed(ack(104));
   EXPECT_EQ(b.poll().size(), 1u);
+}
+
+
+wire::TransportSpec sack_nak(uint32_t first_missing, uint32_t sacked) {
+  auto t = ack(first_missing, nak(wire::NakCode::kPsnSequenceError));
+  t.aeth_msn = sacked;
+  return t;
+}
+
+// IRN §3.2: a resent hole is resent again once a PSN first sent after the
+// resend is SACKed (in-order network: the resend was lost), not before.
+TEST(Completer, SelectiveRepeatResendsHoleAgainOnLaterSack) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  a.max_inflight_psns = 4;
+  QpBench b(QpType::kRc, a);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 4u);  // PSNs 100..103, the window is full
+  // 100 and 102 arrived, 101 lost.
+  b.feed(sack_nak(101, 102));
+  out = b.drain();
+  // Expect: the hole 101 (its resend marked "sent before PSN 104"), then
+  // the new PSN 104 the ACK of 100 let into the window.
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].p.psn, 101u);
+  EXPECT_EQ(out[1].p.psn, 104u);
+  // 103 SACKed: sent before the resend of 101, so no news about it.
+  b.feed(sack_nak(101, 103));
+  // Expect: nothing (101's resend may still be on its way; window full).
+  EXPECT_EQ(b.drain().size(), 0u);
+  EXPECT_EQ(b.qp_->counters().retransmit_sack_again, 0u);
+  // 104 SACKed: sent after the resend of 101, so that resend was lost.
+  b.feed(sack_nak(101, 104));
+  out = b.drain();
+  // Expect: 101 once more, and nothing else (102..104 are SACKed).
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 101u);
+  EXPECT_EQ(b.qp_->counters().retransmit_sack_again, 1u);
+  EXPECT_EQ(b.qp_->counters().retransmit_sack_holes, 2u);
+  // Expect: the same SACK again changes nothing (second resend is marked
+  // "before 105").
+  b.feed(sack_nak(101, 104));
+  EXPECT_EQ(b.drain().size(), 0u);
+  // The responder gets 101: cumulative ACK 104 opens the window for 105..107.
+  b.feed(ack(104));
+  out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.psn, 105u);
+  b.feed(ack(107));
+  EXPECT_EQ(b.poll().size(), 1u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 0u);
+}
+
+// IRN §3.1: RTO_low when few packets are in flight; once per progress and
+// outside retry_cnt, so RETRY_EXC still takes (retry_cnt + 1) RTO_high.
+TEST(Completer, SelectiveRepeatRtoLowWhenFewPacketsInFlight) {
+  QpAttr a = QpBench::default_attr();  // timeout 10: RTO_high 4.19 ms, retry_cnt 2
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  a.sr_rto_low_ns = 50'000;
+  a.sr_rto_low_threshold_pkts = 3;
+  QpBench b(QpType::kRc, a);
+  const uint64_t high = ack_timeout_ns(10);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 3 * 1024), 0);
+  ASSERT_EQ(b.drain(0).size(), 3u);  // PSNs 100..102, AckReq on 102
+  // Expect: 3 packets in flight <= threshold: the deadline is RTO_low.
+  EXPECT_EQ(b.qp_->next_deadline(), 50'000u);
+  b.qp_->on_timer(50'000);
+  auto out = b.drain(50'000);
+  // Expect: every un-SACKed packet resent; counted as RTO_low, retry
+  // budget untouched; the next deadline is RTO_high from now.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.psn, 100u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 1u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(b.qp_->next_deadline(), 50'000 + high);
+  // Progress (ACK of 100) re-enables RTO_low, counted from the ACK.
+  b.feed(ack(100), {}, 60'000);
+  EXPECT_EQ(b.qp_->next_deadline(), 60'000u + 50'000u);
+  b.qp_->on_timer(110'000);
+  ASSERT_EQ(b.drain(110'000).size(), 2u);  // 101, 102
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 2u);
+  // No progress since: only RTO_high now; retry_cnt = 2 allows two
+  // resends, the third expiry fails the WQE.
+  uint64_t t = 110'000;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(b.qp_->next_deadline(), t + high);
+    t += high;
+    b.qp_->on_timer(t);
+    b.drain(t);
+  }
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 3u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 2u);
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
+// RTO_low only when an answer is due: packets without AckReq at the tail
+// (the window stopped a message midway) may legitimately wait for a later
+// AckReq, so they keep RTO_high. SACKs shrink "in flight" to the threshold.
+TEST(Completer, SelectiveRepeatRtoLowNeedsAnAnswerDue) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  a.ack_req_every_n = 0;
+  a.max_inflight_psns = 2;
+  a.sr_rto_low_ns = 50'000;
+  QpBench b(QpType::kRc, a);
+  const uint64_t high = ack_timeout_ns(10);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  auto out = b.drain(0);
+  ASSERT_EQ(out.size(), 2u);  // 100, 101: FIRST, MIDDLE, no AckReq
+  EXPECT_FALSE(out[1].p.ack_req);
+  // Expect: 2 in flight, but nothing will answer them: RTO_high.
+  EXPECT_EQ(b.qp_->next_deadline(), high);
+
+  QpAttr c = a;
+  c.max_inflight_psns = 8;
+  QpBench d(QpType::kRc, c);
+  ASSERT_EQ(d.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  ASSERT_EQ(d.drain(0).size(), 8u);  // 100..107, AckReq on 107
+  // Expect: 8 in flight > 3: RTO_high.
+  EXPECT_EQ(d.qp_->next_deadline(), high);
+  // 103..107 SACKed (five NAKs naming 100); 100..102 are resent as holes.
+  for (uint32_t p = 103; p <= 107; ++p) d.feed(sack_nak(100, p), {}, 10'000);
+  EXPECT_EQ(d.drain(10'000).size(), 3u);
+  // Expect: 3 in flight now: RTO_low, counted from the hole resends.
+  EXPECT_EQ(d.qp_->next_deadline(), 10'000u + 50'000u);
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ namespace droce::transport {
   X(retransmit_implied_nak)/* ACK beyond an unanswered READ/atomic */         \
   X(retransmit_read_gap)   /* READ re-issued after a missing response */      \
   X(retransmit_sack_holes) /* selective repeat: holes resent */               \
+  X(retransmit_sack_again) /* SR: a resent hole resent again (IRN 3.2) */    \
+  X(retransmit_timeouts_low) /* SR: RTO_low expired (IRN 3.1) */             \
   X(rnr_naks_received)                                                        \
   X(rnr_retries)                                                              \
   X(seq_naks_received)                                                        \

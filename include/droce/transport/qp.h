@@ -61,10 +61,23 @@ bool transition_allowed(QpState from, QpState to);
 //    value equal to the BTH PSN means "no selective information". A
 //    go-back-N peer reading this NAK simply goes back N: still correct;
 //  - the requester marks SACKed PSNs and resends only the holes below the
-//    highest SACKed PSN, once per hole per recovery; on timeout it resends
-//    every un-SACKed outstanding packet. READ responses stay in order (the
-//    requester re-issues the READ from the first missing response).
-// Both ends must be configured for selective repeat.
+//    highest SACKed PSN. A hole is resent once, and again only on evidence
+//    that the resend was lost too: a SACK for a PSN first sent after the
+//    resend (the network keeps a flow in order, so that packet overtook
+//    nothing). This is IRN's loss recovery (§3.2) with a per-hole
+//    retransmission mark instead of one resend per recovery episode;
+//  - two timeouts (IRN §3.1): the IBA local ACK timeout (RTO_high) and
+//    sr_rto_low_ns (RTO_low) when at most sr_rto_low_threshold_pkts
+//    packets are in flight (sent, neither ACKed nor SACKed) and the
+//    newest one will be answered (AckReq, or already SACKed). RTO_low
+//    fires at most once per forward progress and does not count against
+//    retry_cnt, so the time to IBV_WC_RETRY_EXC_ERR stays at least
+//    (retry_cnt + 1) RTO_high as IBA 9.7.6.1.3 sets it. On either
+//    timeout the requester resends every un-SACKed outstanding packet.
+//    READ responses stay in order (the requester re-issues the READ from
+//    the first missing response).
+// Both ends must be configured for selective repeat. Go-back-N keeps the
+// IBA rules: one timeout, no SACK state.
 enum class Recovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
 struct QpCaps {
@@ -87,7 +100,8 @@ struct QpInitAttr {
 //   INIT->RTR:   path, dest_qpn, rq_psn, path_mtu, max_dest_rd_atomic,
 //                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
-//                ack_req_every_n, max_inflight_psns
+//                ack_req_every_n, max_inflight_psns, sr_rto_low_ns,
+//                sr_rto_low_threshold_pkts
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -122,6 +136,15 @@ struct QpAttr {
   // Cap on PSNs in flight (at most 2^23 - 1 so that the responder can tell
   // duplicates from future packets, IBA 9.7.1).
   uint32_t max_inflight_psns = 8192;
+  // Selective repeat only (IRN §3.1): RTO_low, used instead of the local ACK
+  // timeout when at most sr_rto_low_threshold_pkts packets are in flight
+  // (0 = off). IRN's values are 100 us and N = 3: RTO_low must cover the
+  // round trip of a few packets through queues other flows may fill, plus
+  // the responder's turnaround — tens of fabric RTTs, far below the
+  // milliseconds RoCE uses for timeout — and a spurious RTO_low costs only
+  // the resend of those few packets.
+  uint64_t sr_rto_low_ns = 100'000;
+  uint32_t sr_rto_low_threshold_pkts = 3;
 };
 
 class QueuePair {
@@ -196,7 +219,11 @@ class QueuePair {
   uint32_t resume_psn() const;  // first PSN not yet acknowledged
   bool find_psn(uint32_t psn, uint64_t* index, uint32_t* k) const;
   void arm_timer(uint64_t now);
+  uint64_t ack_deadline() const;  // 0: disarmed; RTO_low or RTO_high
+  uint32_t sr_in_flight() const;
   void requester_timer(uint64_t now);
+  void sr_resend_all();
+  bool wants_ack(const SendWqe& w, uint32_t k) const;
   size_t produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* sent);
 
   // ---- completer.cc
@@ -210,8 +237,10 @@ class QueuePair {
   void fail_wqe(uint64_t index, ibv_wc_status status);
   bool reject(const wire::ParsedPacket& pkt, wire::NakCode code, bool uc);
   void sack_mark(uint32_t psn);
-  bool sacked(uint32_t psn) const;
+  uint8_t sack_state(uint32_t psn) const;  // kSack* below
+  bool sacked(uint32_t psn) const { return sack_state(psn) == kSackReceived; }
   void clear_sacks_through(uint32_t from, uint32_t to);
+  void sr_note_resent(uint32_t psn);
 
   // ---- responder.cc
   void on_request(const wire::ParsedPacket& pkt, uint64_t now);
@@ -259,7 +288,9 @@ class QueuePair {
   uint32_t outstanding_rd_atomic_ = 0;
   uint8_t retry_left_ = 7;
   uint8_t rnr_retry_left_ = 7;
-  uint64_t timer_deadline_ = 0;  // 0: disarmed
+  uint64_t timer_deadline_ = 0;  // RTO_high; 0: disarmed
+  uint64_t rto_low_from_ns_ = 0; // RTO_low counts from progress or a resend
+  bool rto_low_spent_ = false;   // RTO_low fired since the last progress
   uint64_t rnr_wait_until_ = 0;  // 0: not waiting
   uint32_t rnr_psn_ = 0;
   bool read_gap_reissued_ = false;
@@ -269,7 +300,16 @@ class QueuePair {
   uint32_t rtt_psn_ = 0;
   uint64_t rtt_sent_ns_ = 0;
   // Selective repeat, requester side.
-  std::vector<uint8_t> sack_;  // indexed by psn % size
+  static constexpr uint8_t kSackNone = 0;      // not known to be received
+  static constexpr uint8_t kSackReceived = 1;  // SACKed
+  static constexpr uint8_t kSackResent = 2;    // resent as a hole, mark valid
+  std::vector<uint8_t> sack_;      // kSack*, indexed by psn % size
+  std::vector<uint32_t> sr_mark_;  // kSackResent: send_high_ when resent
+  uint32_t sack_count_ = 0;        // PSNs in sack_ marked kSackReceived
+  uint32_t sr_sack_high_ = 0;      // highest PSN ever SACKed (or acked)
+  bool sr_rewalk_armed_ = false;   // a resent hole waits for evidence ...
+  uint32_t sr_rewalk_at_ = 0;      // ... a SACK at or above this PSN
+  bool tail_ack_req_ = false;      // PSN send_high_ - 1 carried AckReq
   bool sr_recovery_ = false;
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
