@@ -32,6 +32,7 @@ constexpr size_t kBufBytes = 4096 + 512;
 // of this size and the flow is not verified.
 constexpr uint64_t kVerifyWindow = 64ull << 20;
 constexpr size_t kTxBatch = 4;
+constexpr uint32_t kPacerSlots = 256;
 
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t z = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
@@ -191,6 +192,9 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     host->ip = wire::IpAddress::v4(0x0A000001u + static_cast<uint32_t>(h));
     endpoint::EndpointConfig ec;
     ec.port_rate_bytes_per_sec = sc.hosts[h].rate_bps / 8;
+    // Fewer wheel slots: next_deadline() scans them, and the runner asks
+    // after every event; entries beyond the horizon are parked, not lost.
+    ec.pacer_slots = kPacerSlots;
     host->ep = std::make_unique<endpoint::Endpoint>(host->device, ec);
     host->pd = host->device.alloc_pd();
     // Every message and receive buffer a flow may have outstanding, both
@@ -396,7 +400,13 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     m.spans[i] = m.scratch[i];
   }
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
-  if (sc.run.csv_interval_ns) m.schedule(m.id_sampler, sc.run.csv_interval_ns);
+  if (sc.run.csv_interval_ns) {
+    m.schedule(m.id_sampler, sc.run.csv_interval_ns);
+    const uint64_t n = std::min<uint64_t>(sc.run.duration_ns / sc.run.csv_interval_ns, 1 << 16);
+    flow_samples_.reserve(n * m.flows.size());
+    queue_samples_.reserve(n * m.tracked_tcs.size() * S * 8);
+    link_samples_.reserve(n * m.dirs.size());
+  }
 }
 
 Simulator::~Simulator() = default;
