@@ -1,0 +1,72 @@
+"""droce-perf between two droce processes over net_memif: WRITE, READ and
+SEND bandwidth and latency with --check (byte-exact data verification on the
+target, or on the reader for READ), perftest's columns, sane numbers.
+
+usage: memif_test.py DROCE_PERF"""
+
+import os
+import sys
+import tempfile
+import time
+
+from perf_common import (BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair)
+
+exe = sys.argv[1]
+c = Checks()
+tmp = tempfile.mkdtemp(prefix="droce-perf-memif-")
+pid = os.getpid()
+
+
+def pair(test, args, tag):
+    sock = os.path.join(tmp, f"{tag}.sock")
+    # One lcore (CPU) per process: the engine runs its worker as a thread
+    # next to the control thread, so two processes share a 2-core machine.
+    s_eal = ["-l", "0", f"--file-prefix=dpm_s_{pid}_{tag}",
+             f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no"]
+    c_eal = ["-l", "1", f"--file-prefix=dpm_c_{pid}_{tag}",
+             f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no"]
+    return run_pair(exe, test, s_eal, c_eal, args)
+
+
+CASES = [
+    # test, app args, expected rows, sizes
+    ("write_bw", ["-n", "300", "-s", "65536", "--check"], [65536]),
+    ("write_bw", ["-n", "200", "-s", "3000", "-q", "2", "-m", "4096", "--check",
+                  "--report_gbits"], [3000]),
+    ("read_bw", ["-n", "200", "-s", "10000", "--check"], [10000]),
+    ("send_bw", ["-n", "300", "-s", "4096", "--check"], [4096]),
+    ("write_lat", ["-n", "100", "-s", "2", "--check"], [2]),
+    ("read_lat", ["-n", "100", "-s", "64", "--check"], [64]),
+    ("send_lat", ["-n", "100", "-s", "1500", "--check"], [1500]),
+]
+
+t_all = time.time()
+for i, (test, args, sizes) in enumerate(CASES):
+    t0 = time.time()
+    (src, sout, serr), (crc, cout, cerr) = pair(test, args, f"{test}{i}")
+    name = f"{test} {' '.join(args)}"
+    c.ok(crc == 0, f"{name}: client exit 0 (got {crc}; stderr: {cerr.strip()[-600:]})")
+    c.ok(src == 0, f"{name}: server exit 0 (got {src}; stderr: {serr.strip()[-600:]})")
+    c.ok("Data check: PASS" in cout and "Data check: PASS" in sout,
+         f"{name}: byte-exact data check passed on both sides")
+    lat = test.endswith("_lat")
+    rows = rows_after(LAT_HEADER if lat else BW_HEADER, cout)
+    c.ok(rows is not None and [int(r[0]) for r in rows] == sizes,
+         f"{name}: one row per size under perftest's columns ({rows})")
+    if rows:
+        r = rows[0]
+        n = int(args[args.index("-n") + 1])
+        q = int(args[args.index("-q") + 1]) if "-q" in args else 1
+        c.ok(int(r[1]) == n * q, f"{name}: #iterations {int(r[1])} == {n * q}")
+        if lat:
+            tmin, tmax, typ, avg, std, p99, p999 = r[2:9]
+            c.ok(0 < tmin <= typ <= p99 <= p999 <= tmax and tmin <= avg <= tmax
+                 and std >= 0, f"{name}: min <= typical <= p99 <= p99.9 <= max")
+        else:
+            peak, avg, mpps = r[2:5]
+            c.ok(avg > 0 and peak >= avg and mpps > 0,
+                 f"{name}: peak {peak} >= average {avg} > 0, msg rate {mpps} Mpps")
+    print(f"     ({time.time() - t0:.1f} s)", flush=True)
+
+print(f"total {time.time() - t_all:.1f} s")
+c.finish()

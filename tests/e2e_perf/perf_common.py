@@ -1,0 +1,84 @@
+"""Helpers shared by the droce-perf end-to-end tests: run a server/client
+pair of droce-perf processes, each with its own EAL --file-prefix, on
+--no-huge --no-pci vdevs, bounded in time."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+EAL_COMMON = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def ok(self, cond, what):
+        print(("ok   " if cond else "FAIL ") + what, flush=True)
+        if not cond:
+            self.failed += 1
+        return cond
+
+    def finish(self):
+        print(f"{self.failed} failure(s)")
+        sys.exit(1 if self.failed else 0)
+
+
+def free_tcp_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
+             client_args=(), timeout=60, server_prefix=(), client_prefix=(),
+             connect="127.0.0.1"):
+    """Starts the server, then the client; returns (server, client) as
+    CompletedProcess-like tuples (rc, stdout, stderr)."""
+    port = free_tcp_port()
+    common = ["--test", test, "-p", str(port), "--timeout", "30", *app_args]
+    s_cmd = [*server_prefix, exe, *server_eal, *EAL_COMMON, "--", *common,
+             "--server", *server_args]
+    c_cmd = [*client_prefix, exe, *client_eal, *EAL_COMMON, "--", *common,
+             "--connect", connect, *client_args]
+    srv = subprocess.Popen(s_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        cli = subprocess.run(c_cmd, capture_output=True, text=True, timeout=timeout)
+        s_out, s_err = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        s_out, s_err = srv.communicate()
+        return (-1, s_out, s_err), (-1, "", f"timeout after {timeout} s: {c_cmd}")
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
+
+
+BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+"
+                       r"BW average\[(MB|Gb)/sec\]\s+MsgRate\[Mpps\]")
+LAT_HEADER = re.compile(r"#bytes #iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
+                        r"t_typical\[usec\]\s+t_avg\[usec\]\s+t_stdev\[usec\]\s+"
+                        r"99% percentile\[usec\]\s+99.9% percentile\[usec\]")
+
+
+def rows_after(header_re, out):
+    """The numeric rows under perftest's column header."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if header_re.search(line):
+            rows = []
+            for row in lines[i + 1:]:
+                cols = row.split()
+                if not cols or not cols[0].isdigit():
+                    break
+                rows.append([float(c) for c in cols])
+            return rows
+    return None

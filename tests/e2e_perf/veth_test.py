@@ -1,0 +1,172 @@
+"""droce-perf between two network namespaces over a veth pair with
+net_af_packet, the traffic captured with tshark on the veth: every RoCEv2
+frame decodes as well-formed InfiniBand over UDP 4791 (no _ws.malformed, no
+expert errors; tshark's IPv6 "UDP checksum 0" note is expected for IPv6
+only, since RoCEv2 senders leave it zero, annex A17.4.3), and the data
+checks pass. IPv4 and IPv6. Needs root (ip netns); the namespaces, veths
+and captures are removed whatever happens.
+
+usage: veth_test.py DROCE_PERF"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from perf_common import BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair
+
+exe = os.path.abspath(sys.argv[1])
+c = Checks()
+if os.geteuid() != 0 or not shutil.which("tshark") or not shutil.which("ip"):
+    print("SKIP: needs root, ip and tshark")
+    sys.exit(77)
+
+pid = os.getpid()
+NS_A, NS_B = f"dpva{pid}", f"dpvb{pid}"
+IF_A, IF_B = f"dpa{pid % 100000}", f"dpb{pid % 100000}"
+tmp = tempfile.mkdtemp(prefix="droce-perf-veth-")
+# Same list as tests/interop/tshark_test.py: tshark's heuristic dissectors
+# for InfiniBand payloads would read random payload as SMC-R, NVMe, ... and
+# call it malformed.
+IB_HEURISTICS = [
+    "smcr_infiniband", "smb_direct_infiniband", "rpcrdma_infiniband",
+    "nvme_rdma", "lnet_ib", "iser_infiniband", "eth_over_ib",
+    "mellanox_eoib", "sdp_infiniband", "fc_infiniband", "drbd_rdma",
+]
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
+                          timeout=30)
+
+
+def cleanup():
+    for ns in (NS_A, NS_B):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+_heur = None
+
+
+def heuristic_args(pcap):
+    global _heur
+    if _heur is not None:
+        return _heur
+    args = []
+    for name in IB_HEURISTICS:
+        r = subprocess.run(["tshark", "-r", pcap, "-c", "1", "--disable-heuristic", name],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            args += ["--disable-heuristic", name]
+    _heur = args
+    return args
+
+
+def capture_and_run(test, app_args, v6, tag):
+    pcap = os.path.join(tmp, f"{tag}.pcap")
+    cap = subprocess.Popen(["ip", "netns", "exec", NS_A, "tshark", "-i", IF_A, "-w", pcap,
+                            "-f", "udp port 4791"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # tshark says "Capturing on ..." once the capture runs.
+        t0 = time.time()
+        line = ""
+        while time.time() - t0 < 20 and "Capturing on" not in line:
+            line = cap.stderr.readline()
+        ip_a, ip_b = ("fd77::1", "fd77::2") if v6 else ("10.77.0.1", "10.77.0.2")
+        s_eal = ["-l", "0", f"--file-prefix=dpv_s_{pid}_{tag}",
+                 f"--vdev=net_af_packet0,iface={IF_A},qdisc_bypass=0"]
+        c_eal = ["-l", "1", f"--file-prefix=dpv_c_{pid}_{tag}",
+                 f"--vdev=net_af_packet0,iface={IF_B},qdisc_bypass=0"]
+        srv, cli = run_pair(exe, test, s_eal, c_eal, app_args,
+                            server_args=["--bind", "10.66.0.1", "--ip", ip_a],
+                            client_args=["--ip", ip_b],
+                            server_prefix=["ip", "netns", "exec", NS_A],
+                            client_prefix=["ip", "netns", "exec", NS_B],
+                            connect="10.66.0.1")
+        time.sleep(0.5)  # let tshark write the last frames
+    finally:
+        cap.terminate()
+        try:
+            cap.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            cap.kill()
+            cap.wait()
+    return srv, cli, pcap
+
+
+try:
+    sh("ip", "netns", "add", NS_A)
+    sh("ip", "netns", "add", NS_B)
+    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B,
+       "netns", NS_B)
+    for ns, ifname, addr in ((NS_A, IF_A, "10.66.0.1/24"), (NS_B, IF_B, "10.66.0.2/24")):
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "addr", "add", addr, "dev", ifname)
+        sh("ip", "-n", ns, "link", "set", ifname, "up")
+        # No IPv6 autoconfiguration/DAD chatter on the link.
+        sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+           f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+
+    CASES = [
+        ("write_bw", ["-n", "100", "-s", "8192", "--check"], False, BW_HEADER),
+        ("send_lat", ["-n", "30", "-s", "700", "--check"], False, LAT_HEADER),
+        ("read_bw", ["-n", "60", "-s", "5000", "--check"], True, BW_HEADER),
+    ]
+    for i, (test, args, v6, header) in enumerate(CASES):
+        name = f"{test} {'IPv6' if v6 else 'IPv4'} {' '.join(args)}"
+        (src, sout, serr), (crc, cout, cerr), pcap = capture_and_run(test, args, v6,
+                                                                      f"{test}{i}")
+        c.ok(crc == 0 and src == 0,
+             f"{name}: both sides exit 0 (client {crc}: {cerr.strip()[-500:]}; "
+             f"server {src}: {serr.strip()[-500:]})")
+        c.ok("Data check: PASS" in cout and "Data check: PASS" in sout,
+             f"{name}: data check passed")
+        rows = rows_after(header, cout)
+        c.ok(bool(rows), f"{name}: result row printed ({rows})")
+        if not os.path.exists(pcap):
+            c.ok(False, f"{name}: tshark wrote a capture")
+            continue
+        heur = heuristic_args(pcap)
+        fields = subprocess.run(
+            ["tshark", "-n", "-r", pcap, *heur, "-T", "fields", "-E", "separator=|",
+             "-e", "frame.protocols", "-e", "infiniband.bth.opcode",
+             "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "ip.version",
+             "-e", "ipv6.version"],
+            capture_output=True, text=True, timeout=60)
+        lines = [ln for ln in fields.stdout.splitlines() if ln.strip()]
+        c.ok(fields.returncode == 0 and len(lines) >= 60,
+             f"{name}: tshark read {len(lines)} RoCEv2 frames")
+        not_ib = [ln for ln in lines if ":infiniband" not in ln.split("|")[0]]
+        c.ok(not not_ib, f"{name}: every UDP 4791 frame dissects as InfiniBand "
+                         f"({not_ib[:2]})")
+        fam_ok = all(("ipv6" in ln.split("|")[0]) == v6 for ln in lines)
+        c.ok(fam_ok, f"{name}: every frame is {'IPv6' if v6 else 'IPv4'}")
+        opcodes = {ln.split("|")[1] for ln in lines}
+        print(f"     opcodes seen: {sorted(opcodes)}")
+        # Both directions are on the capture (qdisc_bypass=0 lets the kernel's
+        # taps see what af_packet sends): requests and their answers.
+        want = {"write_bw": {"6", "7", "8", "17"}, "send_lat": {"4", "17"},
+                "read_bw": {"12", "13", "14", "15"}}[test]
+        c.ok(want <= opcodes, f"{name}: requests and responses {sorted(want)} on the wire")
+        bad = subprocess.run(
+            ["tshark", "-n", "-r", pcap, *heur, "-Y",
+             "_ws.malformed || (_ws.expert.severity >= error && "
+             "!(ipv6 && udp.checksum == 0))"],
+            capture_output=True, text=True, timeout=60)
+        c.ok(bad.returncode == 0 and not bad.stdout.strip(),
+             f"{name}: no malformed frames, no expert errors "
+             f"({bad.stdout.strip()[:300]})")
+        if not v6:
+            errs = subprocess.run(["tshark", "-n", "-r", pcap, *heur, "-Y",
+                                   "_ws.expert.severity >= warning"],
+                                  capture_output=True, text=True, timeout=60)
+            c.ok(not errs.stdout.strip(),
+                 f"{name}: IPv4: not even the UDP-checksum note "
+                 f"({errs.stdout.strip()[:300]})")
+finally:
+    cleanup()
+c.finish()
