@@ -391,7 +391,7 @@ void check_keys_v(const Reader& r, const toml::table& t, const std::string& path
 
 const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
-    "dscp", "timeout", "retry_cnt", "verify"};
+    "dscp", "timeout", "retry_cnt", "verify", "ack_every_n"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -435,6 +435,7 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   if (r.integer(t, "dscp", path, v, 0, 63)) f.dscp = static_cast<uint8_t>(v);
   if (r.integer(t, "timeout", path, v, 1, 31)) f.timeout = static_cast<uint8_t>(v);
   if (r.integer(t, "retry_cnt", path, v, 0, 7)) f.retry_cnt = static_cast<uint8_t>(v);
+  if (r.integer(t, "ack_every_n", path, v, 0, 1 << 20)) f.ack_every_n = static_cast<uint32_t>(v);
   r.boolean(t, "verify", path, f.verify);
 }
 

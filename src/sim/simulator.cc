@@ -145,22 +145,30 @@ struct Simulator::Impl {
   bool stopped = false;
 
   std::vector<fabric::Packet> pool;
-  std::array<std::vector<uint8_t>, kTxBatch> scratch;
+  std::array<fabric::Packet, kTxBatch> staging;
   std::array<std::span<uint8_t>, kTxBatch> spans;
   std::array<uint32_t, kTxBatch> lens{};
   std::array<transport::WorkCompletion, 64> wcs;
 
+  // Pooled packets are kept at kBufBytes so the endpoint can write a frame
+  // straight into one; a frame is then only shrunk to its length. Putting a
+  // packet back zero-fills what grows (the tail after a full-size frame is
+  // small; small frames are rare next to data frames).
   fabric::Packet take() {
     if (pool.empty()) {
       fabric::Packet p;
-      p.bytes.reserve(kBufBytes);
+      p.bytes.resize(kBufBytes);
       return p;
     }
     fabric::Packet p = std::move(pool.back());
     pool.pop_back();
     return p;
   }
-  void give(fabric::Packet&& p) { pool.push_back(std::move(p)); }
+  void give(fabric::Packet&& p) {
+    if (p.bytes.capacity() < kBufBytes) return;  // e.g. a switch's PFC frame
+    p.bytes.resize(kBufBytes);
+    pool.push_back(std::move(p));
+  }
 
   void schedule(uint32_t id, uint64_t t) {
     if (t == scheduled[id]) return;
@@ -353,18 +361,24 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
       attr.recovery = fs.recovery;
       attr.timeout = fs.timeout;
       attr.retry_cnt = fs.retry_cnt;
+      attr.ack_every_n = fs.ack_every_n;
+      std::unique_ptr<cc::Algorithm> algo;
+      try {
+        algo = cc::make_algorithm(fs.cc, fs.cc_params,
+                                  e.host->ep == hs.ep ? sc.hosts[fl.src].rate_bps / 8
+                                                      : sc.hosts[fl.dst].rate_bps / 8);
+      } catch (const cc::ConfigError& err) {
+        throw ScenarioError(sc.file + ": flow " + fs.name + ": cc: " + err.what());
+      }
+      // The DCQCN notification point (this QP as a receiver) paces CNPs by
+      // the algorithm's np_min_time_between_cnps; 0 keeps the QP default.
+      if (const uint64_t np = algo->np_min_time_between_cnps_ns())
+        attr.np_min_time_between_cnps_ns = np;
       if (e.qp->modify(transport::QpState::kInit, attr) ||
           e.qp->modify(transport::QpState::kRtr, attr) ||
           e.qp->modify(transport::QpState::kRts, attr))
         throw ScenarioError(sc.file + ": flow " + fs.name + ": QP setup refused");
-      try {
-        e.host->ep->attach(*e.qp, cc::make_algorithm(fs.cc, fs.cc_params,
-                                                      e.host->ep == hs.ep
-                                                          ? sc.hosts[fl.src].rate_bps / 8
-                                                          : sc.hosts[fl.dst].rate_bps / 8));
-      } catch (const cc::ConfigError& err) {
-        throw ScenarioError(sc.file + ": flow " + fs.name + ": cc: " + err.what());
-      }
+      e.host->ep->attach(*e.qp, std::move(algo));
       const uint32_t qpn = e.qp->qpn();
       if (e.host->qp_role.size() <= qpn) e.host->qp_role.resize(qpn + 1, -1);
       const bool initiator = e.host == m.hosts[fl.initiator].get();
@@ -396,8 +410,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.id_sampler = m.id_workload + 1;
   m.scheduled.assign(m.id_sampler + 1, kNever);
   for (size_t i = 0; i < kTxBatch; ++i) {
-    m.scratch[i].resize(kBufBytes);
-    m.spans[i] = m.scratch[i];
+    m.staging[i] = m.take();
+    m.spans[i] = m.staging[i].bytes;
   }
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
   if (sc.run.csv_interval_ns) {
@@ -552,13 +566,13 @@ bool Simulator::run_until(uint64_t t) {
       Impl::Dir& out = *m.dirs[host.out_link];
       const uint64_t rate = out.rate_bps / 8;
       for (;;) {
-        // The endpoint writes into fixed scratch buffers; each frame is then
-        // copied into a pooled packet (no allocation once the pool is warm,
-        // and no zero-filling of a whole MTU buffer per frame).
+        // The endpoint writes into pooled packets (staging) directly.
         const size_t n = host.ep->transmit(now_, m.spans, m.lens);
         for (size_t i = 0; i < n; ++i) {
-          fabric::Packet p = m.take();
-          p.bytes.assign(m.scratch[i].begin(), m.scratch[i].begin() + m.lens[i]);
+          fabric::Packet p = std::move(m.staging[i]);
+          p.bytes.resize(m.lens[i]);
+          m.staging[i] = m.take();
+          m.spans[i] = m.staging[i].bytes;
           // The endpoint paces its port at `rate`: each frame starts once
           // the previous one has left, so it ends one frame time after now.
           const uint64_t wire = m.lens[i] + fabric::kEthWireOverhead;
