@@ -392,37 +392,11 @@ std::string port_names() {
 }
 
 void add_endpoint_counters(rte_tel_data* d, const endpoint::EndpointCounters& c) {
-  rte_tel_data_add_dict_u64(d, "rx_frames", c.rx_frames);
-  rte_tel_data_add_dict_u64(d, "rx_bytes", c.rx_bytes);
-  rte_tel_data_add_dict_u64(d, "rx_not_roce", c.rx_not_roce);
-  rte_tel_data_add_dict_u64(d, "rx_malformed", c.rx_malformed);
-  rte_tel_data_add_dict_u64(d, "rx_unknown_qpn", c.rx_unknown_qpn);
-  rte_tel_data_add_dict_u64(d, "rx_delivered", c.rx_delivered);
-  for (size_t i = 1; i < c.rx_parse_errors.size(); ++i) {
-    if (c.rx_parse_errors[i] == 0) continue;
-    const std::string name = fmt::format(
-        "rx_error_{}", wire::to_string(static_cast<wire::ParseError>(i)));
-    rte_tel_data_add_dict_u64(d, name.c_str(), c.rx_parse_errors[i]);
-  }
-  rte_tel_data_add_dict_u64(d, "tx_frames", c.tx_frames);
-  rte_tel_data_add_dict_u64(d, "tx_bytes", c.tx_bytes);
-  rte_tel_data_add_dict_u64(d, "tx_paced", c.tx_paced);
-  rte_tel_data_add_dict_u64(d, "timers_fired", c.timers_fired);
-}
-
-void sum_endpoint(endpoint::EndpointCounters& a, const endpoint::EndpointCounters& b) {
-  a.rx_frames += b.rx_frames;
-  a.rx_bytes += b.rx_bytes;
-  a.rx_not_roce += b.rx_not_roce;
-  a.rx_malformed += b.rx_malformed;
-  a.rx_unknown_qpn += b.rx_unknown_qpn;
-  a.rx_delivered += b.rx_delivered;
-  for (size_t i = 0; i < a.rx_parse_errors.size(); ++i)
-    a.rx_parse_errors[i] += b.rx_parse_errors[i];
-  a.tx_frames += b.tx_frames;
-  a.tx_bytes += b.tx_bytes;
-  a.tx_paced += b.tx_paced;
-  a.timers_fired += b.timers_fired;
+  c.for_each([d](std::string_view name, uint64_t v) {
+    // Parse errors only when they happened, to keep the dictionary short.
+    if (v == 0 && name.starts_with("rx_error_")) return;
+    rte_tel_data_add_dict_u64(d, std::string(name).c_str(), v);
+  });
 }
 
 // /droce/stats: totals over every port and QP.
@@ -438,7 +412,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
   endpoint::EndpointCounters ep;
   PortCounters pc;
   for (const PortSnapshot& p : s.ports) {
-    sum_endpoint(ep, p.endpoint);
+    ep += p.endpoint;
 #define DROCE_SUM_PORT(name) pc.name += p.port.name;
     DROCE_PORT_COUNTERS(DROCE_SUM_PORT)
 #undef DROCE_SUM_PORT

@@ -10,23 +10,6 @@ namespace droce::engine {
 
 namespace {
 
-template <class F>
-void for_each_endpoint_counter(const endpoint::EndpointCounters& c, F&& f) {
-  f("rx_frames", c.rx_frames);
-  f("rx_bytes", c.rx_bytes);
-  f("rx_not_roce", c.rx_not_roce);
-  f("rx_malformed", c.rx_malformed);
-  f("rx_unknown_qpn", c.rx_unknown_qpn);
-  f("rx_delivered", c.rx_delivered);
-  for (size_t i = 1; i < c.rx_parse_errors.size(); ++i)
-    f(fmt::format("rx_error_{}", wire::to_string(static_cast<wire::ParseError>(i))),
-      c.rx_parse_errors[i]);
-  f("tx_frames", c.tx_frames);
-  f("tx_bytes", c.tx_bytes);
-  f("tx_paced", c.tx_paced);
-  f("timers_fired", c.timers_fired);
-}
-
 double rate(uint64_t a, uint64_t b, double secs) {
   return secs > 0 && b >= a ? static_cast<double>(b - a) / secs : 0.0;
 }
@@ -65,8 +48,7 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
   for (const PortSnapshot& p : s.ports) {
     out += fmt::format("port {} ({}, port id {}, lcore {})\n", p.index, p.name, p.port_id,
                        p.lcore);
-    for_each_endpoint_counter(p.endpoint,
-                              [&](std::string_view n, uint64_t v) { line("  ", n, v); });
+    p.endpoint.for_each([&](std::string_view n, uint64_t v) { line("  ", n, v); });
     p.port.for_each([&](std::string_view n, uint64_t v) {
       line("  ", fmt::format("port_{}", n), v);
     });
@@ -100,7 +82,7 @@ std::string to_json(const Snapshot& s) {
     jp["name"] = p.name;
     jp["lcore"] = p.lcore;
     auto& ep = jp["endpoint"];
-    for_each_endpoint_counter(p.endpoint, [&](std::string_view n, uint64_t v) {
+    p.endpoint.for_each([&](std::string_view n, uint64_t v) {
       ep[std::string(n)] = v;
     });
     auto& pc = jp["port"];

@@ -1,35 +1,65 @@
 // Endpoint counters: what happened to every frame the endpoint was handed or
-// produced. Per-QP transport counters live in transport/counters.h.
+// produced. Per-QP transport counters live in transport/counters.h. The
+// X-macro keeps the fields and their telemetry names in one list.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "droce/wire/packet.h"
 
 namespace droce::endpoint {
 
+#define DROCE_ENDPOINT_COUNTERS(X)                                            \
+  X(rx_frames)                                                                \
+  X(rx_bytes)                                                                 \
+  X(rx_not_roce)          /* other protocols: not ours, dropped */           \
+  X(rx_malformed)         /* sum of the rx_error_* counters */               \
+  X(rx_unknown_qpn)       /* well-formed, but no such QP here */             \
+  X(rx_delivered)                                                             \
+  X(rx_pfc_frames)        /* 802.1Qbb frames honoured */                      \
+  X(rx_mac_control_other) /* 802.3x PAUSE etc.: counted, not honoured */     \
+  X(rx_int_stripped)      /* INT-MD frames whose records were taken off */    \
+  X(rx_int_echoes)        /* of those, echoes carrying hops for our CC */     \
+  X(rx_int_bad)           /* INT header present but unusable: dropped */      \
+  X(tx_frames)                                                                \
+  X(tx_bytes)                                                                 \
+  X(tx_paced)             /* a QP had work but its rate/window said wait */   \
+  X(tx_pfc_held)          /* a QP's priority was paused by PFC */             \
+  X(tx_int_echoed)        /* ACKs that carried INT hops back */               \
+  X(tx_int_echo_no_room)                                                      \
+  X(timers_fired)
+
 struct EndpointCounters {
-  uint64_t rx_frames = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t rx_not_roce = 0;    // other protocols: not ours, dropped
-  uint64_t rx_malformed = 0;   // sum of rx_parse_errors
-  uint64_t rx_unknown_qpn = 0; // well-formed, but no such QP here
-  uint64_t rx_delivered = 0;
-  // Indexed by wire::ParseError.
+#define DROCE_DECLARE_ENDPOINT_COUNTER(name) uint64_t name = 0;
+  DROCE_ENDPOINT_COUNTERS(DROCE_DECLARE_ENDPOINT_COUNTER)
+#undef DROCE_DECLARE_ENDPOINT_COUNTER
+  // Indexed by wire::ParseError (kOk unused).
   std::array<uint64_t, static_cast<size_t>(wire::ParseError::kCount)> rx_parse_errors{};
-  uint64_t rx_pfc_frames = 0;   // 802.1Qbb frames honoured
-  uint64_t rx_mac_control_other = 0;  // 802.3x PAUSE etc.: counted, not honoured
-  uint64_t rx_int_stripped = 0; // INT-MD frames whose records were taken off
-  uint64_t rx_int_echoes = 0;   // of those, echoes carrying hops for our CC
-  uint64_t rx_int_bad = 0;      // INT header present but unusable: dropped
-  uint64_t tx_frames = 0;
-  uint64_t tx_bytes = 0;
-  uint64_t tx_paced = 0;       // a QP had work but its rate/window said wait
-  uint64_t tx_pfc_held = 0;    // a QP's priority was paused by PFC
-  uint64_t tx_int_echoed = 0;  // ACKs that carried INT hops back
-  uint64_t tx_int_echo_no_room = 0;
-  uint64_t timers_fired = 0;
+
+  // Calls f(name, value) for every counter, the parse errors as
+  // "rx_error_<reason>" (e.g. rx_error_bad_icrc), in a stable order.
+  template <class F>
+  void for_each(F&& f) const {
+#define DROCE_VISIT_ENDPOINT_COUNTER(name) f(std::string_view(#name), name);
+    DROCE_ENDPOINT_COUNTERS(DROCE_VISIT_ENDPOINT_COUNTER)
+#undef DROCE_VISIT_ENDPOINT_COUNTER
+    for (size_t i = 1; i < rx_parse_errors.size(); ++i) {
+      const std::string name =
+          "rx_error_" + std::string(wire::to_string(static_cast<wire::ParseError>(i)));
+      f(std::string_view(name), rx_parse_errors[i]);
+    }
+  }
+
+  EndpointCounters& operator+=(const EndpointCounters& o) {
+#define DROCE_ADD_ENDPOINT_COUNTER(name) name += o.name;
+    DROCE_ENDPOINT_COUNTERS(DROCE_ADD_ENDPOINT_COUNTER)
+#undef DROCE_ADD_ENDPOINT_COUNTER
+    for (size_t i = 0; i < rx_parse_errors.size(); ++i) rx_parse_errors[i] += o.rx_parse_errors[i];
+    return *this;
+  }
 };
 
 }  // namespace droce::endpoint
