@@ -1,11 +1,15 @@
 #include "droce/endpoint/timing_wheel.h"
 
+#include <bit>
 #include <stdexcept>
 
 namespace droce::endpoint {
 
 TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start_ns)
-    : granularity_(granularity_ns), mask_(slots - 1), slots_(slots) {
+    : granularity_(granularity_ns),
+      mask_(slots - 1),
+      slots_(slots),
+      occupied_((slots + 63) / 64, 0) {
   if (granularity_ns == 0 || slots == 0 || (slots & (slots - 1)) != 0)
     throw std::invalid_argument("TimingWheel: slots must be a power of two, granularity > 0");
   current_ = slot_start(start_ns);
@@ -17,7 +21,9 @@ void TimingWheel::schedule(uint32_t id, uint64_t when) {
   // Beyond the span: park in the slot just behind the cursor (the last one
   // reached); pop_due re-files it once its time is within reach.
   const uint64_t file_at = when - current_ >= span ? current_ + span - granularity_ : when;
-  slots_[(file_at / granularity_) & mask_].push_back({id, when});
+  const uint32_t slot = slot_index(file_at);
+  slots_[slot].push_back({id, when});
+  mark(slot, true);
   ++size_;
 }
 
@@ -25,7 +31,8 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
   size_t popped = 0;
   const uint64_t now_slot = slot_start(now);
   while (size_ != 0 && current_ <= now_slot) {
-    auto& slot = slots_[(current_ / granularity_) & mask_];
+    const uint32_t index = slot_index(current_);
+    auto& slot = slots_[index];
     if (!slot.empty()) {
       scratch_.swap(slot);
       for (const Entry& e : scratch_) {
@@ -47,6 +54,8 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
         }
       }
       scratch_.clear();
+      // Re-filing may have put entries back into this very slot.
+      mark(index, !slot.empty());
     }
     if (current_ == now_slot) break;  // the cursor never passes `now`
     current_ += granularity_;
@@ -55,18 +64,28 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
   return popped;
 }
 
+uint32_t TimingWheel::first_occupied(uint32_t from) const {
+  const uint32_t words = static_cast<uint32_t>(occupied_.size());
+  // The word holding `from`, with the bits before it masked off, then the
+  // following words round the wheel, then the start of the first word.
+  uint32_t w = from / 64;
+  uint64_t bits = occupied_[w] & (~uint64_t{0} << (from % 64));
+  for (uint32_t i = 0; i <= words; ++i) {
+    if (bits != 0) return w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+    w = (w + 1) % words;
+    bits = occupied_[w];
+  }
+  return from;  // not reached while size_ != 0
+}
+
 uint64_t TimingWheel::next_deadline() const {
   if (size_ == 0) return UINT64_MAX;
-  // The first non-empty slot from the cursor holds the earliest entries
+  // The first occupied slot from the cursor holds the earliest entries
   // (parked far-future ones are later than anything else in their slot).
-  for (uint64_t i = 0; i <= mask_; ++i) {
-    const auto& slot = slots_[((current_ / granularity_) + i) & mask_];
-    if (slot.empty()) continue;
-    uint64_t earliest = UINT64_MAX;
-    for (const Entry& e : slot) earliest = e.when < earliest ? e.when : earliest;
-    return earliest < current_ ? current_ : earliest;
-  }
-  return current_;
+  const auto& slot = slots_[first_occupied(slot_index(current_))];
+  uint64_t earliest = UINT64_MAX;
+  for (const Entry& e : slot) earliest = e.when < earliest ? e.when : earliest;
+  return earliest < current_ ? current_ : earliest;
 }
 
 }  // namespace droce::endpoint

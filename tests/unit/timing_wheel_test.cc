@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 namespace droce::endpoint {
 namespace {
@@ -72,6 +73,8 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   }
   std::vector<uint32_t> out;
   std::map<uint32_t, uint64_t> popped_at;
+  std::multiset<uint64_t> pending;
+  for (const auto& [id, when] : deadline) pending.insert(when);
   for (uint64_t t = 0; t <= 200000 + 64; t += 1 + rng() % 500) {
     out.clear();
     w.pop_due(t, out);
@@ -79,7 +82,10 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
       ASSERT_FALSE(popped_at.count(id)) << "popped twice: " << id;
       popped_at[id] = t;
       ASSERT_GE(t, deadline[id]) << "popped early: " << id;
+      pending.erase(pending.find(deadline[id]));
     }
+    // Expect: the wheel's next deadline is exactly the earliest pending one.
+    ASSERT_EQ(w.next_deadline(), pending.empty() ? UINT64_MAX : *pending.begin()) << t;
   }
   out.clear();
   w.pop_due(400000, out);

@@ -31,8 +31,8 @@ class TimingWheel {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   // Earliest deadline among the scheduled ids; UINT64_MAX when empty.
-  // Scans slots from the cursor: O(slots) worst case, so call it once per
-  // loop iteration, not per packet.
+  // Finds the first occupied slot from the cursor in a bitmap of occupied
+  // slots (one word test per 64 slots), then the earliest entry in it.
   uint64_t next_deadline() const;
 
  private:
@@ -41,12 +41,22 @@ class TimingWheel {
     uint64_t when;
   };
   uint64_t slot_start(uint64_t t) const { return t - t % granularity_; }
+  uint32_t slot_index(uint64_t t) const {
+    return static_cast<uint32_t>((t / granularity_) & mask_);
+  }
+  void mark(uint32_t slot, bool occupied) {
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    occupied ? occupied_[slot / 64] |= bit : occupied_[slot / 64] &= ~bit;
+  }
+  // First occupied slot at or after `from` going round the wheel.
+  uint32_t first_occupied(uint32_t from) const;
 
   uint64_t granularity_;
   uint32_t mask_;
   uint64_t current_;  // start time of the slot at the wheel's cursor
   size_t size_ = 0;
   std::vector<std::vector<Entry>> slots_;
+  std::vector<uint64_t> occupied_;  // bit per slot: has entries
   std::vector<Entry> scratch_;
 };
 
