@@ -1,5 +1,6 @@
 #include "droce/endpoint/timing_wheel.h"
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 
@@ -80,12 +81,31 @@ uint32_t TimingWheel::first_occupied(uint32_t from) const {
 
 uint64_t TimingWheel::next_deadline() const {
   if (size_ == 0) return UINT64_MAX;
-  // The first occupied slot from the cursor holds the earliest entries
-  // (parked far-future ones are later than anything else in their slot).
-  const auto& slot = slots_[first_occupied(slot_index(current_))];
-  uint64_t earliest = UINT64_MAX;
-  for (const Entry& e : slot) earliest = e.when < earliest ? e.when : earliest;
-  return earliest < current_ ? current_ : earliest;
+  // Walk occupied slots from the cursor. A slot d slots ahead stands for
+  // [current_ + d*g, current_ + (d+1)*g) in this lap; entries in it for a
+  // later lap (or parked far-future ones) do not count there. The first
+  // slot with an entry of this lap holds the earliest deadline.
+  const uint32_t start = slot_index(current_);
+  uint64_t later_lap_min = UINT64_MAX;
+  uint32_t from = start;
+  for (uint32_t visited = 0; visited <= mask_;) {
+    const uint32_t slot = first_occupied(from);
+    const uint32_t ahead = (slot - start) & mask_;
+    if (ahead < visited) break;  // wrapped round to slots already seen
+    const uint64_t lap_end = current_ + (uint64_t{ahead} + 1) * granularity_;
+    uint64_t this_lap = UINT64_MAX;
+    for (const Entry& e : slots_[slot]) {
+      if (e.when < lap_end) {
+        this_lap = std::min(this_lap, e.when);
+      } else {
+        later_lap_min = std::min(later_lap_min, e.when);
+      }
+    }
+    if (this_lap != UINT64_MAX) return std::max(this_lap, current_);
+    visited = ahead + 1;
+    from = (slot + 1) & mask_;
+  }
+  return later_lap_min;
 }
 
 }  // namespace droce::endpoint
