@@ -1,0 +1,122 @@
+"""Engine benchmark (issue 4): droce's receive path and TX generation rate on
+DPDK vdevs, each next to dpdk-testpmd on the same kind of vdev, one
+forwarding/data-plane core each.
+
+RX: a pcap of RC RDMA WRITE ONLY frames (PSN 0..N-1, AckReq) replayed by
+    net_pcap with infinite_rx=1. droce-bench-engine-rx runs the engine's
+    per-port loop on one lcore: rx_burst -> parse + ICRC check -> responder
+    places the payload in the MR and queues an ACK -> transmit -> tx_burst
+    (dropped by net_pcap: no tx given). The reference is testpmd io
+    forwarding the same pcap on the same vdev (rx -> tx, no processing).
+TX: droce-perf write_bw -c UC --no-peer into net_null (no-rx=1): the full
+    stack (post WR through the engine's control queue, requester builds
+    frames with ICRC into mbufs, tx_burst). The reference is testpmd txonly
+    on net_null with frames of the same length.
+
+usage: engine_bench.py BUILD_DIR [--seconds S]   (ninja -C BUILD bench-engine)
+"""
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 5
+rx_bench = os.path.join(build, "tests/bench/droce-bench-engine-rx")
+perf = os.path.join(build, "apps/droce-perf")
+tmp = tempfile.mkdtemp(prefix="droce-engine-bench-")
+EAL = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
+pid = os.getpid()
+HDR = 14 + 20 + 8 + 12 + 16 + 4  # Ethernet, IPv4, UDP, BTH, RETH, ICRC
+
+
+def testpmd(vdev, fwd_args, tag, secs):
+    cmd = ["dpdk-testpmd", "-l", "0,1", *EAL, f"--file-prefix=eb_tp_{pid}_{tag}",
+           f"--vdev={vdev}", "--", "--port-topology=loop", "--nb-cores=1",
+           "--stats-period=1", "--auto-start", "--total-num-mbufs=16384",
+           "--mbuf-size=4608", *fwd_args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    time.sleep(secs + 2)
+    p.send_signal(signal.SIGINT)
+    try:
+        out = p.communicate(timeout=20)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out = p.communicate()[0].decode(errors="replace")
+    key = "Tx-pps" if "txonly" in " ".join(fwd_args) else "Rx-pps"
+    samples = [int(x) for x in re.findall(key + r":\s+(\d+)", out)]
+    samples = [s for s in samples if s > 0][1:]  # the first period is partial
+    if not samples:
+        raise SystemExit(f"testpmd gave no {key}:\n{out[-2000:]}")
+    return statistics.median(samples) / 1e6
+
+
+def droce_rx(payload, count, tag):
+    pcap = os.path.join(tmp, f"w{payload}.pcap")
+    subprocess.run([rx_bench, "gen", pcap, str(payload), str(count)], check=True)
+    r = subprocess.run([rx_bench, "run", "-l", "1", *EAL, f"--file-prefix=eb_rx_{pid}_{tag}",
+                        f"--vdev=net_pcap0,rx_pcap={pcap},infinite_rx=1", "--",
+                        str(payload), str(count), str(seconds)],
+                       capture_output=True, text=True, timeout=seconds + 60)
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not line:
+        raise SystemExit(f"droce-bench-engine-rx failed: {r.stdout}{r.stderr}")
+    return json.loads(line[-1]), pcap
+
+
+def droce_tx(payload, tag):
+    mtu = 4096 if payload > 1024 else 1024
+    r = subprocess.run([perf, "-l", "0,1", *EAL, f"--file-prefix=eb_tx_{pid}_{tag}",
+                        "--vdev=net_null0,no-rx=1", "--", "--test", "write_bw", "-c", "UC",
+                        "--no-peer", "-s", str(payload), "-m", str(mtu), "-D", str(seconds),
+                        "-t", "1024", "--poll-sleep-us", "0", "--timeout", "60"],
+                       capture_output=True, text=True, timeout=seconds + 60)
+    rows = []
+    for ln in r.stdout.splitlines():
+        cols = ln.split()
+        if len(cols) == 5 and cols[0] == str(payload):
+            rows.append([float(c) for c in cols])
+    if r.returncode != 0 or not rows:
+        raise SystemExit(f"droce-perf failed: {r.stdout}{r.stderr}")
+    msgs, mib_s, mpps = rows[0][1], rows[0][3], rows[0][4]
+    return {"mpps": mpps, "gbytes_per_sec": mib_s * 1024 * 1024 / 1e9}
+
+
+results = {}
+print(f"engine benchmark, {seconds:.0f} s per run, one data-plane core each "
+      f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})", flush=True)
+for payload, count in ((64, 4096), (4096, 1024)):
+    d, pcap = droce_rx(payload, count, f"rx{payload}")
+    ref = testpmd(f"net_pcap0,rx_pcap={pcap},infinite_rx=1", ["--forward-mode=io"],
+                  f"io{payload}", seconds)
+    results[f"rx_{payload}"] = {"droce_mpps": d["mpps"], "testpmd_io_mpps": ref,
+                                "ratio": d["mpps"] / ref,
+                                "placed_gbytes_per_sec": d["placed_gbytes_per_sec"],
+                                "passes_checked": d["passes"]}
+    print(f"RX {payload:5d} B WRITE: droce {d['mpps']:.2f} Mpps "
+          f"({d['placed_gbytes_per_sec']:.2f} GB/s placed), testpmd io {ref:.2f} Mpps, "
+          f"ratio {d['mpps'] / ref:.2f}", flush=True)
+for payload in (64, 4096):
+    d = droce_tx(payload, f"tx{payload}")
+    ref = testpmd("net_null0,no-rx=1", ["--forward-mode=txonly", f"--txpkts={payload + HDR}"],
+                  f"tx{payload}", seconds)
+    results[f"tx_{payload}"] = {"droce_mpps": d["mpps"], "testpmd_txonly_mpps": ref,
+                                "ratio": d["mpps"] / ref,
+                                "droce_gbytes_per_sec": d["gbytes_per_sec"]}
+    print(f"TX {payload:5d} B WRITE: droce-perf {d['mpps']:.2f} Mpps "
+          f"({d['gbytes_per_sec']:.2f} GB/s), testpmd txonly {ref:.2f} Mpps, "
+          f"ratio {d['mpps'] / ref:.2f}", flush=True)
+
+rx64 = results["rx_64"]["ratio"]
+rx4k = results["rx_4096"]["placed_gbytes_per_sec"]
+print(f"target RX 64 B >= 0.5x testpmd io: {rx64:.2f}x -> {'PASS' if rx64 >= 0.5 else 'MISS'}")
+print(f"target RX 4 KiB >= 12.5 GB/s placed per core: {rx4k:.2f} GB/s -> "
+      f"{'PASS' if rx4k >= 12.5 else 'MISS'}")
+print(json.dumps(results))

@@ -1,0 +1,213 @@
+// droce's receive path on a DPDK port, for tests/bench/engine_bench.py.
+//
+//   droce-bench-engine-rx gen OUT.pcap PAYLOAD COUNT
+//       writes COUNT RC RDMA WRITE ONLY frames (PSN 0..COUNT-1, AckReq set)
+//       to one QP/MR, the traffic a RoCEv2 responder receives;
+//   droce-bench-engine-rx run [EAL options] -- PAYLOAD COUNT SECONDS
+//       one lcore: rte_eth_rx_burst -> Endpoint::receive (parse, ICRC check,
+//       dispatch, responder places the payload in the MR and queues an ACK)
+//       -> Endpoint::transmit into mbufs -> rte_eth_tx_burst (the ACKs).
+//       The loop is the engine's poll_rx/poll_tx on one port; the port is
+//       expected to be net_pcap with infinite_rx=1 replaying the gen file.
+//
+// The pcap repeats, PSNs do not: after every pass of COUNT frames the QP is
+// moved RESET -> INIT -> RTR -> RTS with expected PSN 0 again (checked: the
+// responder must have advanced exactly COUNT PSNs, i.e. placed every frame).
+// One modify per pass of COUNT frames is the only thing the real engine
+// would not do.
+#include <fmt/format.h>
+#include <pcap/pcap.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "droce/cc/registry.h"
+#include "droce/endpoint/endpoint.h"
+#include "droce/transport/device.h"
+#include "droce/wire/build.h"
+
+namespace {
+
+using namespace droce;
+
+constexpr uint32_t kQpn = 0x11;
+constexpr uint32_t kPeerQpn = 0x22;
+constexpr uint32_t kKey = 0x100;
+constexpr uint64_t kIova = 0x10000;
+
+wire::PathSpec path_in() {  // the peer -> us
+  wire::PathSpec p;
+  p.src_mac = {0x02, 0, 0, 0, 0, 0x02};
+  p.dst_mac = {0x02, 0, 0, 0, 0, 0x01};
+  p.src_ip = wire::IpAddress::v4(0xC0A84D02);
+  p.dst_ip = wire::IpAddress::v4(0xC0A84D01);
+  p.udp_src_port = 0xC123;
+  return p;
+}
+
+int gen(const char* out, size_t payload, uint32_t count) {
+  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
+  pcap_dumper_t* d = pcap_dump_open(dead, out);
+  if (!d) {
+    fmt::print(stderr, "cannot write {}\n", out);
+    return 1;
+  }
+  std::vector<uint8_t> data(payload), frame(payload + 256);
+  for (size_t i = 0; i < payload; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (uint32_t psn = 0; psn < count; ++psn) {
+    wire::TransportSpec t;
+    t.opcode = IBV_OPCODE_RC | IBV_OPCODE_RDMA_WRITE_ONLY;
+    t.dest_qp = kQpn;
+    t.psn = psn;
+    t.ack_req = true;
+    t.reth_va = kIova;
+    t.reth_rkey = kKey;
+    t.reth_dma_length = static_cast<uint32_t>(payload);
+    const size_t n = wire::build_packet(path_in(), t, data, frame);
+    pcap_pkthdr h{};
+    h.caplen = h.len = static_cast<uint32_t>(n);
+    pcap_dump(reinterpret_cast<u_char*>(d), &h, frame.data());
+  }
+  pcap_dump_close(d);
+  pcap_close(dead);
+  return 0;
+}
+
+void connect(transport::QueuePair& qp) {
+  transport::QpAttr a;
+  const wire::PathSpec in = path_in();
+  a.path.src_mac = in.dst_mac;
+  a.path.dst_mac = in.src_mac;
+  a.path.src_ip = in.dst_ip;
+  a.path.dst_ip = in.src_ip;
+  a.dest_qpn = kPeerQpn;
+  a.rq_psn = 0;
+  a.path_mtu = IBV_MTU_4096;
+  for (auto s : {transport::QpState::kReset, transport::QpState::kInit,
+                 transport::QpState::kRtr, transport::QpState::kRts})
+    if (s != transport::QpState::kReset || qp.state() != transport::QpState::kReset)
+      if (qp.modify(s, a) != 0) {
+        fmt::print(stderr, "modify to {} failed\n", transport::to_string(s));
+        std::exit(1);
+      }
+}
+
+int run(int argc, char** argv) {
+  const int eal = rte_eal_init(argc, argv);
+  if (eal < 0) return 2;
+  argc -= eal;
+  argv += eal;
+  if (argc < 4) {
+    fmt::print(stderr, "run [EAL] -- PAYLOAD COUNT SECONDS\n");
+    return 2;
+  }
+  const size_t payload = std::strtoul(argv[1], nullptr, 0);
+  const uint32_t count = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0));
+  const double seconds = std::strtod(argv[3], nullptr);
+  const uint16_t port = 0;
+  rte_mempool* pool = rte_pktmbuf_pool_create("bench", 8191 + count, 256, 0,
+                                              4096 + 512 + RTE_PKTMBUF_HEADROOM,
+                                              rte_socket_id());
+  rte_eth_conf conf{};
+  if (!pool || rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+      rte_eth_rx_queue_setup(port, 0, 1024, rte_socket_id(), nullptr, pool) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, rte_socket_id(), nullptr) != 0 ||
+      rte_eth_dev_start(port) != 0) {
+    fmt::print(stderr, "port setup failed\n");
+    return 1;
+  }
+  transport::Device dev;
+  endpoint::EndpointConfig ec;
+  ec.port_rate_bytes_per_sec = 0;  // no link emulation: as fast as the core goes
+  endpoint::Endpoint ep(dev, ec);
+  auto* pd = dev.alloc_pd();
+  auto* cq = dev.create_cq(1024);
+  std::vector<uint8_t> mem(payload + 64);
+  if (!dev.reg_mr(pd, mem.data(), mem.size(),
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, kIova, kKey)) {
+    fmt::print(stderr, "reg_mr failed\n");
+    return 1;
+  }
+  transport::QpInitAttr init;
+  init.pd = pd;
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  transport::QueuePair* qp = dev.create_qp(init, kQpn);
+  ep.attach(*qp, cc::make_algorithm("none", {}, 400'000'000'000ull / 8));
+  connect(*qp);
+  ep.notify(kQpn);
+
+  constexpr uint16_t kBurst = 32;
+  rte_mbuf* rx[kBurst];
+  rte_mbuf* tx[kBurst];
+  std::span<uint8_t> bufs[kBurst];
+  uint32_t lens[kBurst];
+  uint64_t frames = 0, in_pass = 0, passes = 0, bad_passes = 0, acks = 0;
+  const uint64_t hz = rte_get_tsc_hz();
+  const auto ns = [&] { return rte_get_tsc_cycles() * 1'000'000'000.0 / hz; };
+  const double t0 = ns();
+  const double t_end = t0 + seconds * 1e9;
+  double now = t0;
+  for (uint64_t iter = 0;; ++iter) {
+    if ((iter & 255) == 0) {
+      now = ns();
+      if (now >= t_end) break;
+    }
+    const uint16_t n = rte_eth_rx_burst(port, 0, rx, kBurst);
+    const uint64_t tnow = static_cast<uint64_t>(now);
+    for (uint16_t i = 0; i < n; ++i) {
+      if (in_pass == count) {
+        // Pass done: every PSN of it must have been executed.
+        if (qp->expected_psn() != (count & 0xFFFFFF)) ++bad_passes;
+        ++passes;
+        in_pass = 0;
+        qp->modify(transport::QpState::kReset, {});
+        connect(*qp);
+        ep.notify(kQpn);
+      }
+      ep.receive(std::span(rte_pktmbuf_mtod(rx[i], const uint8_t*), rx[i]->data_len), tnow);
+      ++in_pass;
+    }
+    frames += n;
+    if (n) rte_pktmbuf_free_bulk(rx, n);
+    // ACKs out (the engine's poll_tx).
+    if (rte_pktmbuf_alloc_bulk(pool, tx, kBurst) != 0) continue;
+    for (int i = 0; i < kBurst; ++i)
+      bufs[i] = std::span(rte_pktmbuf_mtod(tx[i], uint8_t*), rte_pktmbuf_tailroom(tx[i]));
+    const size_t k = ep.transmit(tnow, std::span(bufs, kBurst), std::span(lens, kBurst));
+    for (size_t i = 0; i < k; ++i) tx[i]->data_len = tx[i]->pkt_len = static_cast<uint16_t>(lens[i]);
+    uint16_t sent = k ? rte_eth_tx_burst(port, 0, tx, static_cast<uint16_t>(k)) : 0;
+    acks += k;
+    if (sent < kBurst) rte_pktmbuf_free_bulk(tx + sent, kBurst - sent);
+  }
+  const double secs = (ns() - t0) / 1e9;
+  const uint64_t placed = passes * count - bad_passes * count;
+  fmt::print("{{\"payload\": {}, \"frames\": {}, \"seconds\": {:.3f}, \"mpps\": {:.4f}, "
+             "\"passes\": {}, \"bad_passes\": {}, \"acks\": {}, \"rx_malformed\": {}, "
+             "\"placed_gbytes_per_sec\": {:.3f}}}\n",
+             payload, frames, secs, frames / secs / 1e6, passes, bad_passes, acks,
+             ep.counters().rx_malformed,
+             static_cast<double>(placed) * static_cast<double>(payload) / secs / 1e9);
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  rte_eal_cleanup();
+  return bad_passes ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "gen") == 0 && argc == 5)
+    return gen(argv[2], std::strtoul(argv[3], nullptr, 0),
+               static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)));
+  if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return run(argc - 1, argv + 1);
+  fmt::print(stderr, "usage: {} gen OUT.pcap PAYLOAD COUNT | run [EAL] -- PAYLOAD COUNT "
+                     "SECONDS\n", argv[0]);
+  return 2;
+}
