@@ -3,14 +3,23 @@
 //
 //   droce-sim scenario.toml [--out DIR] [--seed N] [--duration 10ms]
 //             [--csv-interval 10us] [--json]
+//             [--cc NAME] [--cc-param KEY=VALUE]...
+//
+// --cc runs every flow with that algorithm (a flow whose file names another
+// algorithm drops that algorithm's cc_params); --cc-param sets a parameter of
+// every flow's algorithm. Unknown names and out-of-range values are refused
+// with the accepted names or range (docs/CC.md "Experiments").
 //
 // Exit codes: 0 done, 1 a flow failed or did not finish or its data did
 // not verify, 2 bad command line or scenario.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <fmt/core.h>
 
+#include "droce/cc/registry.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 
@@ -31,12 +40,20 @@ int main(int argc, char** argv) {
   std::string file, out, duration, interval;
   uint64_t seed = 0;
   bool json = false;
+  std::string cc_name;
+  std::vector<std::string> cc_params;
   app.add_option("scenario", file, "scenario file (TOML, docs/SIM.md)")->required();
   app.add_option("--out", out, "directory for flows.csv, queues.csv, links.csv, fct.csv, summary.json");
   auto* seed_opt = app.add_option("--seed", seed, "overrides run.seed");
   app.add_option("--duration", duration, "overrides run.duration (e.g. 10ms)");
   app.add_option("--csv-interval", interval, "overrides run.csv_interval (e.g. 10us; 0 = off)");
   app.add_flag("--json", json, "print the JSON summary instead of the table");
+  app.add_option("--cc", cc_name,
+                 "congestion control for every flow, overriding the scenario (" +
+                     cc::algorithm_names() + ")");
+  app.add_option("--cc-param", cc_params,
+                 "KEY=VALUE, repeatable: a parameter of every flow's algorithm "
+                 "(droce-cc-replay --list shows them)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -60,6 +77,38 @@ int main(int argc, char** argv) {
   if (!interval.empty() && !sim::parse_time_ns(interval, sc.run.csv_interval_ns)) {
     fmt::print(stderr, "droce-sim: --csv-interval: \"{}\" is not a time like 10us\n", interval);
     return 2;
+  }
+
+  if (!cc_name.empty()) {
+    if (!cc::find_algorithm(cc_name)) {
+      fmt::print(stderr, "droce-sim: --cc: unknown algorithm \"{}\"; accepted: {}\n", cc_name,
+                 cc::algorithm_names());
+      return 2;
+    }
+    for (auto& f : sc.flows) {
+      if (f.cc != cc_name) f.cc_params.clear();  // they belong to the file's algorithm
+      f.cc = cc_name;
+    }
+  }
+  for (const std::string& kv : cc_params) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+      fmt::print(stderr, "droce-sim: --cc-param: \"{}\" is not KEY=VALUE\n", kv);
+      return 2;
+    }
+    for (auto& f : sc.flows) f.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!cc_name.empty() || !cc_params.empty()) {
+    for (const auto& f : sc.flows) {
+      try {
+        (void)cc::make_algorithm(f.cc, f.cc_params,
+                                 sc.hosts[sc.host_index(f.src)].rate_bps / 8);
+      } catch (const cc::ConfigError& e) {
+        fmt::print(stderr, "droce-sim: {}: flow {}: {}\n",
+                   cc_params.empty() ? "--cc" : "--cc-param", f.name, e.what());
+        return 2;
+      }
+    }
   }
 
   std::unique_ptr<sim::Simulator> s;

@@ -68,6 +68,9 @@ struct FlowSpec {
   uint8_t dscp = 26;  // class 3
   uint8_t timeout = 14;  // IBA local ACK timeout code
   uint8_t retry_cnt = 7;
+  // Responder ACK coalescing (QpAttr::ack_every_n): 0 keeps the transport's
+  // AckReq-only ACKs, 1 ACKs every packet (what HPCC's INT feedback needs).
+  uint32_t ack_every_n = 0;
   bool verify = true;    // check destination memory at the end
   int line = 0;          // source line, for messages
 };
