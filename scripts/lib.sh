@@ -16,6 +16,7 @@ DROCE_PACKAGES=(
   python3 python3-scapy tshark
   clang libclang-rt-14-dev
   libtomlplusplus-dev
+  python3-matplotlib
 )
 
 droce_log() { printf '[droce] %s\n' "$*" >&2; }
