@@ -85,6 +85,8 @@ struct Simulator::Impl {
     std::unique_ptr<endpoint::Endpoint> ep;
     transport::ProtectionDomain* pd = nullptr;
     transport::CompletionQueue* cq = nullptr;
+    // Completions of QPs made by Simulator::connect (created on first use).
+    transport::CompletionQueue* wcq = nullptr;
     uint32_t out_link = 0;
     wire::MacAddress mac{};
     wire::IpAddress ip;
@@ -169,6 +171,10 @@ struct Simulator::Impl {
     p.bytes.resize(kBufBytes);
     pool.push_back(std::move(p));
   }
+
+  // Never later than an event already filed (a spurious wake-up is harmless,
+  // a lost one is not).
+  void wake(uint32_t id, uint64_t t) { schedule(id, std::min(t, scheduled[id])); }
 
   void schedule(uint32_t id, uint64_t t) {
     if (t == scheduled[id]) return;
@@ -462,6 +468,98 @@ bool Simulator::verify(size_t f) const {
                     fl.dst_mem.begin());
 }
 
+QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
+  Impl& m = *impl_;
+  if (host_a >= m.hosts.size() || host_b >= m.hosts.size() || host_a == host_b)
+    throw ScenarioError("connect: hosts " + std::to_string(host_a) + " and " +
+                        std::to_string(host_b) + ": need two different hosts below " +
+                        std::to_string(m.hosts.size()));
+  Impl::Host* ends[2] = {m.hosts[host_a].get(), m.hosts[host_b].get()};
+  transport::QueuePair* qps[2] = {nullptr, nullptr};
+  for (int i = 0; i < 2; ++i) {
+    Impl::Host& h = *ends[i];
+    if (!h.wcq) h.wcq = h.device.create_cq(kWorkloadCqEntries);
+    transport::QpInitAttr init;
+    init.caps.max_send_wr = o.max_send_wr;
+    init.caps.max_recv_wr = o.max_recv_wr;
+    init.pd = h.pd;
+    init.send_cq = init.recv_cq = h.wcq;
+    qps[i] = h.device.create_qp(init);
+    if (!qps[i]) throw ScenarioError("connect: the transport refused a QP");
+  }
+  for (int i = 0; i < 2; ++i) {
+    Impl::Host& h = *ends[i];
+    Impl::Host& peer = *ends[1 - i];
+    transport::QueuePair* qp = qps[i];
+    transport::QueuePair* peer_qp = qps[1 - i];
+    transport::QpAttr attr;
+    attr.path.src_mac = h.mac;
+    attr.path.dst_mac = peer.mac;
+    attr.path.src_ip = h.ip;
+    attr.path.dst_ip = peer.ip;
+    attr.path.dscp = o.dscp;
+    attr.path.udp_src_port = wire::udp_src_port_entropy(qp->qpn(), peer_qp->qpn());
+    attr.dest_qpn = peer_qp->qpn();
+    attr.path_mtu = to_ibv_mtu(o.mtu);
+    attr.recovery = o.recovery;
+    attr.timeout = o.timeout;
+    attr.retry_cnt = o.retry_cnt;
+    attr.ack_every_n = o.ack_every_n;
+    std::unique_ptr<cc::Algorithm> algo;
+    try {
+      algo = cc::make_algorithm(o.cc, o.cc_params, m.dirs[h.out_link]->rate_bps / 8);
+    } catch (const cc::ConfigError& err) {
+      throw ScenarioError(std::string("connect: cc: ") + err.what());
+    }
+    if (const uint64_t np = algo->np_min_time_between_cnps_ns())
+      attr.np_min_time_between_cnps_ns = np;
+    if (qp->modify(transport::QpState::kInit, attr) ||
+        qp->modify(transport::QpState::kRtr, attr) || qp->modify(transport::QpState::kRts, attr))
+      throw ScenarioError("connect: QP setup refused");
+    h.ep->attach(*qp, std::move(algo));
+  }
+  // Sample the queues of the class these QPs use.
+  const uint8_t tc = static_cast<uint8_t>(o.dscp >> 3);
+  if (std::find(m.tracked_tcs.begin(), m.tracked_tcs.end(), tc) == m.tracked_tcs.end()) {
+    m.tracked_tcs.push_back(tc);
+    std::sort(m.tracked_tcs.begin(), m.tracked_tcs.end());
+  }
+  return QpPairRef{qps[0], qps[1]};
+}
+
+transport::MemoryRegion* Simulator::reg_mr(size_t host, void* addr, size_t length) {
+  Impl::Host& h = *impl_->hosts.at(host);
+  constexpr uint32_t kAccess =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  return h.device.reg_mr(h.pd, addr, length, kAccess);
+}
+
+int Simulator::dereg_mr(size_t host, transport::MemoryRegion* mr) {
+  return impl_->hosts.at(host)->device.dereg_mr(mr);
+}
+
+int Simulator::post_send(size_t host, transport::QueuePair& qp, const transport::SendWr& wr) {
+  Impl& m = *impl_;
+  Impl::Host& h = *m.hosts.at(host);
+  const int rc = h.ep->post_send(qp, wr);
+  m.wake(static_cast<uint32_t>(host), std::max(h.ep->next_deadline(), now_));
+  return rc;
+}
+
+int Simulator::post_recv(size_t host, transport::QueuePair& qp, const transport::RecvWr& wr) {
+  Impl& m = *impl_;
+  Impl::Host& h = *m.hosts.at(host);
+  const int rc = qp.post_recv(wr);
+  h.ep->notify(qp.qpn());
+  m.wake(static_cast<uint32_t>(host), std::max(h.ep->next_deadline(), now_));
+  return rc;
+}
+
+uint64_t Simulator::host_tx_bytes(size_t h) const {
+  const Impl& m = *impl_;
+  return m.dirs.at(m.hosts.at(h)->out_link)->link.counters().delivered_bytes;
+}
+
 bool Simulator::run_until(uint64_t t) {
   Impl& m = *impl_;
   const Scenario& sc = m.sc;
@@ -522,6 +620,14 @@ bool Simulator::run_until(uint64_t t) {
 
   auto poll_cq = [&](uint32_t h) {
     Impl::Host& host = *m.hosts[h];
+    if (host.wcq) {
+      for (;;) {
+        const size_t n = static_cast<size_t>(host.wcq->poll(m.wcs));
+        for (size_t i = 0; i < n; ++i)
+          if (on_completion_) on_completion_(h, m.wcs[i]);
+        if (n < m.wcs.size()) break;
+      }
+    }
     for (;;) {
       const size_t n = host.cq->poll(m.wcs);
       for (size_t i = 0; i < n; ++i) {
@@ -551,7 +657,8 @@ bool Simulator::run_until(uint64_t t) {
     }
   };
 
-  while (!m.heap.empty() && !m.stopped) {
+  pause_ = false;
+  while (!m.heap.empty() && !m.stopped && !pause_) {
     const Impl::Entry e = m.heap.front();
     if (e.time > t) break;
     std::pop_heap(m.heap.begin(), m.heap.end());
@@ -670,6 +777,7 @@ bool Simulator::run_until(uint64_t t) {
     }
     if (sc.run.stop_when_done && !flows_.empty() && all_done()) m.stopped = true;
   }
+  if (pause_) return true;
   if (!m.stopped) now_ = std::max(now_, t);
   // Nothing left but the sampler: the run is over.
   const bool only_sampler = m.heap.empty() ||

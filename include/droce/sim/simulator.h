@@ -64,6 +64,27 @@ struct LinkSample {
   double utilisation;      // wire bytes (+24 per frame) / capacity
 };
 
+// Options of a QP pair made by Simulator::connect (the programmatic
+// workload API): the per-QP keys of a [flow] in a scenario.
+struct QpOptions {
+  std::string cc = "none";
+  cc::ParamMap cc_params;
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
+  uint32_t mtu = 4096;
+  uint8_t dscp = 26;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint32_t ack_every_n = 0;
+  uint32_t max_send_wr = 1024;
+  uint32_t max_recv_wr = 1024;
+};
+
+// Two connected RC QPs: `a` on host_a sends to `b` on host_b and back.
+struct QpPairRef {
+  transport::QueuePair* a = nullptr;
+  transport::QueuePair* b = nullptr;
+};
+
 struct QueueSummary {
   uint32_t sw, port;
   uint8_t tc;
@@ -157,6 +178,42 @@ class Simulator {
   void write_outputs(const std::string& dir) const;
   std::string summary_json() const;
 
+  // ---- Programmatic workloads --------------------------------------------
+  // Besides the scenario's flows, a caller (droce-pktgen's collective
+  // replay) can connect QPs between hosts, register memory, post work
+  // requests and receive their completions, all in virtual time:
+  //
+  //   sim::Simulator s(scenario);            // hosts and topology, maybe no flows
+  //   auto [qa, qb] = s.connect(0, 1, {.cc = "dcqcn"});
+  //   auto* mr = s.reg_mr(1, buf, len);
+  //   s.set_completion_handler([&](size_t host, const transport::WorkCompletion& wc) {
+  //     ... s.post_send(host, *qa, wr) ...; s.pause();
+  //   });
+  //   s.post_send(0, *qa, wr);
+  //   while (!done && s.run_until(deadline)) {}
+  //
+  // Completions of these QPs go to a per-host CQ of kWorkloadCqEntries
+  // entries and to the handler, in virtual-time order (the handler runs
+  // inside run_until; it may post and pause). Flows keep working alongside.
+  static constexpr uint32_t kWorkloadCqEntries = 1 << 16;
+  // Throws ScenarioError for unknown hosts, host_a == host_b, a CC name or
+  // parameter the registry refuses, or a QP the transport refuses.
+  QpPairRef connect(size_t host_a, size_t host_b, const QpOptions& options = {});
+  // Local write, remote write and remote read access; nullptr if refused.
+  transport::MemoryRegion* reg_mr(size_t host, void* addr, size_t length);
+  int dereg_mr(size_t host, transport::MemoryRegion* mr);
+  // Post on a QP of `host` (from connect) and wake the host at now().
+  int post_send(size_t host, transport::QueuePair& qp, const transport::SendWr& wr);
+  int post_recv(size_t host, transport::QueuePair& qp, const transport::RecvWr& wr);
+  using CompletionHandler = std::function<void(size_t host, const transport::WorkCompletion&)>;
+  void set_completion_handler(CompletionHandler handler) { on_completion_ = std::move(handler); }
+  // Makes the running run_until() return after the current event (the
+  // clock stays at that event's time; the next run_until carries on).
+  void pause() { pause_ = true; }
+  // Frame bytes the host's link has delivered so far (all QPs; lost frames
+  // not counted).
+  uint64_t host_tx_bytes(size_t h) const;
+
   // Frames handled: every endpoint transmit and receive, every switch
   // arrival and departure (a 1-switch path is 4 events per packet).
   uint64_t packet_events() const { return events_; }
@@ -172,6 +229,8 @@ class Simulator {
   std::vector<QueueSample> queue_samples_;
   std::vector<LinkSample> link_samples_;
   std::function<void(uint64_t)> hook_;
+  CompletionHandler on_completion_;
+  bool pause_ = false;
 };
 
 }  // namespace droce::sim

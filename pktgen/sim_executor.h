@@ -1,0 +1,136 @@
+// The virtual-time executor of collective schedules (issue 7): runs a
+// pktgen::Schedule over RC QPs between simulator hosts, so congestion
+// control, the switch model and loss recovery are all in the loop.
+//
+// Each Transfer is one RDMA WRITE from the source rank's registered buffer
+// (src_offset) into the destination rank's buffer (dst_offset), with
+// immediate for the last chunk of a step's message. A transfer is posted
+// the moment every transfer it depends on has completed.
+//
+// Completion = the sender's WRITE completion. The responder ACKs a WRITE
+// only after placing its data (IBA 9.7.5.1), so when the requester sees the
+// completion the bytes are in the destination buffer: the receiver's action
+// (VerifyBuffers::apply_landed: the reduction for kReduce) is applied then,
+// and dependents are released then. This is the sender completion used as a
+// proxy for the receiver's knowledge; a real receiver learns from the
+// WRITE-with-immediate receive completion, about half an RTT earlier. Those
+// receive completions are consumed and counted (imm_received, imm_bad) but
+// do not gate anything.
+//
+// Channels: C QPs per rank pair (one RC QP pair per unordered pair and
+// channel, used in both directions), created on first use and kept across
+// sizes, as a communicator keeps its connections (and their CC state).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "droce/pktgen/report.h"
+#include "droce/pktgen/schedule.h"
+#include "droce/pktgen/verify.h"
+#include "droce/sim/simulator.h"
+
+namespace droce::pktgen {
+
+struct SimTraceEvent {
+  enum class Kind : uint8_t { kPost, kComplete };
+  Kind kind = Kind::kPost;
+  uint64_t time_ns = 0;
+  uint32_t iteration = 0;  // 0-based, warm-up iterations first
+  uint32_t transfer = 0;   // Transfer::id
+};
+
+struct SimExecutorOptions {
+  sim::QpOptions qp;
+  bool verify = false;      // real float32 data, #wrong checked every iteration
+  uint32_t iters = 1;       // timed iterations per size
+  uint32_t warmup = 0;      // untimed iterations before them
+  // An iteration that has not finished after this much virtual time is
+  // abandoned (stalled: a QP went to the error state, or a bug).
+  uint64_t iteration_timeout_ns = 10'000'000'000ull;
+  // Every post and completion, in virtual-time order (tests).
+  std::function<void(const SimTraceEvent&)> trace;
+};
+
+// One iteration's timing, for time series.
+struct IterationRecord {
+  uint32_t iteration = 0;
+  bool warmup = false;
+  uint64_t start_ns = 0, end_ns = 0;
+  int64_t wrong = -1;
+  uint64_t jct_ns() const { return end_ns - start_ns; }
+};
+
+struct SizeRun {
+  IterationStats stats;  // timed iterations only
+  std::vector<IterationRecord> iterations;  // warm-up and timed
+  // Per-transfer latencies of the timed iterations: (step, ns).
+  std::vector<std::pair<uint32_t, uint64_t>> transfer_latencies;
+  int64_t wrong = -1;         // verify: sum of #wrong over all iterations
+  uint64_t failed_wrs = 0;    // completions with an error status
+  uint64_t imm_received = 0;  // WRITE-with-immediate receive completions
+  uint64_t imm_bad = 0;       // ... whose immediate matched no expected one
+  bool stalled = false;
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+class SimExecutor {
+ public:
+  // rank_host[r] is the simulator host of rank r. The simulator must
+  // outlive the executor; the executor installs its completion handler.
+  SimExecutor(sim::Simulator& sim, std::vector<uint32_t> rank_host, SimExecutorOptions options);
+  ~SimExecutor();
+  SimExecutor(const SimExecutor&) = delete;
+  SimExecutor& operator=(const SimExecutor&) = delete;
+
+  // Runs warm-up + timed iterations of the schedule, back to back.
+  // Throws std::invalid_argument when the schedule needs more ranks than
+  // rank_host has, or a transfer is larger than an RC message may be.
+  SizeRun run(const Schedule& schedule);
+
+  // QPs created so far (rank pairs x channels, two QPs each).
+  size_t num_qp_pairs() const { return qps_.size(); }
+
+ private:
+  struct QpSide {
+    transport::QueuePair* qp = nullptr;
+    uint32_t host = 0;
+    std::vector<uint32_t> backlog;  // transfers the send queue had no room for
+    size_t backlog_head = 0;
+  };
+  struct Conn {
+    QpSide side[2];  // [0]: the lower rank's QP
+  };
+  QpSide& side_for(uint32_t src, uint32_t dst, uint32_t channel);
+  void post(uint32_t id);
+  bool try_post(QpSide& side, uint32_t id);
+  void on_completion(size_t host, const transport::WorkCompletion& wc);
+
+  sim::Simulator& sim_;
+  std::vector<uint32_t> rank_host_;
+  SimExecutorOptions opt_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Conn> qps_;
+
+  // Per run() / iteration.
+  const Schedule* s_ = nullptr;
+  std::unique_ptr<VerifyBuffers> verify_;
+  std::vector<std::vector<uint8_t>> plain_;  // buffers without verify
+  std::vector<uint8_t*> base_;
+  std::vector<uint64_t> window_;  // usable bytes of base_[r]
+  std::vector<transport::MemoryRegion*> mr_;
+  std::vector<std::vector<uint32_t>> dependents_;
+  std::vector<uint32_t> remaining_;
+  std::vector<uint64_t> posted_at_;
+  std::vector<QpSide*> side_of_;
+  uint64_t completed_ = 0;
+  uint32_t iteration_ = 0;
+  bool timed_ = false;
+  SizeRun* run_ = nullptr;
+  uint64_t last_completion_ns_ = 0;
+};
+
+}  // namespace droce::pktgen
