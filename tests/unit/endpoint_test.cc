@@ -320,6 +320,35 @@ std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta) {
   return out;
 }
 
+// The only frame of one direction of a small WRITE exchange is lost on the
+// wire: nothing else will ever arrive, so only the requester's timer (IBA
+// 9.7.6.1, default timeout 14 = 67 ms) can bring the retransmission, and
+// for a lost ACK the responder must re-ACK the duplicate (IBA 9.7.5.1.1).
+void expect_recovery_after_loss(int lossy_side) {
+  EndpointConfig cfg;
+  SenderAndReceiver t(cfg, 1024, 26, fixed_rate(cfg.port_rate_bytes_per_sec));
+  t.post_write();
+  Harness h;
+  h.hosts[0] = &t.a;
+  h.hosts[1] = &t.b;
+  int frames = 0;
+  h.on_wire = [&](int from, std::vector<uint8_t>& frame) {
+    if (from == lossy_side && frames++ == 0) frame.resize(10);  // mangled: dropped
+  };
+  transport::WorkCompletion wc;
+  while (t.a.cq->poll({&wc, 1}) == 0 && h.now < 1'000'000'000) h.run(h.now + 1'000'000);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(t.a.memory, t.b.memory);
+  // Expect: completion after one timeout (67.1 ms), not before, not much later.
+  EXPECT_GE(h.now, 67'108'864u);
+  EXPECT_LE(h.now, 70'000'000u);
+  EXPECT_EQ(t.a.ep->counters().timers_fired, 1u);
+  EXPECT_EQ(t.qa->counters().retransmit_timeouts, 1u);
+}
+
+TEST(Endpoint, LostDataFrameIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(0); }
+TEST(Endpoint, LostAckIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(1); }
+
 TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
   EndpointConfig cfg;
   cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
