@@ -228,7 +228,11 @@ class TomlReader {
       if (std::find(ok.begin(), ok.end(), k.str()) != ok.end()) continue;
       std::string list;
       for (auto a : ok) list += (list.empty() ? "" : ", ") + std::string(a);
-      fail(&v, join(path, k.str()), fmt::format("unknown key (accepted: {})", list));
+      (void)v;
+      const auto& pos = k.source().begin;  // point at the key, not its value
+      throw ConfigError(fmt::format("{}:{}:{}: {}", file_, pos.line, pos.column,
+                                    join(path, k.str())),
+                        fmt::format("unknown key (accepted: {})", list));
     }
   }
   const toml::table* table(const toml::table& t, std::string_view key,
