@@ -24,6 +24,7 @@ struct Impairment {
   double loss = 0;        // probability a frame is dropped
   double duplicate = 0;   // probability a frame is delivered twice
   double reorder = 0;     // probability a frame is held back
+  double corrupt = 0;     // probability one bit of the frame is flipped
   uint64_t delay_ns = 2000;          // propagation delay
   uint64_t reorder_extra_ns = 5000;  // extra delay of a held-back frame
   double ns_per_byte = 0.08;         // 100 Gb/s
@@ -31,6 +32,7 @@ struct Impairment {
 
 class Link {
  public:
+  static constexpr size_t kEthHeader = 14;
   Link(uint64_t seed, Impairment imp) : rng_(seed), imp_(imp) {}
 
   void send(std::span<const uint8_t> frame, uint64_t now) {
@@ -44,7 +46,18 @@ class Link {
     }
     uint64_t at = depart + imp_.delay_ns;
     if (chance(imp_.reorder)) at += imp_.reorder_extra_ns;
-    push(at, frame);
+    if (chance(imp_.corrupt) && frame.size() > kEthHeader) {
+      // One bit from the IP header on: the ICRC (or, for the fields the
+      // ICRC masks, the IPv4 header checksum) must catch it, or it lands
+      // in a field no receiver relies on (FECN/BECN/reserved, UDP checksum).
+      ++corrupted_;
+      std::vector<uint8_t> bad(frame.begin(), frame.end());
+      const size_t bit = kEthHeader * 8 + rng_() % ((bad.size() - kEthHeader) * 8);
+      bad[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      push(at, bad);
+    } else {
+      push(at, frame);
+    }
     if (chance(imp_.duplicate)) push(at + imp_.delay_ns / 2 + 1, frame);
   }
   uint64_t next_time() const {
@@ -58,6 +71,7 @@ class Link {
   }
   uint64_t sent() const { return sent_; }
   uint64_t lost() const { return lost_; }
+  uint64_t corrupted() const { return corrupted_; }
 
  private:
   struct Item {
@@ -76,6 +90,7 @@ class Link {
   uint64_t seq_ = 0;
   uint64_t sent_ = 0;
   uint64_t lost_ = 0;
+  uint64_t corrupted_ = 0;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> q_;
 };
 
