@@ -1,6 +1,7 @@
 #include "droce/pktgen/dpdk_collective.h"
 
 #include <fmt/format.h>
+#include <rte_ethdev.h>
 
 #include <algorithm>
 #include <chrono>
@@ -123,7 +124,12 @@ void Runner::setup(uint64_t max_total) {
     }
     return l;
   };
+  // The next link is the memif server end, the prev link the client end.
+  // A memif client that starts before its server's socket exists never
+  // connects: start the server ends everywhere first, then the clients.
   next_ = make_link(c_.next_port);
+  eng_.start();
+  oob_.barrier("servers started");
   prev_ = make_link(c_.prev_port);
 
   // Exchange: my next-link QPs pair with rank+1's prev-link QPs.
@@ -295,7 +301,19 @@ int Runner::run() {
     for (const auto& l : s.layout) max_total = std::max(max_total, l.total_bytes());
   }
   setup(max_total);
-  eng_.start();
+  // memif (and real NICs) need a moment before the link carries frames:
+  // wait for both links, or the first WRITEs run out of retries.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c_.timeout_s);
+  for (const Link* l : {&next_, &prev_}) {
+    for (;;) {
+      rte_eth_link link{};
+      if (rte_eth_link_get_nowait(eng_.port_id(l->port), &link) == 0 && link.link_status) break;
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error(fmt::format("rank {}: link on port {} not up after {} s (is the "
+                                             "neighbour running?)", r_, eng_.port_id(l->port), c_.timeout_s));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   oob_.barrier("ready");
   std::vector<CollectiveResult> rows;
   if (r_ == 0) fmt::print("{}", table_header());
@@ -384,8 +402,12 @@ int run_collective(const CollectiveRunConfig& c) {
   engine::Engine eng(ec);
   Runner runner(c, eng, oob);
   const int rc = runner.run();
+  // Tear the memif links down in step: every worker stops before any rank
+  // closes its ports (a peer vanishing under a running worker crashed it).
   eng.stop();
+  oob.barrier("stopped");
   eng.close_ports();
+  oob.barrier("closed");
   return rc;
 }
 
