@@ -165,9 +165,11 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
     pktgen::CsvWriter w(o, {"iteration", "bytes", "warmup", "start_ns", "end_ns", "jct_ns", "wrong"});
     for (const auto& [bytes, run] : runs)
       for (const auto& it : run.iterations)
-        w.row(std::vector<uint64_t>{it.iteration, bytes, it.warmup ? 1u : 0u, it.start_ns,
-                                    it.end_ns, it.jct_ns(),
-                                    static_cast<uint64_t>(std::max<int64_t>(it.wrong, 0))});
+        // wrong is -1 for iterations that were not checked.
+        w.row(std::vector<double>{static_cast<double>(it.iteration), static_cast<double>(bytes),
+                                  it.warmup ? 1.0 : 0.0, static_cast<double>(it.start_ns),
+                                  static_cast<double>(it.end_ns), static_cast<double>(it.jct_ns()),
+                                  static_cast<double>(it.wrong)});
   }
   {
     auto o = open("transfers.csv");
@@ -238,7 +240,7 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "pipelining chunk per channel (0: one per step)");
   app.add_option("--root", c.root, "incast root rank");
   app.add_option("--seed", c.seed, "permutation seed");
-  app.add_flag("--verify", verify, "real float32 data; #wrong checked every iteration");
+  app.add_flag("--verify", verify, "real float32 data; #wrong checked on the last iteration of each size");
   app.add_option("--link-rate", link_rate, "host link rate (100G)");
   app.add_option("--delay", delay, "propagation delay per link (500ns)");
   app.add_option("--cc", cc_name, "congestion control: " + cc::algorithm_names());
@@ -272,12 +274,12 @@ int main(int argc, char** argv) {
   if (!parse_size(maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + maxb + "' is not a size");
   if (!parse_size(stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + stepb + "' is not a size");
   if (!parse_size(chunk, c.chunk_bytes)) return fail("--chunk", "'" + chunk + "' is not a size");
+  if (c.ranks > kMaxSimRanks)
+    return fail("--ranks", fmt::format("{} is more than --mode sim runs (2..{})", c.ranks, kMaxSimRanks));
   if (const auto errs = pktgen::validate(cfg); !errs.empty()) {
     for (const auto& e : errs) std::cerr << "droce-pktgen: " << e.to_string() << "\n";
     return kUsage;
   }
-  if (c.ranks > kMaxSimRanks)
-    return fail("--ranks", fmt::format("{} is more than --mode sim runs (2..{})", c.ranks, kMaxSimRanks));
   uint64_t link_bps = 0, delay_ns = 0, interval_ns = 0;
   if (!sim::parse_rate_bps(link_rate, link_bps) || link_bps < 1'000'000 ||
       link_bps > 1'600'000'000'000ull)

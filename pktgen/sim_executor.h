@@ -46,7 +46,7 @@ struct SimTraceEvent {
 
 struct SimExecutorOptions {
   sim::QpOptions qp;
-  bool verify = false;      // real float32 data, #wrong checked every iteration
+  bool verify = false;      // real float32 data; the last iteration of a size is checked
   uint32_t iters = 1;       // timed iterations per size
   uint32_t warmup = 0;      // untimed iterations before them
   // An iteration that has not finished after this much virtual time is
@@ -61,7 +61,7 @@ struct IterationRecord {
   uint32_t iteration = 0;
   bool warmup = false;
   uint64_t start_ns = 0, end_ns = 0;
-  int64_t wrong = -1;
+  int64_t wrong = -1;  // -1: not the checked iteration
   uint64_t jct_ns() const { return end_ns - start_ns; }
 };
 
@@ -70,7 +70,7 @@ struct SizeRun {
   std::vector<IterationRecord> iterations;  // warm-up and timed
   // Per-transfer latencies of the timed iterations: (step, ns).
   std::vector<std::pair<uint32_t, uint64_t>> transfer_latencies;
-  int64_t wrong = -1;         // verify: sum of #wrong over all iterations
+  int64_t wrong = -1;         // verify: #wrong of the checked (last) iteration
   uint64_t failed_wrs = 0;    // completions with an error status
   uint64_t imm_received = 0;  // WRITE-with-immediate receive completions
   uint64_t imm_bad = 0;       // ... whose immediate matched no expected one
@@ -129,6 +129,7 @@ class SimExecutor {
   uint64_t completed_ = 0;
   uint32_t iteration_ = 0;
   bool timed_ = false;
+  bool checking_ = false;  // verify mode, the checked (last) iteration
   SizeRun* run_ = nullptr;
   uint64_t last_completion_ns_ = 0;
 };

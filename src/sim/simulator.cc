@@ -135,6 +135,7 @@ struct Simulator::Impl {
   std::vector<Sw> sws;
   std::vector<std::unique_ptr<Dir>> dirs;
   std::vector<Flow> flows;
+  std::vector<transport::QueuePair*> workload_qps;  // made by connect()
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
   std::vector<Entry> heap;
@@ -486,6 +487,7 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
     init.send_cq = init.recv_cq = h.wcq;
     qps[i] = h.device.create_qp(init);
     if (!qps[i]) throw ScenarioError("connect: the transport refused a QP");
+    m.workload_qps.push_back(qps[i]);
   }
   for (int i = 0; i < 2; ++i) {
     Impl::Host& h = *ends[i];
@@ -817,6 +819,12 @@ Summary Simulator::summary() const {
     s.retransmits += c.tx_retransmit_packets + d.tx_retransmit_packets;
     s.timeouts += c.retransmit_timeouts + d.retransmit_timeouts;
     s.cnps += c.cnps_received + d.cnps_received;
+  }
+  for (const transport::QueuePair* qp : m.workload_qps) {
+    const auto& c = qp->counters();
+    s.retransmits += c.tx_retransmit_packets;
+    s.timeouts += c.retransmit_timeouts;
+    s.cnps += c.cnps_received;
   }
   s.fct_p50_ns = percentile(fcts, 0.5);
   s.fct_p99_ns = percentile(fcts, 0.99);

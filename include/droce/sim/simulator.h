@@ -110,6 +110,7 @@ struct Summary {
   uint64_t pfc_rx_switches = 0;    // PFC frames received by switch ports
   uint64_t host_paused_ns = 0;     // unused until endpoints report it
   uint64_t switch_paused_ns = 0;   // sum over egress queues of paused time
+  // retransmits, timeouts, cnps: flows' QPs and those made by connect().
   uint64_t retransmits = 0;        // request packets sent more than once
   uint64_t timeouts = 0;
   uint64_t cnps = 0;

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""droce-pktgen --mode sim from the outside: bad options exit 2 with a
+message naming the option, --json parses and has the fields, busbw in the
+table matches the arithmetic, the same command twice gives identical JSON.
+Usage: cli_test.py path/to/droce-pktgen"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+EXE = sys.argv[1]
+failures = []
+
+
+def run(args):
+    return subprocess.run([EXE] + args, capture_output=True, text=True, timeout=120)
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+# ---- Bad options: exit 2, the message names the option ---------------------
+BAD = [
+    (["--pattern", "butterfly"], "--pattern"),
+    (["--ranks", "1"], "--ranks"),
+    (["--ranks", "0"], "--ranks"),
+    (["--ranks", "2000"], "--ranks"),
+    (["--ranks", "4", "-b", "1001", "-e", "1001"], "-b/--minbytes"),  # not a multiple of 4 x ranks
+    (["--pattern", "tree", "-b", "6", "-e", "6"], "-b/--minbytes"),   # not a multiple of 4
+    (["-b", "64K", "-e", "32K"], "-e/--maxbytes"),
+    (["-b", "lots"], "-b/--minbytes"),
+    (["-n", "0"], "-n/--iters"),
+    (["--channels", "0"], "--channels"),
+    (["--link-rate", "fast"], "--link-rate"),
+    (["--straggler", "1:rate=400G"], "--straggler"),  # above the 100G line rate
+    (["--straggler", "9:rate=25G"], "--straggler"),   # no such rank
+    (["--straggler", "1:speed=1"], "--straggler"),
+    (["--loss", "1.5"], "--loss"),
+    (["--loss", "150%"], "--loss"),
+    (["--cc", "nosuchcc"], "--cc"),
+    (["--cc", "dcqcn", "--cc-param", "no_such_param=1"], "--cc"),
+    (["--recovery", "magic"], "--recovery"),
+    (["--topology", "mesh"], "--topology"),
+    (["--topology", "/nonexistent/x.toml"], "--topology"),
+    (["--mtu", "1500"], "--mtu"),
+    (["--background", "0-0"], "--background"),
+    (["--plot"], "--plot"),
+    (["--mode", "warp"], "--mode"),
+    (["--no-such-option"], "no-such-option"),
+]
+for args, option in BAD:
+    # Defaults for a tiny valid run, overridden by the case's own options.
+    opts = {"--ranks": "2", "-b": "64K", "-e": "64K", "-n": "1", "-w": "0"}
+    cmd, i = [], 0
+    while i < len(args):
+        if args[i] in opts and i + 1 < len(args):
+            opts[args[i]] = args[i + 1]
+            i += 2
+        else:
+            cmd.append(args[i])
+            i += 1
+    r = run([x for kv in opts.items() for x in kv] + cmd)
+    check(r.returncode == 2 and option in r.stderr,
+          f"{' '.join(args)} -> exit 2 naming {option} (got {r.returncode}: {r.stderr.strip()[:160]})")
+
+# ---- A known run: JSON fields, busbw arithmetic, determinism ---------------
+with tempfile.TemporaryDirectory() as tmp:
+    j1, j2 = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    csv = os.path.join(tmp, "csv")
+    base = ["--pattern", "ring", "--ranks", "4", "-b", "64K", "-e", "256K", "-f", "2",
+            "-n", "3", "-w", "1", "--cc", "dcqcn", "--verify", "--loss", "0.5%",
+            "--recovery", "sr", "-q"]
+    r1 = run(base + ["--json", j1, "--csv", csv])
+    check(r1.returncode == 0, f"known run exits 0 (got {r1.returncode}: {r1.stderr[-300:]})")
+    r2 = run(base + ["--json", j2])
+    with open(j1) as f:
+        a = json.load(f)
+    with open(j2) as f:
+        b = json.load(f)
+    check(a == b, "same command twice -> identical JSON")
+    for key in ("pattern", "collective", "ranks", "channels", "bus_factor", "iterations",
+                "results", "avg_busbw_gbps", "mode", "testbed", "sim", "runs"):
+        check(key in a, f"JSON has {key}")
+    check(a["pattern"] == "ring" and a["ranks"] == 4, "JSON pattern and ranks")
+    check([x["size"] for x in a["results"]] == [65536, 131072, 262144], "JSON sizes from -b/-e/-f")
+    check(abs(a["bus_factor"] - 2 * 3 / 4) < 1e-12, "bus factor 2(n-1)/n")
+    check(a["sim"]["link_losses"] > 0 and a["sim"]["retransmits"] > 0,
+          "loss injected and recovered (link_losses, retransmits > 0)")
+    for x in a["results"]:
+        for key in ("size", "count", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "jct_ns",
+                    "step_p99_ns"):
+            check(key in x, f"result {x.get('size')} has {key}")
+        check(x["wrong"] == 0, f"size {x['size']}: #wrong 0 with loss")
+        check(x["count"] == x["size"] // 4, f"size {x['size']}: count = size/4")
+        # algbw = S / t (GB/s = 1e9 B/s), busbw = algbw x 2(n-1)/n.
+        algbw = x["size"] / (x["time_us"] * 1e3)
+        check(abs(x["algbw_gbps"] - algbw) < 1e-9 * max(1, algbw), f"size {x['size']}: algbw = S/t")
+        check(abs(x["busbw_gbps"] - algbw * 1.5) < 1e-9 * max(1, algbw),
+              f"size {x['size']}: busbw = algbw x 1.5")
+        check(x["jct_ns"]["p50"] <= x["jct_ns"]["p99"] <= x["jct_ns"]["max"], "jct p50 <= p99 <= max")
+    # The table prints the same busbw (2 decimals).
+    rows = [l.split() for l in r1.stdout.splitlines() if l and not l.startswith("#")]
+    table = [r for r in rows if len(r) == 9 and r[0].isdigit()]
+    check(len(table) == 3, f"3 table rows (got {len(table)})")
+    for row, x in zip(table, a["results"]):
+        check(int(row[0]) == x["size"] and row[2] == "float" and row[3] == "sum",
+              f"row {row[0]}: size, type, redop")
+        check(abs(float(row[7]) - x["busbw_gbps"]) <= 0.005 + 1e-9, f"row {row[0]}: busbw column")
+        check(row[8] == "0", f"row {row[0]}: #wrong column 0")
+    # An exact case: one 4-rank ring of 64 KiB, no loss, no CC. Every step
+    # moves S/N = 16 KiB (4 frames of 4096 B payload) per rank; busbw must
+    # follow from the printed time, and stay below the 100G line rate
+    # (12.5 GB/s of frames; payload share 4096/4178 of it).
+    r = run(["--ranks", "4", "-b", "64K", "-e", "64K", "-n", "2", "-w", "0", "--json", "-", "-q"])
+    check(r.returncode == 0, "exact run exits 0")
+    e = json.loads(r.stdout)["results"][0]
+    check(e["busbw_gbps"] < 12.5 * 4096 / 4178, "busbw below the payload line rate")
+    check(abs(e["busbw_gbps"] - 65536 / (e["time_us"] * 1e3) * 1.5) < 1e-9, "busbw from time")
+    for name in ("iterations.csv", "transfers.csv", "throughput.csv", "queues.csv"):
+        p = os.path.join(csv, name)
+        check(os.path.exists(p) and os.path.getsize(p) > 0, f"--csv wrote {name}")
+
+# ---- --mode dpdk hands over or says it is not built -------------------------
+r = run(["--mode", "dpdk", "--help"])
+dpdk = os.path.join(os.path.dirname(EXE), "droce-pktgen-dpdk")
+if not os.path.exists(dpdk):
+    check(r.returncode == 2 and "--mode" in r.stderr, "--mode dpdk without droce-pktgen-dpdk: exit 2")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
