@@ -86,6 +86,12 @@ void FastFiller::add_field(uint16_t offset, uint8_t bytes, const FieldRange* ran
   f.offset = offset;
   f.bytes = bytes;
   f.range = range;
+  if (range) {
+    f.old = range->value(0);
+    if (range->mode == FieldRange::Mode::kIncrement && range->step == 1 &&
+        (range->count & (range->count - 1)) == 0)
+      f.mask = range->count - 1;
+  }
   f.table = static_cast<uint32_t>(tables_.size());
   tables_.resize(tables_.size() + bytes);
   fields_.push_back(f);
@@ -105,13 +111,14 @@ void FastFiller::fill(uint64_t n, uint8_t* out, uint64_t tx_ns) const {
   uint32_t d = 0;
   for (size_t i = 0; i < fields_.size(); ++i) {
     const Field& f = fields_[i];
-    uint64_t v, old;
-    if (f.range) {
+    uint64_t v;
+    const uint64_t old = f.old;
+    if (f.mask) {
+      v = f.range->start + (n & f.mask);
+    } else if (f.range) {
       v = f.range->value(n);
-      old = f.range->value(0);
     } else {
       v = static_cast<int32_t>(i) == probe_seq_ ? n : tx_ns;
-      old = 0;
     }
     if (v == old) continue;
     store_be(out + f.offset, f.bytes, v);

@@ -35,6 +35,11 @@ class SeqSource {
   SeqSource(uint64_t count, Impairment imp) : count_(count), imp_(imp) {}
   // false when the stream has sent everything.
   bool next(uint64_t* seq) {
+    if (!imp_.any()) [[likely]] {
+      if (count_ != 0 && n_ >= count_) return false;
+      *seq = n_++;
+      return true;
+    }
     if (!queue_.empty()) {
       *seq = queue_.front();
       queue_.pop_front();

@@ -42,6 +42,8 @@ class FastFiller {
     uint8_t bytes = 0;    // 2, 3, 4 or 8; big-endian
     const FieldRange* range = nullptr;  // null: the probe's seq or tx_ns
     uint32_t table = 0;                 // index of its first byte's table
+    uint64_t old = 0;                   // value in the template (packet 0)
+    uint64_t mask = 0;                  // increment by 1 over 2^k values: start + (n & mask)
   };
   void add_field(uint16_t offset, uint8_t bytes, const FieldRange* range);
   uint32_t icrc_delta(const Field& f, uint64_t old_value, uint64_t new_value) const;
