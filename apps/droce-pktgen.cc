@@ -47,6 +47,7 @@ using pktgen::SimExecutor;
 
 constexpr int kUsage = 2;
 constexpr uint32_t kMaxSimRanks = 1024;
+constexpr uint64_t kMaxVerifyBytes = 4ull << 30;
 
 int fail(const std::string& option, const std::string& message) {
   std::cerr << "droce-pktgen: " << option << ": " << message << "\n";
@@ -408,6 +409,20 @@ int main(int argc, char** argv) {
 
   const auto sizes = pktgen::sweep_sizes(c);
   const auto pattern = *pktgen::pattern_from_string(c.pattern);
+  if (verify) {
+    // Every rank holds its whole buffer ([data | staging | recv]) in verify
+    // mode; refuse sweeps that would not fit rather than swap or die.
+    const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
+    uint64_t total = 0;
+    const pktgen::Schedule big =
+        pktgen::make_schedule({pattern, c.ranks, top, c.channels, c.chunk_bytes, c.root, c.seed});
+    for (const auto& l : big.layout) total += l.total_bytes();
+    if (total > kMaxVerifyBytes)
+      return fail("--verify", fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); "
+                                          "use a smaller -e/--maxbytes or drop --verify",
+                                          c.ranks, top, static_cast<double>(total) / (1 << 30),
+                                          kMaxVerifyBytes >> 30));
+  }
   std::ostream& out = json_file == "-" ? std::cerr : std::cout;
   const auto wall0 = std::chrono::steady_clock::now();
   std::unique_ptr<sim::Simulator> simr;

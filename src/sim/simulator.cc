@@ -479,7 +479,7 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
   transport::QueuePair* qps[2] = {nullptr, nullptr};
   for (int i = 0; i < 2; ++i) {
     Impl::Host& h = *ends[i];
-    if (!h.wcq) h.wcq = h.device.create_cq(kWorkloadCqEntries);
+    if (!h.wcq) h.wcq = h.device.create_cq(std::max(o.cq_entries, o.max_send_wr + o.max_recv_wr));
     transport::QpInitAttr init;
     init.caps.max_send_wr = o.max_send_wr;
     init.caps.max_recv_wr = o.max_recv_wr;

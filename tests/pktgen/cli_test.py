@@ -53,6 +53,7 @@ BAD = [
     (["--plot"], "--plot"),
     (["--mode", "warp"], "--mode"),
     (["--no-such-option"], "no-such-option"),
+    (["--ranks", "1024", "-b", "4M", "-e", "4M", "--verify"], "--verify"),  # 8 GiB of buffers
 ]
 for args, option in BAD:
     # Defaults for a tiny valid run, overridden by the case's own options.

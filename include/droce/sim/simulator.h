@@ -75,8 +75,12 @@ struct QpOptions {
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint32_t ack_every_n = 0;
-  uint32_t max_send_wr = 1024;
-  uint32_t max_recv_wr = 1024;
+  uint32_t max_send_wr = 256;
+  uint32_t max_recv_wr = 256;
+  // Entries of the host's workload CQ, created by the host's first
+  // connect(). The runner polls after every event, so it only has to hold
+  // what one event completes (a cumulative ACK: up to max_send_wr).
+  uint32_t cq_entries = 4096;
 };
 
 // Two connected RC QPs: `a` on host_a sends to `b` on host_b and back.
@@ -193,10 +197,9 @@ class Simulator {
   //   s.post_send(0, *qa, wr);
   //   while (!done && s.run_until(deadline)) {}
   //
-  // Completions of these QPs go to a per-host CQ of kWorkloadCqEntries
-  // entries and to the handler, in virtual-time order (the handler runs
+  // Completions of these QPs go to a per-host CQ (QpOptions::cq_entries)
+  // and to the handler, in virtual-time order (the handler runs
   // inside run_until; it may post and pause). Flows keep working alongside.
-  static constexpr uint32_t kWorkloadCqEntries = 1 << 16;
   // Throws ScenarioError for unknown hosts, host_a == host_b, a CC name or
   // parameter the registry refuses, or a QP the transport refuses.
   QpPairRef connect(size_t host_a, size_t host_b, const QpOptions& options = {});
