@@ -25,7 +25,7 @@ def pair(test, args, tag):
              f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no"]
     c_eal = ["-l", "1", f"--file-prefix=dpm_c_{pid}_{tag}",
              f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no"]
-    return run_pair(exe, test, s_eal, c_eal, args)
+    return run_pair(exe, test, s_eal, c_eal, args, wait_for_path=sock)
 
 
 CASES = [

@@ -37,9 +37,12 @@ def free_tcp_port():
 
 def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
              client_args=(), timeout=60, server_prefix=(), client_prefix=(),
-             connect="127.0.0.1"):
+             connect="127.0.0.1", wait_for_path=None):
     """Starts the server, then the client; returns (server, client) as
-    CompletedProcess-like tuples (rc, stdout, stderr)."""
+    CompletedProcess-like tuples (rc, stdout, stderr). With wait_for_path
+    (a memif socket), the client starts only once the server created it: a
+    memif client that finds no socket when its port starts never connects,
+    and a loaded machine can delay the server's EAL start that long."""
     port = free_tcp_port()
     common = ["--test", test, "-p", str(port), "--timeout", "30", *app_args]
     s_cmd = [*server_prefix, exe, *server_eal, *EAL_COMMON, "--", *common,
@@ -48,6 +51,11 @@ def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
              "--connect", connect, *client_args]
     srv = subprocess.Popen(s_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
+    if wait_for_path:
+        deadline = time.time() + timeout
+        while not os.path.exists(wait_for_path) and srv.poll() is None \
+                and time.time() < deadline:
+            time.sleep(0.05)
     try:
         cli = subprocess.run(c_cmd, capture_output=True, text=True, timeout=timeout)
         s_out, s_err = srv.communicate(timeout=timeout)
