@@ -999,7 +999,15 @@ int PerfTest::run() {
   setup();
   exchange();
   connect_qps();
+  // The server starts its port first, the client only once the server says
+  // so. A memif server that has not started its port yet answers a client
+  // connect with "ID not found" and the DPDK memif client never tries
+  // again: both links would stay down for good. With this order the client
+  // always connects to a started server (the client's SYNC is sent before
+  // its start; the server's only after its own).
+  if (!o_.no_peer && client()) oob_.barrier("server port started", o_.timeout);
   eng_.start();
+  if (!o_.no_peer && o_.server) oob_.barrier("server port started", o_.timeout);
   // Wait for the link (memif needs its peer to connect).
   {
     const uint16_t pid = eng_.port_id(port_);
