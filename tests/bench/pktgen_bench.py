@@ -20,7 +20,7 @@ import time
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 3
 rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
-exe = os.path.join(build, "pktgen/droce-pktgen-dpdk")
+exe = os.path.join(build, "apps/droce-pktgen-dpdk")
 EAL = ["--no-huge", "-m", "256", "--no-pci", "--log-level=lib.eal:warning"]
 pid = os.getpid()
 tmp = tempfile.mkdtemp(prefix="droce-pktgen-bench-")
