@@ -30,7 +30,7 @@ struct PathSpec {
 };
 
 // The BTH and extension-header fields; only those the opcode uses are written.
-struct TransportSpec {
+struct TransportSpec : ExtHeaderFields {
   uint8_t opcode = 0;
   bool solicited = false;
   bool mig_req = true;  // RoCE NICs send M=1 (no APM state to migrate)
@@ -40,20 +40,6 @@ struct TransportSpec {
   uint32_t dest_qp = 0;
   bool ack_req = false;
   uint32_t psn = 0;
-  uint64_t reth_va = 0;
-  uint32_t reth_rkey = 0;
-  uint32_t reth_dma_length = 0;
-  uint8_t aeth_syndrome = 0;
-  uint32_t aeth_msn = 0;
-  uint64_t atomic_va = 0;
-  uint32_t atomic_rkey = 0;
-  uint64_t atomic_swap_add = 0;
-  uint64_t atomic_compare = 0;
-  uint64_t atomic_ack_original = 0;
-  uint32_t imm_data = 0;
-  uint32_t ieth_rkey = 0;
-  uint32_t deth_qkey = 0;
-  uint32_t deth_src_qp = 0;
 };
 
 // Size of the frame build_packet would write (without Ethernet padding).

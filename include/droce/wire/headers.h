@@ -165,6 +165,26 @@ struct Deth {
 };
 static_assert(sizeof(Deth) == kDethSize);
 
+// The extension-header fields of a packet, in host order: what the builder
+// writes and the parser reads back. Only those the opcode's table entry
+// lists (opcode.h) are meaningful for a given packet.
+struct ExtHeaderFields {
+  uint64_t reth_va = 0;           // RETH, IBA 9.3.3
+  uint32_t reth_rkey = 0;
+  uint32_t reth_dma_length = 0;
+  uint8_t aeth_syndrome = 0;      // AETH, IBA 9.3.5
+  uint32_t aeth_msn = 0;
+  uint64_t atomic_va = 0;         // AtomicETH, IBA 9.3.4
+  uint32_t atomic_rkey = 0;
+  uint64_t atomic_swap_add = 0;
+  uint64_t atomic_compare = 0;
+  uint64_t atomic_ack_original = 0;  // AtomicAckETH, IBA 9.3.6
+  uint32_t imm_data = 0;          // ImmDt, IBA 9.3.7 (its big-endian value)
+  uint32_t ieth_rkey = 0;         // IETH, IBA 9.3.8
+  uint32_t deth_qkey = 0;         // DETH, IBA 9.3.2
+  uint32_t deth_src_qp = 0;
+};
+
 // AETH syndrome, IBA 9.7.5.1.1 table 41: bits 6..5 select ACK / RNR NAK / NAK,
 // bits 4..0 carry the credit count, the RNR timer code or the NAK code.
 enum class AethType : uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };

@@ -53,7 +53,9 @@ struct IpAddress {
   bool operator==(const IpAddress&) const = default;
 };
 
-struct ParsedPacket {
+// Extension-header fields (ExtHeaderFields) are valid when info->ext has
+// the header's bit.
+struct ParsedPacket : ExtHeaderFields {
   // Layer 2.
   MacAddress dst_mac{};
   MacAddress src_mac{};
@@ -82,21 +84,6 @@ struct ParsedPacket {
   uint32_t dest_qp = 0;
   bool ack_req = false;
   uint32_t psn = 0;
-  // Extension headers; valid when info->ext has the bit.
-  uint64_t reth_va = 0;
-  uint32_t reth_rkey = 0;
-  uint32_t reth_dma_length = 0;
-  uint8_t aeth_syndrome = 0;
-  uint32_t aeth_msn = 0;
-  uint64_t atomic_va = 0;
-  uint32_t atomic_rkey = 0;
-  uint64_t atomic_swap_add = 0;
-  uint64_t atomic_compare = 0;
-  uint64_t atomic_ack_original = 0;
-  uint32_t imm_data = 0;    // ImmDt, in host order of its big-endian value
-  uint32_t ieth_rkey = 0;
-  uint32_t deth_qkey = 0;
-  uint32_t deth_src_qp = 0;
   // Payload (without pad) and trailer.
   const uint8_t* payload = nullptr;
   uint32_t payload_length = 0;
