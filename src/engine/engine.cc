@@ -1,3 +1,9 @@
+// rte_intr_instance_alloc & co. (run_on_interrupt_thread) are still
+// experimental in DPDK 22.11.
+#ifndef ALLOW_EXPERIMENTAL_API
+#define ALLOW_EXPERIMENTAL_API
+#endif
+
 #include "droce/engine/engine.h"
 
 #include <fmt/format.h>
@@ -5,6 +11,7 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_interrupts.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -13,7 +20,9 @@
 #include <rte_mempool.h>
 #include <rte_pause.h>
 #include <rte_telemetry.h>
+#include <sys/eventfd.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
@@ -989,6 +998,72 @@ Snapshot Engine::stats() {
   return stats_now();
 }
 
+namespace {
+
+struct InterruptThreadCall {
+  const std::function<void()>* fn = nullptr;
+  int fd = -1;
+  std::atomic<bool> done{false};
+};
+
+void interrupt_thread_call(void* arg) {
+  auto* call = static_cast<InterruptThreadCall*>(arg);
+  uint64_t v = 0;
+  if (::read(call->fd, &v, sizeof(v)) != sizeof(v) || call->done.load()) return;
+  (*call->fn)();
+  call->done.store(true, std::memory_order_release);
+}
+
+// Runs fn on DPDK's interrupt thread and waits for it. Some PMDs run their
+// control path there: memif handles its peer's disconnect on it,
+// unmapping the rings and freeing the queues' state, and
+// rte_eth_dev_stop/close on the control thread at the same moment races
+// with that (a use-after-free: SIGSEGV on the interrupt thread, or "EAL:
+// Error: Invalid memory" from a double free). On the interrupt thread the
+// two are serialised. The call is an eventfd interrupt source of our own
+// (process-private handle, removed before rte_eal_cleanup); an EAL alarm
+// was tried first, but once one has been set rte_eal_cleanup apparently wakes the
+// interrupt thread, which then walks memif's leftover listener source
+// while DPDK memory is unmapped (SIGSEGV in rte_intr_fd_get seen under
+// gdb). If the source cannot be set up, fn runs here.
+void run_on_interrupt_thread(const std::function<void()>& fn) {
+  InterruptThreadCall call;
+  call.fn = &fn;
+  rte_intr_handle* h = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+  call.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  const auto cleanup = [&] {
+    if (call.fd >= 0) ::close(call.fd);
+    if (h) rte_intr_instance_free(h);
+  };
+  const uint64_t one = 1;
+  if (!h || call.fd < 0 || rte_intr_fd_set(h, call.fd) != 0 ||
+      rte_intr_type_set(h, RTE_INTR_HANDLE_EXT) != 0 ||
+      rte_intr_callback_register(h, interrupt_thread_call, &call) != 0) {
+    cleanup();
+    fn();
+    return;
+  }
+  if (::write(call.fd, &one, sizeof(one)) != sizeof(one)) {
+    rte_intr_callback_unregister_sync(h, interrupt_thread_call, &call);
+    cleanup();
+    fn();
+    return;
+  }
+  // A wedged interrupt thread must not hang the shutdown: after 10 s the
+  // source is removed (waiting for a callback that just started) and fn
+  // runs here if it has not run there.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!call.done.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // Also waits while the callback is still returning.
+  rte_intr_callback_unregister_sync(h, interrupt_thread_call, &call);
+  if (!call.done.load(std::memory_order_acquire)) fn();
+  cleanup();
+}
+
+}  // namespace
+
 void Engine::close_ports() {
   Impl& im = *impl_;
   stop();
@@ -997,8 +1072,11 @@ void Engine::close_ports() {
   for (auto& p : im.ports) {
     if (p->stash_n) rte_pktmbuf_free_bulk(p->stash.data(), static_cast<unsigned>(p->stash_n));
     p->stash_n = 0;
-    if (p->started) rte_eth_dev_stop(p->port_id);
-    rte_eth_dev_close(p->port_id);
+    PortState& port = *p;
+    run_on_interrupt_thread([&port] {
+      if (port.started) rte_eth_dev_stop(port.port_id);
+      rte_eth_dev_close(port.port_id);
+    });
     p->closed = true;
     p->started = false;
     if (p->dumper) {
