@@ -1049,6 +1049,13 @@ int PerfTest::run() {
   } else {
     ok = run_size(size());
   }
+  // Quiesce the data path before the peer may close its port. Closing a
+  // memif port disconnects the peer, and the peer's PMD then unmaps the
+  // shared rings from its interrupt thread while its worker may be inside
+  // rx/tx burst on them (the PMD does not synchronise the two): a SIGSEGV
+  // in the slower process. Every WR of this run has completed and been
+  // checked by now, so nothing is lost by stopping the worker here.
+  eng_.stop();
   if (!o_.no_peer) oob_.barrier("done", o_.timeout);
   fmt::print("---------------------------------------------------------------------------------------\n");
   if (o_.check) fmt::print(" Data check: {}\n", ok ? "PASS" : "FAIL");
@@ -1201,8 +1208,12 @@ int perf_main(int argc, char** argv) {
     try {
       status = test.run();
     } catch (const Failure&) {
-      // What the engine saw helps to tell a lost frame from a stuck peer.
-      if (eng.running())
+      // Stop the worker first: the peer may be closing its port too (see
+      // run()). What the engine saw helps to tell a lost frame from a stuck
+      // peer.
+      const bool was_running = eng.running();
+      eng.stop();
+      if (was_running)
         fmt::print(stderr, "engine counters at the failure:\n{}",
                    engine::format_counters(eng.stats_now()));
       throw;
