@@ -176,6 +176,10 @@ struct Engine::Impl {
     return *ports[i];
   }
   bool enqueue(Worker& w, Command& c);
+  // What post_send and post_recv share: the SGE limit, the QP's port, and a
+  // copy of the SGEs (the caller's list need not outlive the call).
+  Command post_command(QpHandle h, CmdType type, std::span<const transport::Sge> sges,
+                       std::string_view verb);
   void start_port(PortState& p);
   void fill_snapshot(Worker& w, Snapshot& s);
 };
@@ -816,40 +820,37 @@ MrInfo Engine::reg_mr(PortIndex port, const MrSpec& spec) {
   return MrInfo{port, mr->addr(), mr->length(), mr->lkey(), mr->rkey(), mr->iova()};
 }
 
-bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
-  if (wr.sg_list.size() > transport::kMaxSge)
-    throw std::invalid_argument(fmt::format("post_send: {} SGEs, at most {}",
-                                            wr.sg_list.size(), transport::kMaxSge));
-  Impl& im = *impl_;
-  PortState& p = im.port(h.port);
+Command Engine::Impl::post_command(QpHandle h, CmdType type,
+                                   std::span<const transport::Sge> sges,
+                                   std::string_view verb) {
+  if (sges.size() > transport::kMaxSge)
+    throw std::invalid_argument(
+        fmt::format("{}: {} SGEs, at most {}", verb, sges.size(), transport::kMaxSge));
   Command c;
-  c.type = CmdType::kPostSend;
-  c.port = &p;
+  c.type = type;
+  c.port = &port(h.port);
   c.qpn = h.qpn;
+  c.num_sge = static_cast<uint32_t>(sges.size());
+  std::copy_n(sges.begin(), c.num_sge, c.sge.begin());
+  return c;
+}
+
+bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
+  Impl& im = *impl_;
+  Command c = im.post_command(h, CmdType::kPostSend, wr.sg_list, "post_send");
   c.send = wr;
-  c.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy_n(wr.sg_list.begin(), c.num_sge, c.sge.begin());
   if (wr.ud_path) {
     c.ud_path = *wr.ud_path;
     c.has_ud_path = true;
   }
-  return im.enqueue(im.worker_of(p), c);
+  return im.enqueue(im.worker_of(*c.port), c);
 }
 
 bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
-  if (wr.sg_list.size() > transport::kMaxSge)
-    throw std::invalid_argument(fmt::format("post_recv: {} SGEs, at most {}",
-                                            wr.sg_list.size(), transport::kMaxSge));
   Impl& im = *impl_;
-  PortState& p = im.port(h.port);
-  Command c;
-  c.type = CmdType::kPostRecv;
-  c.port = &p;
-  c.qpn = h.qpn;
+  Command c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv");
   c.recv = wr;
-  c.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy_n(wr.sg_list.begin(), c.num_sge, c.sge.begin());
-  return im.enqueue(im.worker_of(p), c);
+  return im.enqueue(im.worker_of(*c.port), c);
 }
 
 size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
