@@ -235,6 +235,24 @@ void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
   enter_error();
 }
 
+size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
+                                std::span<uint8_t> buf) {
+  if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
+    ++counters_.cc_stalls;
+    return 0;
+  }
+  bool ok;
+  const size_t n = build_request(sq_[index % sq_.size()], k, now, buf, &ok);
+  if (!ok) {
+    // The local buffer vanished since post_send: local protection error
+    // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
+    ++counters_.local_errors;
+    fail_wqe(index, IBV_WC_LOC_PROT_ERR);
+    return 0;
+  }
+  return n;
+}
+
 size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   if (rnr_wait_until_) return 0;
   if (type_ == QpType::kRc && sr_recovery_) {
@@ -292,19 +310,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
                              ? 0
                              : static_cast<uint32_t>(std::min<uint64_t>(
                                    mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));
-  if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
-    ++counters_.cc_stalls;
-    return 0;
-  }
-  bool ok;
-  const size_t n = build_request(w, k, now, buf, &ok);
-  if (!ok) {
-    // The local buffer vanished since post_send: local protection error
-    // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
-    ++counters_.local_errors;
-    fail_wqe(sq_send_, IBV_WC_LOC_PROT_ERR);
-    return 0;
-  }
+  const size_t n = gated_request(sq_send_, k, bytes, now, buf);
   if (!n) return 0;
   ++counters_.tx_request_packets;
   const bool retransmit = type_ == QpType::kRc && wire::psn_lt(psn, send_high_);
@@ -396,17 +402,7 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     }
     const uint32_t bytes = w.is_read_or_atomic() ? 0 : mtu_;
     *attempted = true;
-    if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
-      ++counters_.cc_stalls;
-      return 0;
-    }
-    bool ok;
-    const size_t n = build_request(w, k, now, buf, &ok);
-    if (!ok) {
-      ++counters_.local_errors;
-      fail_wqe(idx, IBV_WC_LOC_PROT_ERR);
-      return 0;
-    }
+    const size_t n = gated_request(idx, k, bytes, now, buf);
     if (!n) return 0;
     sr_cursor_ = next_cursor;
     sr_note_resent(psn);

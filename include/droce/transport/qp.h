@@ -214,6 +214,11 @@ class QueuePair {
   void start_wqe(SendWqe& w);
   size_t build_request(SendWqe& w, uint32_t k, uint64_t now, std::span<uint8_t> buf,
                        bool* ok);
+  // Asks congestion control for `bytes`, then builds packet k of the WQE at
+  // `index`; 0 when CC says "not now", the buffer is too small, or the local
+  // buffer vanished (the WQE then fails with LOC_PROT_ERR).
+  size_t gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
+                       std::span<uint8_t> buf);
   void advance_cursor_after(const SendWqe& w, uint32_t k);
   void rewind_to(uint32_t psn);
   uint32_t resume_psn() const;  // first PSN not yet acknowledged
