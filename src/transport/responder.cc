@@ -4,6 +4,7 @@
 // outside a registered region (IBA 10.6.3 access rights).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
@@ -53,6 +54,19 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   const Operation op = info.operation;
   const Position pos = info.position;
   const uint32_t len = pkt.payload_length;
+  // The RETH of a WRITE (first/only) or READ request: the QP must grant the
+  // access, the length must be a legal message size, and a non-empty range
+  // must lie in an MR of this PD that grants it (IBA 9.7.5.1.3 / 10.6.3).
+  auto check_reth = [&](uint32_t access) -> std::optional<NakCode> {
+    if (!(attr_.qp_access_flags & access)) return NakCode::kRemoteAccessError;
+    if (pkt.reth_dma_length > kMaxMessageBytes) return NakCode::kInvalidRequest;
+    const MemoryRegion* mr = nullptr;
+    if (pkt.reth_dma_length > 0 &&
+        check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length, access, &mr) !=
+            AccessCheck::kOk)
+      return NakCode::kRemoteAccessError;
+    return std::nullopt;
+  };
   // Keep one slot for a NAK: an answer we cannot queue is a request we did
   // not receive (the requester retransmits it).
   if (!uc && resp_count_ + 2 > resp_.size()) {
@@ -147,16 +161,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
     }
     case Operation::kWrite: {
       if (pos == Position::kFirst || pos == Position::kOnly) {
-        if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
-          return reject(pkt, NakCode::kRemoteAccessError, uc);
-        if (pkt.reth_dma_length > kMaxMessageBytes)
-          return reject(pkt, NakCode::kInvalidRequest, uc);
-        if (pkt.reth_dma_length > 0) {
-          const MemoryRegion* mr = nullptr;
-          if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
-                           IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk)
-            return reject(pkt, NakCode::kRemoteAccessError, uc);
-        }
+        if (const auto nak = check_reth(IBV_ACCESS_REMOTE_WRITE)) return reject(pkt, *nak, uc);
         write_first_psn_ = pkt.psn;
         write_va_ = pkt.reth_va;
         write_length_ = pkt.reth_dma_length;
@@ -214,16 +219,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       break;
     }
     case Operation::kReadRequest: {
-      if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_READ))
-        return reject(pkt, NakCode::kRemoteAccessError, uc);
-      if (pkt.reth_dma_length > kMaxMessageBytes)
-        return reject(pkt, NakCode::kInvalidRequest, uc);
-      if (pkt.reth_dma_length > 0) {
-        const MemoryRegion* mr = nullptr;
-        if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
-                         IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
-          return reject(pkt, NakCode::kRemoteAccessError, uc);
-      }
+      if (const auto nak = check_reth(IBV_ACCESS_REMOTE_READ)) return reject(pkt, *nak, uc);
       // IBA 9.7.5.2 : more outstanding READ/atomics than the responder
       // advertised (max_dest_rd_atomic) is an invalid request.
       uint32_t reads = 0;
