@@ -14,12 +14,8 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <rte_ethdev.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -31,13 +27,14 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "droce/engine/engine.h"
 #include "droce/telemetry/latency_histogram.h"
+#include "perf/bw_report.h"
+#include "perf/oob.h"
 
 namespace droce::perf {
 
@@ -52,13 +49,7 @@ constexpr int kExitFailure = engine::kExitFailure;
 constexpr int kExitUsage = engine::kExitConfig;
 constexpr uint64_t kMaxSize = uint64_t{1} << 23;  // -a goes 2..2^23
 constexpr uint16_t kDefaultOobPort = 18515;       // perftest's default
-
-// A runtime failure (peer vanished, completion error, data mismatch,
-// timeout): "error: ..." and exit code 1.
-class Failure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+constexpr uint32_t kMaxClients = 64;              // --clients
 
 enum class Verb : uint8_t { kWrite, kRead, kSend };
 enum class Kind : uint8_t { kBw, kLat };
@@ -82,6 +73,7 @@ struct Options {
   std::string test;
   const TestName* t = nullptr;
   bool server = false;
+  std::optional<uint32_t> clients;  // server: clients served at once (default 1)
   std::string connect;
   std::string bind = "127.0.0.1";
   uint16_t oob_port = kDefaultOobPort;
@@ -109,144 +101,6 @@ struct Options {
 };
 
 bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
-
-// ---- out-of-band channel ---------------------------------------------------
-
-class Oob {
- public:
-  Oob() = default;
-  ~Oob() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Oob(const Oob&) = delete;
-  Oob& operator=(const Oob&) = delete;
-
-  void listen_and_accept(const std::string& bind, uint16_t port, double timeout) {
-    sockaddr_in a = make_addr(bind, port, "bind");
-    const int l = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (l < 0) throw Failure(fmt::format("socket: {}", std::strerror(errno)));
-    const int one = 1;
-    ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(l, 1) != 0) {
-      const std::string err = std::strerror(errno);
-      ::close(l);
-      throw ConfigError("port", fmt::format("cannot listen on {}:{}: {}", bind, port, err));
-    }
-    pollfd p{l, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(timeout * 1000));
-    if (r <= 0) {
-      ::close(l);
-      throw Failure(fmt::format("no client connected to {}:{} within {} s", bind, port,
-                                timeout));
-    }
-    fd_ = ::accept(l, nullptr, nullptr);
-    ::close(l);
-    if (fd_ < 0) throw Failure(fmt::format("accept: {}", std::strerror(errno)));
-    nodelay();
-  }
-
-  void connect_to(const std::string& host, uint16_t port, double timeout) {
-    sockaddr_in a = make_addr(host, port, "connect");
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
-    for (;;) {
-      fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (fd_ < 0) throw Failure(fmt::format("socket: {}", std::strerror(errno)));
-      if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) break;
-      const int err = errno;
-      ::close(fd_);
-      fd_ = -1;
-      // The server may not listen yet (it starts EAL first): retry.
-      if (std::chrono::steady_clock::now() > deadline)
-        throw Failure(fmt::format("cannot connect to {}:{}: {}", host, port,
-                                  std::strerror(err)));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    nodelay();
-  }
-
-  void send_line(const std::string& line) {
-    const std::string s = line + "\n";
-    size_t off = 0;
-    while (off < s.size()) {
-      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) throw Failure("out-of-band connection to the peer lost (send)");
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  // A complete line if one arrives within timeout_ms (0: just look).
-  std::optional<std::string> try_recv_line(int timeout_ms) {
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd p{fd_, POLLIN, 0};
-      const int r = ::poll(&p, 1, timeout_ms);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return std::nullopt;
-      char tmp[4096];
-      const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
-      if (n <= 0) throw Failure("out-of-band connection to the peer lost (the peer exited?)");
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-  }
-
-  std::string recv_line(double timeout_s, const std::string& what) {
-    auto line = try_recv_line(static_cast<int>(timeout_s * 1000));
-    if (!line) throw Failure(fmt::format("timed out after {} s waiting for the peer ({})",
-                                         timeout_s, what));
-    return *line;
-  }
-
-  // Both sides send the tag, then wait for the peer's (perftest's
-  // ctx_hand_shake barrier).
-  void barrier(const std::string& tag, double timeout_s) {
-    send_line("SYNC " + tag);
-    const std::string got = recv_line(timeout_s, "barrier " + tag);
-    if (got != "SYNC " + tag)
-      throw Failure(fmt::format("peer out of step: expected 'SYNC {}', got '{}'", tag, got));
-  }
-
- private:
-  static sockaddr_in make_addr(const std::string& host, uint16_t port, const char* option) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    const std::string h = host == "localhost" ? "127.0.0.1" : host;
-    if (::inet_pton(AF_INET, h.c_str(), &a.sin_addr) != 1)
-      throw ConfigError(option, fmt::format("'{}' is not an IPv4 address", host));
-    return a;
-  }
-  void nodelay() {
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-
-  int fd_ = -1;
-  std::string buf_;
-};
-
-// key=value tokens after a leading word.
-std::map<std::string, std::string> parse_kv(const std::string& line) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(line);
-  std::string tok;
-  in >> tok;  // the message name
-  while (in >> tok) {
-    const auto eq = tok.find('=');
-    if (eq != std::string::npos) out[tok.substr(0, eq)] = tok.substr(eq + 1);
-  }
-  return out;
-}
-
-uint64_t kv_u64(const std::map<std::string, std::string>& kv, const std::string& key) {
-  auto it = kv.find(key);
-  if (it == kv.end()) throw Failure(fmt::format("peer message lacks '{}'", key));
-  return std::stoull(it->second, nullptr, 0);
-}
 
 // ---- addresses ---------------------------------------------------------------
 
@@ -361,6 +215,25 @@ const char* wc_status_name(ibv_wc_status s) {
   }
 }
 
+// The other side of this process's test: a client has one peer (its
+// server); a server has one per client (--clients), each with its own OOB
+// connection, QPs and data seed, all on the server's one DPDK port.
+struct Peer {
+  Oob oob;
+  uint64_t seed = 0;  // the client's: it chooses the data pattern
+  wire::MacAddress mac{};
+  wire::IpAddress ip;
+  std::vector<LocalQp> qps;
+  std::vector<RemoteQp> remote;
+  // Server, bandwidth tests: this client's progress in the current size.
+  bool ended = false;    // its "SYNC end" arrived
+  bool replied = false;  // and was answered
+  uint64_t expected = UINT64_MAX;
+  uint64_t received = 0;  // SEND: receive completions
+  uint64_t t_end = 0;     // when its end line was read
+  BwResult report;        // its own measurement, from its end line
+};
+
 class PerfTest {
  public:
   PerfTest(const Options& o, engine::Engine& eng, engine::PortIndex port)
@@ -374,6 +247,12 @@ class PerfTest {
   uint64_t size() const { return o_.size.value_or(is_lat(o_) ? 2 : 65536); }
   uint64_t iters() const { return o_.iters.value_or(is_lat(o_) ? 1000 : 5000); }
   bool client() const { return !o_.server; }
+  bool multi() const { return peers_.size() > 1; }
+  // "client 1 (192.168.77.4): " before a server's message about one of
+  // several clients; nothing with one peer, so one-client output is as before.
+  std::string who(size_t p) const {
+    return multi() ? fmt::format("client {} ({}): ", p, ip_string(peers_[p].ip)) : "";
+  }
 
   [[noreturn]] void fail_timeout(const std::string& what) const {
     throw Failure(fmt::format("timed out after {} s {}", o_.timeout, what));
@@ -387,46 +266,48 @@ class PerfTest {
 
   void setup();
   void exchange();
+  void hello_from(Peer& p, const std::string& line);
+  void exchange_qps(Peer& p);
   void connect_qps();
+  // A barrier with every peer: a server hears all its clients, then answers.
+  void barrier_all(const std::string& tag);
   void print_header() const;
   void print_addresses() const;
 
-  void post_send_or_fail(size_t q, const transport::SendWr& wr);
-  void post_recv_or_fail(size_t q, uint64_t wr_id);
-  // Polls completions; returns how many, with wc_qp_[i] = local QP index.
+  void post_send_or_fail(const LocalQp& q, const transport::SendWr& wr);
+  void post_recv_or_fail(const LocalQp& q, uint64_t wr_id);
+  // Polls completions; returns how many, with wc_peer_[i] / wc_qp_[i] the
+  // peer and its local QP index.
   size_t poll();
   void require_ok(const WorkCompletion& wc) const;
 
   bool run_size(uint64_t size);
   void bw_client(uint64_t size);
   void bw_server(uint64_t size);
+  bool bw_server_step(Peer& p, uint64_t size, bool send);
+  void print_server_rows(uint64_t size, uint64_t t_start) const;
   void lat_run(uint64_t size);
   bool verify_after(uint64_t size);
+  std::string check_peer(const Peer& p, uint64_t size) const;
 
-  void print_bw_row(uint64_t size, uint64_t msgs, uint64_t t0, uint64_t t1,
-                    const std::vector<std::pair<uint64_t, uint64_t>>& events) const;
   void print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const;
 
-  transport::SendWr make_wr(size_t q, uint64_t size, uint64_t wr_id, bool signaled) const;
+  transport::SendWr make_wr(const Peer& p, size_t q, uint64_t wr_id, bool signaled) const;
 
   const Options& o_;
   engine::Engine& eng_;
   engine::PortIndex port_;
-  Oob oob_;
   uint64_t max_size_ = 0;
   uint64_t seed_ = 0;
   uint64_t deadline_ns_ = UINT64_MAX;
   wire::MacAddress mac_{};
   wire::IpAddress ip_;
-  wire::MacAddress peer_mac_{};
-  wire::IpAddress peer_ip_;
-  std::vector<LocalQp> qps_;
-  std::vector<RemoteQp> remote_;
-  std::map<uint32_t, size_t> qp_index_;
+  std::vector<Peer> peers_;
+  std::map<uint32_t, std::pair<size_t, size_t>> qp_index_;  // QPN -> (peer, QP)
   std::vector<WorkCompletion> wc_;
   std::vector<engine::PortIndex> wc_port_;
+  std::vector<size_t> wc_peer_;
   std::vector<size_t> wc_qp_;
-  Sge sge_{};
 };
 
 void PerfTest::setup() {
@@ -434,24 +315,29 @@ void PerfTest::setup() {
   ip_ = parse_ip(o_.ip.empty() ? (o_.server ? "192.168.77.1" : "192.168.77.2") : o_.ip,
                  "ip");
   std::mt19937_64 rng(std::random_device{}());
-  for (uint32_t i = 0; i < o_.qps; ++i) {
-    engine::QpSpec spec;
-    spec.type = o_.connection == "UC" ? transport::QpType::kUc : transport::QpType::kRc;
-    spec.caps.max_send_wr = o_.tx_depth + 1;
-    spec.caps.max_recv_wr = o_.rx_depth;
-    spec.cc = o_.cc;
-    LocalQp q;
-    q.h = eng_.create_qp(port_, spec);
-    engine::MrSpec mr;
-    mr.length = 2 * max_size_;
-    q.mr = eng_.reg_mr(port_, mr);
-    q.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
-    qp_index_[q.h.qpn] = qps_.size();
-    qps_.push_back(q);
+  peers_.resize(o_.server ? o_.clients.value_or(1) : 1);
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    for (uint32_t i = 0; i < o_.qps; ++i) {
+      engine::QpSpec spec;
+      spec.type = o_.connection == "UC" ? transport::QpType::kUc : transport::QpType::kRc;
+      spec.caps.max_send_wr = o_.tx_depth + 1;
+      spec.caps.max_recv_wr = o_.rx_depth;
+      spec.cc = o_.cc;
+      LocalQp q;
+      q.h = eng_.create_qp(port_, spec);
+      engine::MrSpec mr;
+      mr.length = 2 * max_size_;
+      q.mr = eng_.reg_mr(port_, mr);
+      q.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+      qp_index_[q.h.qpn] = {p, peers_[p].qps.size()};
+      peers_[p].qps.push_back(q);
+    }
   }
   seed_ = rng();
+  peers_[0].seed = seed_;  // a client's own; a server adopts each client's
   wc_.resize(256);
   wc_port_.resize(256);
+  wc_peer_.resize(256);
   wc_qp_.resize(256);
 }
 
@@ -460,27 +346,51 @@ void PerfTest::setup() {
 // server only has to agree on the test and the connection type).
 void PerfTest::exchange() {
   if (o_.no_peer) {
-    peer_mac_ = {0x02, 0, 0, 0, 0, 0x02};
-    peer_ip_ = parse_ip(ip_.v6 ? "fd00::2" : "192.168.77.254", "ip");
-    for (size_t i = 0; i < qps_.size(); ++i)
-      remote_.push_back(RemoteQp{static_cast<uint32_t>(0x100 + i), 0, 0x100, 0,
-                                 2 * max_size_});
+    Peer& p = peers_[0];
+    p.mac = {0x02, 0, 0, 0, 0, 0x02};
+    p.ip = parse_ip(ip_.v6 ? "fd00::2" : "192.168.77.254", "ip");
+    for (size_t i = 0; i < p.qps.size(); ++i)
+      p.remote.push_back(RemoteQp{static_cast<uint32_t>(0x100 + i), 0, 0x100, 0,
+                                  2 * max_size_});
     return;
   }
   const std::string hello = fmt::format(
       "HELLO v=1 test={} conn={} size={} all={} qps={} mtu={} check={} seed={} mac={} ip={}",
       o_.t->name, o_.connection, size(), o_.all ? 1 : 0, o_.qps, o_.mtu, o_.check ? 1 : 0,
       seed_, mac_string(mac_), ip_string(ip_));
-  std::string peer;
   if (client()) {
-    oob_.connect_to(o_.connect, o_.oob_port, o_.timeout);
-    oob_.send_line(hello);
-    peer = oob_.recv_line(o_.timeout, "HELLO");
-  } else {
-    oob_.listen_and_accept(o_.bind, o_.oob_port, o_.timeout);
-    peer = oob_.recv_line(o_.timeout, "HELLO");
-    oob_.send_line(hello);
+    Peer& p = peers_[0];
+    p.oob.connect_to(o_.connect, o_.oob_port, o_.timeout);
+    p.oob.send_line(hello);
+    hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
+    exchange_qps(p);
+    return;
   }
+  // The server accepts its clients one after the other; the listening
+  // socket stays open meanwhile, so later clients wait in its backlog.
+  Listener listener(o_.bind, o_.oob_port, static_cast<int>(peers_.size()));
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    p.oob = listener.accept(o_.timeout);
+    try {
+      hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
+      p.oob.send_line(hello);
+      exchange_qps(p);
+    } catch (const Failure& e) {
+      if (!multi()) throw;
+      throw Failure(fmt::format("client {}: {}", i, e.what()));
+    }
+    // The clients share the server's port; the fabric in between (e.g.
+    // droce-switch) tells them apart by address.
+    for (size_t j = 0; j < i; ++j)
+      if (peers_[j].ip == p.ip)
+        throw Failure(fmt::format("clients {} and {} both use IP {}: give each client its own "
+                                  "--ip",
+                                  j, i, ip_string(p.ip)));
+  }
+}
+
+void PerfTest::hello_from(Peer& p, const std::string& peer) {
   if (peer.rfind("HELLO ", 0) != 0) throw Failure(fmt::format("peer said '{}'", peer));
   auto kv = parse_kv(peer);
   if (kv["test"] != o_.t->name)
@@ -500,23 +410,22 @@ void PerfTest::exchange() {
     throw Failure(fmt::format("the peer uses -m {}, this side -m {}", kv["mtu"], o_.mtu));
   if (kv_u64(kv, "check") != (o_.check ? 1u : 0u))
     throw Failure("give --check to both sides or to neither");
-  if (!o_.server) {
-    // seed: the client's.
-  } else {
-    seed_ = kv_u64(kv, "seed");
-  }
-  peer_mac_ = parse_mac(kv["mac"]);
-  peer_ip_ = parse_ip(kv["ip"], "ip");
-  if (peer_ip_.v6 != ip_.v6)
+  // The data seed is the client's.
+  if (o_.server) p.seed = kv_u64(kv, "seed");
+  p.mac = parse_mac(kv["mac"]);
+  p.ip = parse_ip(kv["ip"], "ip");
+  if (p.ip.v6 != ip_.v6)
     throw Failure("one side uses IPv4 and the other IPv6 (--ip): give both the same family");
+}
 
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    const LocalQp& q = qps_[i];
-    oob_.send_line(fmt::format("QP i={} qpn={} psn={} rkey={} va={} len={}", i, q.h.qpn,
-                               q.psn, q.mr.rkey, q.mr.iova, q.mr.length));
+void PerfTest::exchange_qps(Peer& p) {
+  for (size_t i = 0; i < p.qps.size(); ++i) {
+    const LocalQp& q = p.qps[i];
+    p.oob.send_line(fmt::format("QP i={} qpn={} psn={} rkey={} va={} len={}", i, q.h.qpn,
+                                q.psn, q.mr.rkey, q.mr.iova, q.mr.length));
   }
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    auto line = oob_.recv_line(o_.timeout, "QP");
+  for (size_t i = 0; i < p.qps.size(); ++i) {
+    auto line = p.oob.recv_line(o_.timeout, "QP");
     auto q = parse_kv(line);
     RemoteQp r;
     r.qpn = static_cast<uint32_t>(kv_u64(q, "qpn"));
@@ -526,28 +435,42 @@ void PerfTest::exchange() {
     r.len = kv_u64(q, "len");
     if (r.len < 2 * max_size_)
       throw Failure(fmt::format("peer buffer of {} bytes is too small", r.len));
-    remote_.push_back(r);
+    p.remote.push_back(r);
   }
 }
 
 void PerfTest::connect_qps() {
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    transport::QpAttr a;
-    a.path.src_mac = mac_;
-    a.path.dst_mac = peer_mac_;
-    a.path.src_ip = ip_;
-    a.path.dst_ip = peer_ip_;
-    // Flow entropy in the UDP source port, as RoCEv2 NICs do.
-    a.path.udp_src_port =
-        static_cast<uint16_t>(0xC000 | ((qps_[i].h.qpn ^ (remote_[i].qpn << 3)) & 0x3FFF));
-    a.dest_qpn = remote_[i].qpn;
-    a.rq_psn = remote_[i].psn;
-    a.sq_psn = qps_[i].psn;
-    a.path_mtu = mtu_enum(o_.mtu);
-    if (int rc = eng_.connect_qp(qps_[i].h, a); rc != 0)
-      throw Failure(fmt::format("QP {:#x}: connect failed: {}", qps_[i].h.qpn,
-                                std::strerror(rc)));
+  for (const Peer& p : peers_) {
+    for (size_t i = 0; i < p.qps.size(); ++i) {
+      transport::QpAttr a;
+      a.path.src_mac = mac_;
+      a.path.dst_mac = p.mac;
+      a.path.src_ip = ip_;
+      a.path.dst_ip = p.ip;
+      // Flow entropy in the UDP source port, as RoCEv2 NICs do.
+      a.path.udp_src_port =
+          static_cast<uint16_t>(0xC000 | ((p.qps[i].h.qpn ^ (p.remote[i].qpn << 3)) & 0x3FFF));
+      a.dest_qpn = p.remote[i].qpn;
+      a.rq_psn = p.remote[i].psn;
+      a.sq_psn = p.qps[i].psn;
+      a.path_mtu = mtu_enum(o_.mtu);
+      if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
+        throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
+                                  std::strerror(rc)));
+    }
   }
+}
+
+// A client sends its tag and waits for the server's. The server first
+// hears every client and only then answers them all, so no client passes
+// before all have arrived (clients always send first: no deadlock).
+void PerfTest::barrier_all(const std::string& tag) {
+  if (client()) {
+    peers_[0].oob.barrier(tag, o_.timeout);
+    return;
+  }
+  for (Peer& p : peers_) p.oob.barrier_recv(tag, o_.timeout);
+  for (Peer& p : peers_) p.oob.barrier_send(tag);
 }
 
 void PerfTest::print_header() const {
@@ -556,6 +479,7 @@ void PerfTest::print_header() const {
   fmt::print("{}\n{:>40}\n", line, o_.t->title);
   fmt::print(" Connection type : {}\t\tUsing SRQ      : OFF\n", o_.connection);
   fmt::print(" Device          : {}\t\tNumber of qps  : {}\n", o_.dev, o_.qps);
+  if (multi()) fmt::print(" Clients         : {}\t\t(QPs per client)\n", peers_.size());
   if (!is_lat(o_)) fmt::print(" TX depth        : {}\t\tCQ Moderation  : {}\n", o_.tx_depth,
                               std::min(o_.cq_mod, o_.tx_depth));
   fmt::print(" Mtu             : {}[B]\t\tCongestion ctl : {}\n", o_.mtu, o_.cc);
@@ -566,28 +490,29 @@ void PerfTest::print_header() const {
 }
 
 void PerfTest::print_addresses() const {
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    const LocalQp& q = qps_[i];
-    fmt::print(" local address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
-               "MAC {} IP {}\n",
-               q.h.qpn, q.psn, q.mr.rkey, q.mr.iova, mac_string(mac_), ip_string(ip_));
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    const Peer& peer = peers_[p];
+    if (multi()) fmt::print(" client {}:\n", p);
+    for (const LocalQp& q : peer.qps)
+      fmt::print(" local address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
+                 "MAC {} IP {}\n",
+                 q.h.qpn, q.psn, q.mr.rkey, q.mr.iova, mac_string(mac_), ip_string(ip_));
+    for (const RemoteQp& r : peer.remote)
+      fmt::print(" remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
+                 "MAC {} IP {}\n",
+                 r.qpn, r.psn, r.rkey, r.va, mac_string(peer.mac), ip_string(peer.ip));
   }
-  for (const RemoteQp& r : remote_)
-    fmt::print(" remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
-               "MAC {} IP {}\n",
-               r.qpn, r.psn, r.rkey, r.va, mac_string(peer_mac_), ip_string(peer_ip_));
   fmt::print("---------------------------------------------------------------------------------------\n");
 }
 
-void PerfTest::post_send_or_fail(size_t q, const transport::SendWr& wr) {
-  while (!eng_.post_send(qps_[q].h, wr)) {
+void PerfTest::post_send_or_fail(const LocalQp& q, const transport::SendWr& wr) {
+  while (!eng_.post_send(q.h, wr)) {
     check_deadline("posting a send WR (the engine's command queue stays full)");
     std::this_thread::yield();
   }
 }
 
-void PerfTest::post_recv_or_fail(size_t q, uint64_t wr_id) {
-  const LocalQp& lq = qps_[q];
+void PerfTest::post_recv_or_fail(const LocalQp& lq, uint64_t wr_id) {
   Sge s{lq.mr.iova + max_size_, static_cast<uint32_t>(max_size_), lq.mr.lkey};
   transport::RecvWr wr;
   wr.wr_id = wr_id;
@@ -604,7 +529,8 @@ size_t PerfTest::poll() {
     auto it = qp_index_.find(wc_[i].qp_num);
     if (it == qp_index_.end())
       throw Failure(fmt::format("completion for unknown QP {:#x}", wc_[i].qp_num));
-    wc_qp_[i] = it->second;
+    wc_peer_[i] = it->second.first;
+    wc_qp_[i] = it->second.second;
     require_ok(wc_[i]);
   }
   // The control thread usually shares a CPU with the engine's worker (one
@@ -624,12 +550,12 @@ void PerfTest::require_ok(const WorkCompletion& wc) const {
                               static_cast<int>(wc.status), wc.vendor_err));
 }
 
-transport::SendWr PerfTest::make_wr(size_t q, uint64_t /*size*/, uint64_t wr_id,
+transport::SendWr PerfTest::make_wr(const Peer& p, size_t q, uint64_t wr_id,
                                     bool signaled) const {
   transport::SendWr wr;
   wr.wr_id = wr_id;
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-  const RemoteQp& rq = remote_[q];
+  const RemoteQp& rq = p.remote[q];
   switch (o_.t->verb) {
     case Verb::kWrite:
       wr.opcode = IBV_WR_RDMA_WRITE;
@@ -656,18 +582,19 @@ Sge local_sge(const LocalQp& q, Verb v, uint64_t max_size, uint64_t size) {
 // ---- bandwidth ---------------------------------------------------------------
 
 void PerfTest::bw_client(uint64_t size) {
-  const size_t nq = qps_.size();
+  Peer& p = peers_[0];
+  const size_t nq = p.qps.size();
   const uint32_t cq_mod = std::max<uint32_t>(1, std::min(o_.cq_mod, o_.tx_depth));
   const bool timed = o_.duration > 0;
   const uint64_t n_per_qp = timed ? UINT64_MAX : iters();
   std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
   std::vector<bool> last_signaled(nq, true);
   std::vector<Sge> sges(nq);
-  for (size_t q = 0; q < nq; ++q) sges[q] = local_sge(qps_[q], o_.t->verb, max_size_, size);
+  for (size_t q = 0; q < nq; ++q) sges[q] = local_sge(p.qps[q], o_.t->verb, max_size_, size);
   std::vector<std::pair<uint64_t, uint64_t>> events;  // (time, messages done)
   events.reserve(timed ? 4096 : iters() * nq / cq_mod + 16);
 
-  if (!o_.no_peer) oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  if (!o_.no_peer) barrier_all(fmt::format("start {}", size));
   arm_deadline();
   const uint64_t t0 = engine::now_ns();
   const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
@@ -682,9 +609,9 @@ void PerfTest::bw_client(uint64_t size) {
       // is accounted for by a completion.
       for (size_t q = 0; q < nq; ++q) {
         if (last_signaled[q]) continue;
-        auto wr = make_wr(q, size, posted[q], true);
+        auto wr = make_wr(p, q, posted[q], true);
         wr.sg_list = std::span(&sges[q], 1);
-        post_send_or_fail(q, wr);
+        post_send_or_fail(p.qps[q], wr);
         ++posted[q];
         last_signaled[q] = true;
       }
@@ -694,9 +621,9 @@ void PerfTest::bw_client(uint64_t size) {
       const uint64_t limit = stopping ? posted[q] : n_per_qp;
       while (posted[q] < limit && posted[q] - completed[q] < o_.tx_depth) {
         const bool sig = (posted[q] + 1) % cq_mod == 0 || posted[q] + 1 == n_per_qp;
-        auto wr = make_wr(q, size, posted[q], sig);
+        auto wr = make_wr(p, q, posted[q], sig);
         wr.sg_list = std::span(&sges[q], 1);
-        if (!eng_.post_send(qps_[q].h, wr)) break;  // command queue full: poll first
+        if (!eng_.post_send(p.qps[q].h, wr)) break;  // command queue full: poll first
         ++posted[q];
         last_signaled[q] = sig;
       }
@@ -721,94 +648,122 @@ void PerfTest::bw_client(uint64_t size) {
     }
   }
   const uint64_t t1 = events.back().first;
+  const BwResult r = bw_result(size, done_total, t0, t1, events);
   if (!o_.no_peer) {
-    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done_total));
-    const std::string reply = oob_.recv_line(o_.timeout, "end of test");
+    // The measurement rides along: a server with several clients prints it.
+    p.oob.send_line(fmt::format("SYNC end {} msgs={} ns={} peak={}", size, done_total, t1 - t0,
+                                static_cast<uint64_t>(r.peak_bps)));
+    const std::string reply = p.oob.recv_line(o_.timeout, "end of test");
     if (reply.rfind("SYNC end", 0) != 0)
       throw Failure(fmt::format("peer out of step: '{}'", reply));
   }
-  print_bw_row(size, done_total, t0, t1, events);
+  fmt::print("{}", bw_row(size, r, o_.report_gbits));
+  std::fflush(stdout);
+}
+
+// One look at client p: its end line, and the answer once all its
+// messages are in (SEND: every receive completion). True when done.
+bool PerfTest::bw_server_step(Peer& p, uint64_t size, bool send) {
+  if (!p.ended) {
+    if (auto end = p.oob.try_recv_line(0)) {
+      if (end->rfind("SYNC end", 0) != 0)
+        throw Failure(fmt::format("peer out of step: '{}'", *end));
+      p.t_end = engine::now_ns();
+      const auto kv = parse_kv(end->substr(5));
+      p.expected = kv_u64(kv, "msgs");
+      if (multi()) {
+        std::vector<std::pair<uint64_t, uint64_t>> none;
+        p.report = bw_result(size, p.expected, 0, kv_u64(kv, "ns"), none);
+        p.report.peak_bps = static_cast<double>(kv_u64(kv, "peak"));
+      }
+      p.ended = true;
+      arm_deadline();
+    }
+  }
+  const bool done = p.ended && (!send || p.received >= p.expected);
+  if (done && !p.replied) {
+    p.oob.send_line(fmt::format("SYNC end {} msgs={}", size, send ? p.received : p.expected));
+    p.replied = true;
+  }
+  return done;
 }
 
 void PerfTest::bw_server(uint64_t size) {
-  const size_t nq = qps_.size();
   const bool send = o_.t->verb == Verb::kSend;
-  oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  for (Peer& p : peers_) {
+    p.ended = p.replied = false;
+    p.expected = UINT64_MAX;
+    p.received = 0;
+  }
+  barrier_all(fmt::format("start {}", size));
   arm_deadline();
-  uint64_t received = 0;
-  std::optional<std::string> end;
-  // SEND: repost every receive as it completes until the client reports
-  // the end and every message it sent has been seen.
-  uint64_t expected = UINT64_MAX;
+  const uint64_t t_start = engine::now_ns();
+  // SEND: repost every receive as it completes until each client reports
+  // its end and every message it sent has been seen. WRITE and READ: the
+  // server's CPU has nothing to do but wait for the end lines.
   for (;;) {
-    if (!end) {
-      end = oob_.try_recv_line(0);
-      if (end) {
-        if (end->rfind("SYNC end", 0) != 0)
-          throw Failure(fmt::format("peer out of step: '{}'", *end));
-        expected = kv_u64(parse_kv(end->substr(5)), "msgs");
-        arm_deadline();
-      }
-    }
+    bool all_done = true;
+    for (Peer& p : peers_) all_done &= bw_server_step(p, size, send);
+    if (all_done) break;
     if (!send) {
-      if (end) break;
       check_deadline("waiting for the client to finish");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
-    if (received >= expected) break;
     const size_t n = poll();
     for (size_t i = 0; i < n; ++i) {
       const WorkCompletion& wc = wc_[i];
       if (wc.opcode != IBV_WC_RECV) continue;
+      Peer& p = peers_[wc_peer_[i]];
       if (wc.byte_len != size)
-        throw Failure(fmt::format("QP {:#x}: received {} bytes, expected {}", wc.qp_num,
-                                  wc.byte_len, size));
-      ++received;
-      post_recv_or_fail(wc_qp_[i], wc.wr_id);
+        throw Failure(fmt::format("{}QP {:#x}: received {} bytes, expected {}",
+                                  who(wc_peer_[i]), wc.qp_num, wc.byte_len, size));
+      ++p.received;
+      post_recv_or_fail(p.qps[wc_qp_[i]], wc.wr_id);
     }
-    if (n == 0)
-      check_deadline(end ? fmt::format("for receive completions ({} of {})", received,
-                                       expected)
-                         : std::string("waiting for the client to finish"));
+    if (n == 0) {
+      uint64_t received = 0, expected = 0;
+      bool ended = true;
+      for (const Peer& p : peers_) {
+        received += p.received;
+        expected += p.ended ? p.expected : 0;
+        ended &= p.ended;
+      }
+      check_deadline(ended ? fmt::format("for receive completions ({} of {})", received,
+                                         expected)
+                           : std::string("waiting for the client to finish"));
+    }
   }
-  (void)nq;
-  oob_.send_line(fmt::format("SYNC end {} msgs={}", size, send ? received : expected));
+  if (multi()) print_server_rows(size, t_start);
 }
 
-// perftest's "BW peak" is the best rate over its sampling; here it is the
-// best rate over any window of at least 1/20 of the run (and >= 100 us)
-// between completion events, so one lucky completion does not make a peak.
-void PerfTest::print_bw_row(uint64_t size, uint64_t msgs, uint64_t t0, uint64_t t1,
-                            const std::vector<std::pair<uint64_t, uint64_t>>& events) const {
-  const double secs = std::max<double>(1e-9, static_cast<double>(t1 - t0) / 1e9);
-  const double bytes = static_cast<double>(msgs) * static_cast<double>(size);
-  const auto unit = [&](double b, double s) {
-    return o_.report_gbits ? b * 8 / s / 1e9 : b / s / (1024.0 * 1024.0);
-  };
-  const double avg = unit(bytes, secs);
-  double peak = avg;
-  const uint64_t window = std::max<uint64_t>((t1 - t0) / 20, 100'000);
-  size_t j = 0;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (j < i) j = i;
-    while (j < events.size() && events[j].first - events[i].first < window) ++j;
-    if (j >= events.size()) break;
-    const double dt = static_cast<double>(events[j].first - events[i].first) / 1e9;
-    const double b = static_cast<double>(events[j].second - events[i].second) *
-                     static_cast<double>(size);
-    peak = std::max(peak, unit(b, dt));
+// A server with several clients: each client's own measurement (from its
+// end line), then the aggregate as the server saw it: all messages over
+// the time from the start barrier to the last client's end. The server
+// sees no completion events of WRITE/READ, so the aggregate has no peak of
+// its own: its peak column repeats the average.
+void PerfTest::print_server_rows(uint64_t size, uint64_t t_start) const {
+  uint64_t total = 0, t_last = t_start;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const Peer& p = peers_[i];
+    fmt::print("{}", bw_row(size, p.report, o_.report_gbits,
+                            fmt::format("     client {} {}", i, ip_string(p.ip))));
+    total += p.report.msgs;
+    t_last = std::max(t_last, p.t_end);
   }
-  fmt::print(" {:<10} {:<10}     {:>14.2f}     {:>16.2f}     {:>12.6f}\n", size, msgs, peak,
-             avg, static_cast<double>(msgs) / secs / 1e6);
+  std::vector<std::pair<uint64_t, uint64_t>> none;
+  fmt::print("{}", bw_row(size, bw_result(size, total, t_start, t_last, none), o_.report_gbits,
+                          fmt::format("     all {} clients", peers_.size())));
   std::fflush(stdout);
 }
 
 // ---- latency -----------------------------------------------------------------
 
+// One client only (validate() refuses --clients for latency tests).
 void PerfTest::lat_run(uint64_t size) {
+  Peer& peer = peers_[0];
   const Verb v = o_.t->verb;
-  const LocalQp& lq = qps_[0];
+  const LocalQp& lq = peer.qps[0];
   uint8_t* src = lq.mr.addr;
   uint8_t* dst = lq.mr.addr + max_size_;
   Sge sge = local_sge(lq, v, max_size_, size);
@@ -819,7 +774,7 @@ void PerfTest::lat_run(uint64_t size) {
   // side polls for (perftest's write_lat polls memory the same way).
   if (v == Verb::kWrite) dst[size - 1] = 0;
 
-  oob_.barrier(fmt::format("start {}", size), o_.timeout);
+  barrier_all(fmt::format("start {}", size));
   arm_deadline();
   const uint64_t t0 = engine::now_ns();
   const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
@@ -828,10 +783,10 @@ void PerfTest::lat_run(uint64_t size) {
   // A side that answers (the server) cannot know when a timed client
   // stops: it keeps answering until the client's end line arrives.
   auto post = [&](uint64_t i) {
-    auto wr = make_wr(0, size, i, true);
+    auto wr = make_wr(peer, 0, i, true);
     wr.sg_list = std::span(&sge, 1);
     if (v == Verb::kWrite) src[size - 1] = lat_tag(i);
-    post_send_or_fail(0, wr);
+    post_send_or_fail(lq, wr);
     ++sends_outstanding;
   };
   // Waits for the i-th incoming message (WRITE: its tag in memory; SEND: a
@@ -846,7 +801,7 @@ void PerfTest::lat_run(uint64_t size) {
         if (wc.opcode == IBV_WC_RECV) {
           if (wc.byte_len != size)
             throw Failure(fmt::format("received {} bytes, expected {}", wc.byte_len, size));
-          post_recv_or_fail(0, wc.wr_id);
+          post_recv_or_fail(lq, wc.wr_id);
           got = true;
         } else {
           --sends_outstanding;
@@ -855,7 +810,7 @@ void PerfTest::lat_run(uint64_t size) {
       if (got) return true;
       if (k == 0) {
         if (may_end) {
-          if (auto line = oob_.try_recv_line(0)) {
+          if (auto line = peer.oob.try_recv_line(0)) {
             if (line->rfind("SYNC end", 0) != 0)
               throw Failure(fmt::format("peer out of step: '{}'", *line));
             return false;
@@ -907,18 +862,18 @@ void PerfTest::lat_run(uint64_t size) {
     if (k == 0) check_deadline("draining send completions");
   }
   if (client()) {
-    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done));
-    const std::string reply = oob_.recv_line(o_.timeout, "end of test");
+    peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
+    const std::string reply = peer.oob.recv_line(o_.timeout, "end of test");
     if (reply.rfind("SYNC end", 0) != 0)
       throw Failure(fmt::format("peer out of step: '{}'", reply));
     print_lat_row(size, hist);
   } else {
     if (v == Verb::kRead || done == n) {
-      const std::string line = oob_.recv_line(o_.timeout, "end of test");
+      const std::string line = peer.oob.recv_line(o_.timeout, "end of test");
       if (line.rfind("SYNC end", 0) != 0)
         throw Failure(fmt::format("peer out of step: '{}'", line));
     }
-    oob_.send_line(fmt::format("SYNC end {} msgs={}", size, done));
+    peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
     if (v != Verb::kRead) print_lat_row(size, hist);
   }
 }
@@ -941,34 +896,45 @@ void PerfTest::print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h
 //                WRITE/SEND latency tests the client checks too (the server
 //                answers with the same pattern).
 //  READ:         the reader (client) checks its destination area.
+// The result line for the data of one peer's QPs ("CHECK ok" or "CHECK bad ...").
+std::string PerfTest::check_peer(const Peer& p, uint64_t size) const {
+  const Verb v = o_.t->verb;
+  for (size_t q = 0; q < p.qps.size(); ++q) {
+    const uint8_t* dst = p.qps[q].mr.addr + max_size_;
+    // WRITE latency: the last byte is the ping-pong tag, not pattern.
+    const uint64_t len = (v == Verb::kWrite && is_lat(o_)) ? size - 1 : size;
+    if (auto bad = verify_pattern(dst, p.seed, static_cast<uint32_t>(q), size, len))
+      return fmt::format("CHECK bad qp={:#x} size={} offset={} got={:#04x} want={:#04x}",
+                         p.qps[q].h.qpn, size, *bad, dst[*bad],
+                         pattern_byte(p.seed, static_cast<uint32_t>(q), size, *bad));
+  }
+  return "CHECK ok";
+}
+
 bool PerfTest::verify_after(uint64_t size) {
   const Verb v = o_.t->verb;
   const bool i_check = v == Verb::kRead ? client()
                                         : (!client() || (is_lat(o_) && v != Verb::kRead));
-  std::string result = "CHECK ok";
-  if (i_check) {
-    for (size_t q = 0; q < qps_.size(); ++q) {
-      const uint8_t* dst = qps_[q].mr.addr + max_size_;
-      // WRITE latency: the last byte is the ping-pong tag, not pattern.
-      const uint64_t len = (v == Verb::kWrite && is_lat(o_)) ? size - 1 : size;
-      if (auto bad = verify_pattern(dst, seed_, static_cast<uint32_t>(q), size, len)) {
-        result = fmt::format("CHECK bad qp={:#x} size={} offset={} got={:#04x} want={:#04x}",
-                             qps_[q].h.qpn, size, *bad, dst[*bad],
-                             pattern_byte(seed_, static_cast<uint32_t>(q), size, *bad));
-        break;
-      }
-    }
+  // Every peer hears this side's verdict on its data before this side
+  // waits for any peer's.
+  std::vector<std::string> results;
+  for (Peer& p : peers_) {
+    results.push_back(i_check ? check_peer(p, size) : "CHECK ok");
+    p.oob.send_line(results.back());
   }
-  oob_.send_line(result);
-  const std::string peer = oob_.recv_line(o_.timeout, "data check result");
   bool ok = true;
-  if (result != "CHECK ok") {
-    fmt::print(stderr, "error: data check failed on this side: {}\n", result.substr(6));
-    ok = false;
-  }
-  if (peer != "CHECK ok") {
-    fmt::print(stderr, "error: data check failed on the peer: {}\n", peer.substr(6));
-    ok = false;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const std::string peer = peers_[i].oob.recv_line(o_.timeout, "data check result");
+    if (results[i] != "CHECK ok") {
+      fmt::print(stderr, "error: data check failed on this side: {}{}\n", who(i),
+                 results[i].substr(6));
+      ok = false;
+    }
+    if (peer != "CHECK ok") {
+      fmt::print(stderr, "error: data check failed on the peer: {}{}\n", who(i),
+                 peer.substr(6));
+      ok = false;
+    }
   }
   return ok;
 }
@@ -977,10 +943,11 @@ bool PerfTest::run_size(uint64_t size) {
   if (o_.check) {
     // The side that sends data lays the pattern out in its source area;
     // every side clears its destination area so stale bytes cannot pass.
-    for (size_t q = 0; q < qps_.size(); ++q) {
-      fill_pattern(qps_[q].mr.addr, seed_, static_cast<uint32_t>(q), size, size);
-      std::memset(qps_[q].mr.addr + max_size_, 0, size);
-    }
+    for (const Peer& p : peers_)
+      for (size_t q = 0; q < p.qps.size(); ++q) {
+        fill_pattern(p.qps[q].mr.addr, p.seed, static_cast<uint32_t>(q), size, size);
+        std::memset(p.qps[q].mr.addr + max_size_, 0, size);
+      }
   }
   if (o_.no_peer) {
     bw_client(size);
@@ -1005,9 +972,9 @@ int PerfTest::run() {
   // again: both links would stay down for good. With this order the client
   // always connects to a started server (the client's SYNC is sent before
   // its start; the server's only after its own).
-  if (!o_.no_peer && client()) oob_.barrier("server port started", o_.timeout);
+  if (!o_.no_peer && client()) barrier_all("server port started");
   eng_.start();
-  if (!o_.no_peer && o_.server) oob_.barrier("server port started", o_.timeout);
+  if (!o_.no_peer && o_.server) barrier_all("server port started");
   // Wait for the link (memif needs its peer to connect).
   {
     const uint16_t pid = eng_.port_id(port_);
@@ -1022,26 +989,25 @@ int PerfTest::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  if (!o_.no_peer) oob_.barrier("ready", o_.timeout);
+  if (!o_.no_peer) barrier_all("ready");
   print_header();
   print_addresses();
   // SEND: the receive queue is filled before the first barrier.
   if (o_.t->verb == Verb::kSend && (o_.server || is_lat(o_)) && !o_.no_peer)
-    for (size_t q = 0; q < qps_.size(); ++q)
-      for (uint32_t i = 0; i < o_.rx_depth; ++i) post_recv_or_fail(q, i);
+    for (const Peer& p : peers_)
+      for (const LocalQp& q : p.qps)
+        for (uint32_t i = 0; i < o_.rx_depth; ++i) post_recv_or_fail(q, i);
 
-  const bool print_rows = client() || (is_lat(o_) && o_.t->verb != Verb::kRead);
+  // A server with several clients prints their bandwidth rows too.
+  const bool print_rows =
+      client() || (is_lat(o_) && o_.t->verb != Verb::kRead) || (!is_lat(o_) && multi());
   if (print_rows) {
     if (is_lat(o_))
       fmt::print(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
                  "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% "
                  "percentile[usec]\n");
-    else if (o_.report_gbits)
-      fmt::print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   "
-                 "MsgRate[Mpps]\n");
     else
-      fmt::print(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
-                 "MsgRate[Mpps]\n");
+      fmt::print("{}", bw_header(o_.report_gbits, client() ? "" : "     client"));
   }
   bool ok = true;
   if (o_.all) {
@@ -1056,7 +1022,7 @@ int PerfTest::run() {
   // in the slower process. Every WR of this run has completed and been
   // checked by now, so nothing is lost by stopping the worker here.
   eng_.stop();
-  if (!o_.no_peer) oob_.barrier("done", o_.timeout);
+  if (!o_.no_peer) barrier_all("done");
   fmt::print("---------------------------------------------------------------------------------------\n");
   if (o_.check) fmt::print(" Data check: {}\n", ok ? "PASS" : "FAIL");
   if (o_.counters) fmt::print("{}", engine::format_counters(eng_.stats_now()));
@@ -1085,6 +1051,17 @@ void validate(Options& o) {
                       o.server ? "give one of --server or --connect HOST, not both"
                                : "missing peer: give --server on one side and --connect "
                                  "HOST on the other");
+  }
+  if (o.clients) {
+    if (!o.server)
+      throw ConfigError("--clients", "is a server option (how many clients the server "
+                                     "serves at once): drop it on the client");
+    if (*o.clients < 1 || *o.clients > kMaxClients)
+      throw ConfigError("--clients",
+                        fmt::format("{} is out of range 1..{}", *o.clients, kMaxClients));
+    if (*o.clients > 1 && o.t->kind == Kind::kLat)
+      throw ConfigError("--clients", "latency tests serve one client (the server plays "
+                                     "ping-pong); use a bandwidth test for several");
   }
   if (o.size && (*o.size < 1 || *o.size > kMaxSize))
     throw ConfigError("-s/--size", fmt::format("{} is out of range 1..{}", *o.size, kMaxSize));
@@ -1139,6 +1116,9 @@ int perf_main(int argc, char** argv) {
                  "write_bw | read_bw | send_bw | write_lat | read_lat | send_lat")
       ->required();
   cli.add_flag("--server", o.server, "wait for the peer (the target of the test)");
+  cli.add_option("--clients", o.clients,
+                 "server: serve this many clients at once on the one port (bandwidth "
+                 "tests; default 1)");
   cli.add_option("--connect", o.connect, "connect to the server's OOB socket at HOST (IPv4)");
   cli.add_option("--bind", o.bind, "server: address of the OOB socket (default 127.0.0.1)");
   cli.add_option("-p,--port", o.oob_port, "TCP port of the OOB socket (default 18515)");
