@@ -26,6 +26,16 @@ CASES = [
     ("UC read", ["--test", "read_bw", "--server", "-c", "UC"], "-c/--connection"),
     ("-a with -s", ["--test", "write_bw", "--server", "-a", "-s", "8"], "-a/--all"),
     ("no --test", ["--server"], "--test"),
+    ("zero clients", ["--test", "write_bw", "--server", "--clients", "0"], "--clients"),
+    ("too many clients", ["--test", "write_bw", "--server", "--clients", "65"], "--clients"),
+    ("--clients on a client", ["--test", "write_bw", "--connect", "127.0.0.1", "--clients",
+                               "2"], "--clients"),
+    ("--clients 1 on a client", ["--test", "read_bw", "--connect", "127.0.0.1",
+                                 "--clients", "1"], "--clients"),
+    ("--clients with a latency test", ["--test", "send_lat", "--server", "--clients", "2"],
+     "--clients"),
+    ("--clients not a number", ["--test", "write_bw", "--server", "--clients", "two"],
+     "--clients"),
 ]
 for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,
@@ -36,6 +46,6 @@ for what, args, needle in CASES:
     c.ok("EAL:" not in r.stderr, f"{what}: refused before EAL starts")
 
 r = subprocess.run([exe, "--", "--help"], capture_output=True, text=True, timeout=30)
-c.ok(r.returncode == 0 and "--report_gbits" in r.stdout and "--check" in r.stdout,
-     "--help lists perftest's flags")
+c.ok(r.returncode == 0 and "--report_gbits" in r.stdout and "--check" in r.stdout
+     and "--clients" in r.stdout, "--help lists perftest's flags and --clients")
 c.finish()
