@@ -74,6 +74,8 @@ struct Options {
   uint16_t burst = 32;
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;
+  uint32_t shards = 1;
+  std::string shard_tx = "auto";
   // One QP / MR from flags.
   std::string qpn, peer_qpn, rq_psn = "0", sq_psn = "0", local_mac, peer_mac, local_ip,
       peer_ip, qp_type = "rc", ecn = "ect0", cc = "none";
@@ -228,11 +230,13 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
                  {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
                   "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
                   "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
-                  "selective_repeat", "ack_every_n", "min_rnr_timer"});
+                  "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore"});
       QpDef q;
       q.where = w;
       q.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
       if (!t->contains("qpn")) throw ConfigError(key_path(w, "qpn"), "missing");
+      if (t->contains("lcore"))
+        q.spec.lcore = static_cast<int>(get_uint(*t, w, "lcore", 0, 1023));
       q.spec.qpn = static_cast<uint32_t>(get_uint(*t, w, "qpn", 0, UINT32_MAX));
       if (auto s = get_str(*t, w, "type")) q.spec.type = engine::parse_qp_type(key_path(w, "type"), *s);
       q.spec.caps.max_send_wr = static_cast<uint32_t>(get_uint(*t, w, "max_send_wr", 256, 1u << 20));
@@ -383,6 +387,12 @@ int run(int argc, char** argv) {
   app.add_option("--burst", o.burst, "RX/TX burst size")->check(CLI::Range(1, 512));
   app.add_option("--rx-desc", o.rx_desc, "RX descriptors")->check(CLI::Range(1, 32768));
   app.add_option("--tx-desc", o.tx_desc, "TX descriptors")->check(CLI::Range(1, 32768));
+  app.add_option("--shards", o.shards,
+                 "shard each port's QPs over N worker lcores (the RX lcore and the "
+                 "next ones; default 1)");
+  app.add_option("--shard-tx", o.shard_tx,
+                 "how shards transmit: auto, queues (a TX queue each) or ring (through "
+                 "the RX lcore)");
   app.add_option("--qpn", o.qpn, "QPN of a QP defined by flags");
   app.add_option("--peer-qpn", o.peer_qpn, "its peer's QPN");
   app.add_option("--qp-type", o.qp_type, "rc, uc or ud");
@@ -414,6 +424,15 @@ int run(int argc, char** argv) {
     throw ConfigError("", e.what());
   }
   o.vlan_set = vlan->count() > 0;
+  if (o.shards < 1 || o.shards > 128)
+    throw ConfigError("--shards",
+                      fmt::format("{} is out of range 1..128 (1 = no sharding)", o.shards));
+  engine::PortConfig::ShardTx shard_tx;
+  if (o.shard_tx == "auto") shard_tx = engine::PortConfig::ShardTx::kAuto;
+  else if (o.shard_tx == "queues") shard_tx = engine::PortConfig::ShardTx::kQueues;
+  else if (o.shard_tx == "ring") shard_tx = engine::PortConfig::ShardTx::kRing;
+  else
+    throw ConfigError("--shard-tx", fmt::format("'{}' is not auto, queues or ring", o.shard_tx));
 
   std::vector<MrDef> mr_defs;
   std::vector<QpDef> qp_defs;
@@ -437,7 +456,17 @@ int run(int argc, char** argv) {
     pc.rx_desc = o.rx_desc;
     pc.tx_desc = o.tx_desc;
     pc.endpoint.port_rate_bytes_per_sec = static_cast<uint64_t>(o.port_rate_gbps * 1e9 / 8);
-    eng.add_port(pc);
+    pc.shards = o.shards;
+    pc.shard_tx = shard_tx;
+    try {
+      eng.add_port(pc);
+    } catch (const ConfigError& e) {
+      // The engine names its PortConfig field; the user gave a flag.
+      if (e.option() != "shards") throw;
+      const std::string msg = std::string(e.what()).substr(e.option().size() + 2);
+      const bool queues = msg.find("TX queue") != std::string::npos;
+      throw ConfigError(queues ? "--shard-tx" : "--shards", msg);
+    }
   }
 
   std::vector<engine::MrInfo> mrs;

@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_pause.h>
+#include <rte_ring.h>
 #include <rte_telemetry.h>
 #include <sys/eventfd.h>
 #include <sys/time.h>
@@ -29,12 +30,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "droce/cc/registry.h"
 #include "droce/transport/device.h"
+#include "droce/wire/bytes.h"
+#include "droce/wire/int.h"
 #include "droce/wire/packet.h"
+#include "droce/wire/pfc.h"
 
 namespace droce::engine {
 
@@ -73,19 +79,20 @@ uint64_t now_ns() {
 
 // ---------------------------------------------------------------------------
 
+struct Worker;
+
 namespace {
 
-// What the data path does for one port: its DPDK port, its pool, and the
-// endpoint (with its own transport Device) that owns the port's QPs.
-struct PortState {
-  PortIndex index = 0;
-  uint16_t port_id = 0;
-  std::string name;
-  PortConfig cfg;
-  unsigned lcore = 0;
-  int socket = SOCKET_ID_ANY;
-  uint64_t line_rate = 0;
-  rte_mempool* pool = nullptr;
+struct PortState;
+
+// One shard: the QPs of one port that one worker lcore runs, with their
+// own transport Device, endpoint and CQ (the endpoint and the Device are
+// single-threaded). An unsharded port has one shard, on its RX lcore.
+struct Shard {
+  PortState* port = nullptr;
+  uint32_t index = 0;  // 0 = the lcore that polls the port's RX queue
+  Worker* worker = nullptr;
+  uint64_t rate = 0;   // the endpoint's port rate: its share (0 = none)
   std::unique_ptr<transport::Device> device;
   std::unique_ptr<endpoint::Endpoint> ep;
   transport::ProtectionDomain* pd = nullptr;
@@ -99,10 +106,51 @@ struct PortState {
   std::vector<rte_mbuf*> rx;
   std::vector<std::span<uint8_t>> bufs;
   std::vector<uint32_t> lens;
+  // TX queue this shard transmits on; -1: through tx_ring to shard 0.
+  int tx_queue = 0;
+  rte_ring* rx_ring = nullptr;  // shard 0 -> this shard (index > 0)
+  rte_ring* tx_ring = nullptr;  // this shard -> shard 0 (tx_queue < 0)
+  // PFC updates already fed to the endpoint (PortState::pfc_*).
+  uint32_t pfc_gen_seen = 0;
+  std::array<uint32_t, wire::kPfcPriorities> pfc_seq_seen{};
+};
+
+// What the data path does for one port: its DPDK port, its pool, and its
+// shards.
+struct PortState {
+  PortIndex index = 0;
+  uint16_t port_id = 0;
+  std::string name;
+  PortConfig cfg;
+  int socket = SOCKET_ID_ANY;
+  uint64_t line_rate = 0;
+  uint16_t tx_queues = 1;
+  rte_mempool* pool = nullptr;
+  std::vector<std::unique_ptr<Shard>> shards;
+  // Control thread only: QPN -> shard index (where create/modify/post go).
+  std::unordered_map<uint32_t, uint32_t> qp_owner;
+  uint32_t next_qpn = transport::kFirstQpn;
+  uint32_t next_shard = 0;
+  // Shard 0's lcore only (changed through run_on on it): QPN -> shard index
+  // for the QPs of shards > 0, and per-shard batches of frames for them.
+  std::unordered_map<uint32_t, uint32_t> dispatch;
+  std::vector<std::vector<rte_mbuf*>> dispatch_batch;
+  std::vector<rte_mbuf*> rx_free;
+  std::vector<rte_mbuf*> tx_from_rings;
+  // PFC state received on the port, for every shard (sharded ports): the
+  // end of the pause per priority (ns, the engine clock), a sequence number
+  // per priority bumped after each update, and one generation number so
+  // that a shard tests one atomic per loop.
+  std::array<std::atomic<uint64_t>, wire::kPfcPriorities> pfc_until{};
+  std::array<std::atomic<uint32_t>, wire::kPfcPriorities> pfc_seq{};
+  std::atomic<uint32_t> pfc_gen{0};
+  std::mutex capture_mu;  // shards transmit on several lcores
   pcap_t* pcap_dead = nullptr;
   pcap_dumper_t* dumper = nullptr;
   bool started = false;
   bool closed = false;
+  bool sharded() const { return shards.size() > 1; }
+  unsigned lcore() const;
 };
 
 enum class CmdType : uint8_t { kRun, kPostSend, kPostRecv };
@@ -111,7 +159,7 @@ struct Command {
   CmdType type = CmdType::kRun;
   uint64_t seq = 0;
   std::function<void()>* fn = nullptr;  // kRun: lives on the waiting control thread
-  PortState* port = nullptr;
+  Shard* shard = nullptr;
   uint32_t qpn = 0;
   transport::SendWr send{};
   transport::RecvWr recv{};
@@ -137,7 +185,7 @@ struct Worker {
         completions(c.completion_queue_depth) {}
   unsigned lcore;
   bool use_thread;  // no worker lcore: a registered non-EAL thread
-  std::vector<PortState*> ports;
+  std::vector<Shard*> shards;
   boost::lockfree::spsc_queue<Command> commands;
   boost::lockfree::spsc_queue<uint64_t> replies;
   boost::lockfree::spsc_queue<Completion> completions;
@@ -148,6 +196,10 @@ struct Worker {
   std::vector<transport::WorkCompletion> wc_buf;
   uint32_t idle_sleep_us = 0;
 };
+
+namespace {
+unsigned PortState::lcore() const { return shards.front()->worker->lcore; }
+}  // namespace
 
 struct Engine::Impl {
   EngineConfig cfg;
@@ -162,37 +214,37 @@ struct Engine::Impl {
   std::mutex latest_mu;  // latest is read by the telemetry thread
   bool have_latest = false;
 
-  Worker& worker_of(const PortState& p) {
-    for (auto& w : workers)
-      for (PortState* q : w->ports)
-        if (q == &p) return *w;
-    return *workers.front();
-  }
-  // Runs fn on the worker that owns `p` (inline before start) and waits.
+  // Runs fn on the worker (inline before start) and waits.
   void run_on(Worker& w, std::function<void()> fn);
   PortState& port(PortIndex i, const char* option = "port") {
     if (i >= ports.size())
       throw ConfigError(option, fmt::format("no port with index {}", i));
     return *ports[i];
   }
+  // The shard a QP of `p` runs on (shard 0 for a QPN the port does not
+  // know: the call then fails there as it would unsharded).
+  Shard& owner(PortState& p, uint32_t qpn) {
+    auto it = p.qp_owner.find(qpn);
+    return *p.shards[it == p.qp_owner.end() ? 0 : it->second];
+  }
   bool enqueue(Worker& w, Command& c);
-  // What post_send and post_recv share: the SGE limit, the QP's port, and a
-  // copy of the SGEs (the caller's list need not outlive the call).
+  // What post_send and post_recv share: the SGE limit, the QP's shard, and
+  // a copy of the SGEs (the caller's list need not outlive the call).
   Command post_command(QpHandle h, CmdType type, std::span<const transport::Sge> sges,
                        std::string_view verb);
   void start_port(PortState& p);
-  void fill_snapshot(Worker& w, Snapshot& s);
+  void fill_snapshot(Worker& w, std::vector<PortSnapshot>& ports, std::vector<QpSnapshot>& qps);
+  void drain_rings();
 };
 
 // ---- the data path ----------------------------------------------------------
 
 namespace {
 
-void push_error_completion(Worker& w, PortState& p, uint32_t qpn, uint64_t wr_id,
-                           int err) {
-  ++p.counters.post_errors;
+void push_error_completion(Worker& w, Shard& s, uint32_t qpn, uint64_t wr_id, int err) {
+  ++s.counters.post_errors;
   Completion c;
-  c.port = p.index;
+  c.port = s.port->index;
   c.wc.wr_id = wr_id;
   c.wc.status = IBV_WC_GENERAL_ERR;
   c.wc.vendor_err = static_cast<uint32_t>(err);
@@ -203,11 +255,11 @@ void push_error_completion(Worker& w, PortState& p, uint32_t qpn, uint64_t wr_id
 }
 
 void execute_post(Worker& w, Command& c) {
-  PortState& p = *c.port;
-  transport::QueuePair* qp = p.device->find_qp(c.qpn);
+  Shard& s = *c.shard;
+  transport::QueuePair* qp = s.device->find_qp(c.qpn);
   const uint64_t wr_id = c.type == CmdType::kPostSend ? c.send.wr_id : c.recv.wr_id;
   if (!qp) {
-    push_error_completion(w, p, c.qpn, wr_id, ENOENT);
+    push_error_completion(w, s, c.qpn, wr_id, ENOENT);
     return;
   }
   const std::span<const transport::Sge> sg(c.sge.data(), c.num_sge);
@@ -215,106 +267,270 @@ void execute_post(Worker& w, Command& c) {
   if (c.type == CmdType::kPostSend) {
     c.send.sg_list = sg;
     c.send.ud_path = c.has_ud_path ? &c.ud_path : nullptr;
-    rc = p.ep->post_send(*qp, c.send);
+    rc = s.ep->post_send(*qp, c.send);
   } else {
     c.recv.sg_list = sg;
     rc = qp->post_recv(c.recv);
-    p.ep->notify(c.qpn);
+    s.ep->notify(c.qpn);
   }
-  if (rc != 0) push_error_completion(w, p, c.qpn, wr_id, rc);
+  if (rc != 0) push_error_completion(w, s, c.qpn, wr_id, rc);
 }
 
-// Moves completions from the port's CQ to the control plane, as many as
+// Moves completions from the shard's CQ to the control plane, as many as
 // the queue has room for (the rest stay in the CQ: back-pressure, no loss).
-void drain_cq(Worker& w, PortState& p) {
-  if (p.cq->empty()) return;
+void drain_cq(Worker& w, Shard& s) {
+  if (s.cq->empty()) return;
   size_t room = w.completions.write_available();
   if (room == 0) return;
   if (w.wc_buf.size() < 64) w.wc_buf.resize(64);
-  while (room > 0 && !p.cq->empty()) {
+  while (room > 0 && !s.cq->empty()) {
     const size_t n = std::min(room, w.wc_buf.size());
-    const int got = p.cq->poll(std::span(w.wc_buf.data(), n));
-    for (int i = 0; i < got; ++i) w.completions.push(Completion{p.index, w.wc_buf[i]});
+    const int got = s.cq->poll(std::span(w.wc_buf.data(), n));
+    for (int i = 0; i < got; ++i)
+      w.completions.push(Completion{s.port->index, w.wc_buf[i]});
     room -= static_cast<size_t>(got);
     if (got == 0) break;
   }
-  p.counters.cq_overflows = p.cq->overflow_count();
+  s.counters.cq_overflows = s.cq->overflow_count();
 }
 
-void capture(PortState& p, const uint8_t* data, uint32_t len) {
+void capture(Shard& s, const uint8_t* data, uint32_t len) {
+  PortState& p = *s.port;
   if (!p.dumper) return;
   pcap_pkthdr h{};
   gettimeofday(&h.ts, nullptr);
   h.caplen = len;
   h.len = len;
-  pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
-  ++p.counters.captured;
+  if (p.sharded()) {
+    std::lock_guard lock(p.capture_mu);
+    pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
+  } else {
+    pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
+  }
+  ++s.counters.captured;
 }
 
-// One RX burst, every frame to the endpoint, mbufs freed after (the
-// endpoint copies payload into registered memory during receive()).
-bool poll_rx(PortState& p, uint64_t now) {
-  const uint16_t n = rte_eth_rx_burst(p.port_id, 0, p.rx.data(),
-                                      static_cast<uint16_t>(p.rx.size()));
+// Sharded port, on the RX lcore: a PFC frame becomes the port's shared
+// pause state (every shard applies it, apply_pfc); the pause ends are
+// computed at the port's full rate, as the frame means them.
+void share_pfc(Shard& s, const wire::PfcFrame& pfc, uint64_t now) {
+  PortState& p = *s.port;
+  const uint64_t bps = p.cfg.endpoint.port_rate_bytes_per_sec * 8;
+  for (unsigned prio = 0; prio < wire::kPfcPriorities; ++prio) {
+    if (!pfc.enabled(prio)) continue;
+    const uint64_t until = pfc.quanta[prio] == 0 || bps == 0
+                               ? now
+                               : now + wire::pfc_quanta_to_ns(pfc.quanta[prio], bps);
+    p.pfc_until[prio].store(until, std::memory_order_relaxed);
+    p.pfc_seq[prio].fetch_add(1, std::memory_order_release);
+  }
+  p.pfc_gen.fetch_add(1, std::memory_order_release);
+  ++s.counters.pfc_shared;
+}
+
+// Sharded port, on each shard's lcore: the pause updates not yet seen are
+// fed to the shard's endpoint as one PFC frame whose quanta are the time
+// left, converted at the shard's share of the rate (the endpoint turns
+// quanta into time at its own configured rate, which is that share).
+// XON, or a pause already over, is quanta 0.
+void apply_pfc(Shard& s, uint64_t now) {
+  PortState& p = *s.port;
+  const uint32_t gen = p.pfc_gen.load(std::memory_order_acquire);
+  if (gen == s.pfc_gen_seen) return;
+  s.pfc_gen_seen = gen;
+  wire::PfcFrame f;
+  const uint64_t bps = s.rate * 8;
+  for (unsigned prio = 0; prio < wire::kPfcPriorities; ++prio) {
+    const uint32_t seq = p.pfc_seq[prio].load(std::memory_order_acquire);
+    if (seq == s.pfc_seq_seen[prio]) continue;
+    s.pfc_seq_seen[prio] = seq;
+    const uint64_t until = p.pfc_until[prio].load(std::memory_order_relaxed);
+    f.enable |= static_cast<uint8_t>(1u << prio);
+    if (until > now && bps > 0) {
+      const unsigned __int128 bits = static_cast<unsigned __int128>(until - now) * bps;
+      const uint64_t den = uint64_t{wire::kPauseQuantumBits} * 1'000'000'000ull;
+      const uint64_t q = static_cast<uint64_t>((bits + den - 1) / den);
+      f.quanta[prio] = static_cast<uint16_t>(std::min<uint64_t>(q, UINT16_MAX));
+    }
+  }
+  if (f.enable == 0) return;
+  std::array<uint8_t, wire::kPfcFrameSize> buf{};
+  const size_t n = wire::build_pfc(f, buf);
+  if (n == 0) return;
+  s.ep->receive(std::span<const uint8_t>(buf.data(), n), now);
+  ++s.counters.pfc_applied;
+}
+
+constexpr int kDispatchConsumed = -1;
+
+// Sharded port, on the RX lcore: which shard a frame is for. Only what
+// finds the BTH destination QP is read (Ethernet, 802.1Q, IPv4/IPv6, UDP,
+// an INT header if any); checksums and the ICRC are the owning endpoint's
+// job. Not RoCEv2, not well-formed enough to find the BTH, an unknown QPN:
+// shard 0, whose endpoint counts it as before. PFC: shared, consumed.
+int dispatch_target(Shard& s, const uint8_t* data, uint32_t len, uint64_t now) {
+  PortState& p = *s.port;
+  const std::span<const uint8_t> f(data, len);
+  if (wire::is_pfc(f)) {
+    wire::PfcFrame pfc;
+    if (wire::parse_pfc(f, pfc) != wire::PfcParseError::kOk) return 0;
+    share_pfc(s, pfc, now);
+    return kDispatchConsumed;
+  }
+  wire::IntLocation loc;
+  if (wire::int_locate(f, loc) != wire::IntError::kOk) return 0;
+  const uint32_t bth = loc.bth_offset();
+  if (bth + wire::kBthSize > len) return 0;
+  const uint32_t qpn = wire::load_be24(data + bth + 5);  // BTH DestQP, IBA 9.2
+  const auto it = p.dispatch.find(qpn);
+  return it == p.dispatch.end() ? 0 : static_cast<int>(it->second);
+}
+
+// One RX burst (shard 0). Unsharded: every frame to the endpoint, mbufs
+// freed after (the endpoint copies payload into registered memory during
+// receive()). Sharded: frames of other shards' QPs go to their rings.
+bool poll_rx(Shard& s, uint64_t now) {
+  PortState& p = *s.port;
+  const uint16_t n = rte_eth_rx_burst(p.port_id, 0, s.rx.data(),
+                                      static_cast<uint16_t>(s.rx.size()));
   if (n == 0) return false;
-  ++p.counters.rx_bursts;
-  p.counters.rx_mbufs += n;
+  ++s.counters.rx_bursts;
+  s.counters.rx_mbufs += n;
+  const bool sharded = p.sharded();
+  size_t nfree = 0;
   for (uint16_t i = 0; i < n; ++i) {
-    rte_mbuf* m = p.rx[i];
+    rte_mbuf* m = s.rx[i];
     if (m->nb_segs != 1) {
-      ++p.counters.rx_multiseg_dropped;
+      ++s.counters.rx_multiseg_dropped;
+      p.rx_free[nfree++] = m;
       continue;
     }
     const auto* data = rte_pktmbuf_mtod(m, const uint8_t*);
-    capture(p, data, m->data_len);
-    p.ep->receive(std::span(data, m->data_len), now);
+    capture(s, data, m->data_len);
+    if (sharded) {
+      const int target = dispatch_target(s, data, m->data_len, now);
+      if (target > 0) {
+        p.dispatch_batch[static_cast<size_t>(target)].push_back(m);
+        continue;
+      }
+      if (target == kDispatchConsumed) {
+        p.rx_free[nfree++] = m;
+        continue;
+      }
+    }
+    s.ep->receive(std::span(data, m->data_len), now);
+    p.rx_free[nfree++] = m;
   }
-  rte_pktmbuf_free_bulk(p.rx.data(), n);
+  if (sharded) {
+    for (size_t k = 1; k < p.shards.size(); ++k) {
+      auto& batch = p.dispatch_batch[k];
+      if (batch.empty()) continue;
+      const unsigned put = rte_ring_sp_enqueue_burst(
+          p.shards[k]->rx_ring, reinterpret_cast<void* const*>(batch.data()),
+          static_cast<unsigned>(batch.size()), nullptr);
+      s.counters.rx_dispatched += put;
+      if (put < batch.size()) {
+        s.counters.rx_dispatch_dropped += batch.size() - put;
+        rte_pktmbuf_free_bulk(batch.data() + put, static_cast<unsigned>(batch.size() - put));
+      }
+      batch.clear();
+    }
+  }
+  if (nfree) rte_pktmbuf_free_bulk(p.rx_free.data(), static_cast<unsigned>(nfree));
   return true;
 }
 
-// Lets the endpoint fill mbuf data areas, then hands them to the PMD.
-bool poll_tx(PortState& p, uint64_t now) {
-  const size_t burst = p.stash.size();
-  if (p.stash_n < burst) {
-    if (rte_pktmbuf_alloc_bulk(p.pool, p.stash.data() + p.stash_n,
-                               static_cast<unsigned>(burst - p.stash_n)) == 0) {
-      p.stash_n = burst;
-    } else {
-      ++p.counters.tx_mbufs_alloc_failed;
-      if (p.stash_n == 0) return false;
-    }
-  }
-  for (size_t i = 0; i < p.stash_n; ++i) {
-    rte_mbuf* m = p.stash[i];
-    p.bufs[i] = std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
-  }
-  const size_t n = p.ep->transmit(now, std::span(p.bufs.data(), p.stash_n),
-                                  std::span(p.lens.data(), p.stash_n));
+// Shards > 0: the frames the RX lcore handed over.
+bool poll_rx_ring(Shard& s, uint64_t now) {
+  const unsigned n = rte_ring_sc_dequeue_burst(s.rx_ring, reinterpret_cast<void**>(s.rx.data()),
+                                               static_cast<unsigned>(s.rx.size()), nullptr);
   if (n == 0) return false;
-  for (size_t i = 0; i < n; ++i) {
-    rte_mbuf* m = p.stash[i];
-    m->data_len = static_cast<uint16_t>(p.lens[i]);
-    m->pkt_len = p.lens[i];
-    p.counters.tx_bytes += p.lens[i];
-    capture(p, rte_pktmbuf_mtod(m, const uint8_t*), p.lens[i]);
+  s.counters.rx_from_ring += n;
+  for (unsigned i = 0; i < n; ++i) {
+    const rte_mbuf* m = s.rx[i];
+    s.ep->receive(std::span(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len), now);
   }
+  rte_pktmbuf_free_bulk(s.rx.data(), n);
+  return true;
+}
+
+// tx_burst with retries; what the PMD never takes is freed and counted.
+void send_burst(Shard& s, uint16_t queue, rte_mbuf** mbufs, uint16_t n) {
   uint16_t sent = 0;
   for (uint32_t attempt = 0; sent < n && attempt <= kTxRetries; ++attempt) {
-    if (attempt > 0) ++p.counters.tx_retries;
-    sent += rte_eth_tx_burst(p.port_id, 0, p.stash.data() + sent,
+    if (attempt > 0) ++s.counters.tx_retries;
+    sent += rte_eth_tx_burst(s.port->port_id, queue, mbufs + sent,
                              static_cast<uint16_t>(n - sent));
   }
-  p.counters.tx_frames += sent;
+  s.counters.tx_frames += sent;
   if (sent < n) {
-    p.counters.tx_dropped += n - sent;
-    rte_pktmbuf_free_bulk(p.stash.data() + sent, static_cast<unsigned>(n - sent));
+    s.counters.tx_dropped += n - sent;
+    rte_pktmbuf_free_bulk(mbufs + sent, static_cast<unsigned>(n - sent));
+  }
+}
+
+// Lets the endpoint fill mbuf data areas, then hands them to the PMD (or,
+// for a shard without a TX queue, to the RX lcore's ring).
+bool poll_tx(Shard& s, uint64_t now) {
+  PortState& p = *s.port;
+  const size_t burst = s.stash.size();
+  if (s.stash_n < burst) {
+    if (rte_pktmbuf_alloc_bulk(p.pool, s.stash.data() + s.stash_n,
+                               static_cast<unsigned>(burst - s.stash_n)) == 0) {
+      s.stash_n = burst;
+    } else {
+      ++s.counters.tx_mbufs_alloc_failed;
+      if (s.stash_n == 0) return false;
+    }
+  }
+  for (size_t i = 0; i < s.stash_n; ++i) {
+    rte_mbuf* m = s.stash[i];
+    s.bufs[i] = std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
+  }
+  const size_t n = s.ep->transmit(now, std::span(s.bufs.data(), s.stash_n),
+                                  std::span(s.lens.data(), s.stash_n));
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; ++i) {
+    rte_mbuf* m = s.stash[i];
+    m->data_len = static_cast<uint16_t>(s.lens[i]);
+    m->pkt_len = s.lens[i];
+    s.counters.tx_bytes += s.lens[i];
+    capture(s, rte_pktmbuf_mtod(m, const uint8_t*), s.lens[i]);
+  }
+  if (s.tx_queue >= 0) {
+    send_burst(s, static_cast<uint16_t>(s.tx_queue), s.stash.data(), static_cast<uint16_t>(n));
+  } else {
+    const unsigned put = rte_ring_sp_enqueue_burst(
+        s.tx_ring, reinterpret_cast<void* const*>(s.stash.data()), static_cast<unsigned>(n),
+        nullptr);
+    s.counters.tx_to_ring += put;
+    if (put < n) {
+      s.counters.tx_dropped += n - put;
+      rte_pktmbuf_free_bulk(s.stash.data() + put, static_cast<unsigned>(n - put));
+    }
   }
   // Keep the unused mbufs at the front of the stash for the next call.
-  const size_t left = p.stash_n - n;
-  for (size_t i = 0; i < left; ++i) p.stash[i] = p.stash[n + i];
-  p.stash_n = left;
+  const size_t left = s.stash_n - n;
+  for (size_t i = 0; i < left; ++i) s.stash[i] = s.stash[n + i];
+  s.stash_n = left;
   return true;
+}
+
+// Shard 0 of a port with one TX queue: sends what the other shards made.
+bool poll_tx_rings(Shard& s) {
+  PortState& p = *s.port;
+  bool busy = false;
+  for (size_t k = 1; k < p.shards.size(); ++k) {
+    rte_ring* r = p.shards[k]->tx_ring;
+    if (!r) continue;
+    const unsigned n = rte_ring_sc_dequeue_burst(r, reinterpret_cast<void**>(p.tx_from_rings.data()),
+                                                 static_cast<unsigned>(p.tx_from_rings.size()),
+                                                 nullptr);
+    if (n == 0) continue;
+    busy = true;
+    send_burst(s, 0, p.tx_from_rings.data(), static_cast<uint16_t>(n));
+  }
+  return busy;
 }
 
 void worker_loop(Worker& w) {
@@ -333,12 +549,16 @@ void worker_loop(Worker& w) {
       }
     }
     uint64_t next = UINT64_MAX;
-    for (PortState* p : w.ports) {
-      ++p->counters.loops;
-      busy |= poll_rx(*p, now);
-      busy |= poll_tx(*p, now);
-      drain_cq(w, *p);
-      next = std::min(next, p->ep->next_deadline());
+    for (Shard* s : w.shards) {
+      ++s->counters.loops;
+      const bool sharded = s->port->sharded();
+      if (s->index == 0) busy |= poll_rx(*s, now);
+      else busy |= poll_rx_ring(*s, now);
+      if (sharded) apply_pfc(*s, now);
+      busy |= poll_tx(*s, now);
+      if (sharded && s->index == 0) busy |= poll_tx_rings(*s);
+      drain_cq(w, *s);
+      next = std::min(next, s->ep->next_deadline());
     }
     if (!busy && w.idle_sleep_us > 0) {
       const uint64_t t = now_ns();
@@ -424,11 +644,24 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "qps", s.qps.size());
   endpoint::EndpointCounters ep;
   PortCounters pc;
+  // Per worker lcore: the QPs it runs and what its shards received and
+  // sent, summed over the ports (shows sharding at work).
+  std::map<unsigned, std::array<uint64_t, 3>> per_lcore;
   for (const PortSnapshot& p : s.ports) {
     ep += p.endpoint;
-#define DROCE_SUM_PORT(name) pc.name += p.port.name;
-    DROCE_PORT_COUNTERS(DROCE_SUM_PORT)
-#undef DROCE_SUM_PORT
+    pc += p.port;
+    for (const ShardSnapshot& sh : p.shards) {
+      auto& v = per_lcore[sh.lcore];
+      v[0] += sh.qps;
+      v[1] += sh.endpoint.rx_delivered;
+      v[2] += sh.endpoint.tx_frames;
+    }
+  }
+  rte_tel_data_add_dict_u64(d, "lcores", per_lcore.size());
+  for (const auto& [lcore, v] : per_lcore) {
+    rte_tel_data_add_dict_u64(d, fmt::format("lcore{}_qps", lcore).c_str(), v[0]);
+    rte_tel_data_add_dict_u64(d, fmt::format("lcore{}_rx_delivered", lcore).c_str(), v[1]);
+    rte_tel_data_add_dict_u64(d, fmt::format("lcore{}_tx_frames", lcore).c_str(), v[2]);
   }
   add_endpoint_counters(d, ep);
   pc.for_each([&](std::string_view name, uint64_t v) {
@@ -465,6 +698,17 @@ int tel_port(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_string(d, "name", p.name.c_str());
     rte_tel_data_add_dict_u64(d, "port_id", p.port_id);
     rte_tel_data_add_dict_u64(d, "lcore", p.lcore);
+    rte_tel_data_add_dict_u64(d, "shards", p.shards.size());
+    for (const ShardSnapshot& sh : p.shards) {
+      const auto key = [&](std::string_view what) {
+        return fmt::format("shard{}_{}", sh.index, what);
+      };
+      rte_tel_data_add_dict_u64(d, key("lcore").c_str(), sh.lcore);
+      rte_tel_data_add_dict_u64(d, key("qps").c_str(), sh.qps);
+      rte_tel_data_add_dict_int(d, key("tx_queue").c_str(), sh.tx_queue);
+      rte_tel_data_add_dict_u64(d, key("rx_delivered").c_str(), sh.endpoint.rx_delivered);
+      rte_tel_data_add_dict_u64(d, key("tx_frames").c_str(), sh.endpoint.tx_frames);
+    }
     add_endpoint_counters(d, p.endpoint);
     p.port.for_each([&](std::string_view name, uint64_t v) {
       const std::string key = fmt::format("port_{}", name);
@@ -513,6 +757,7 @@ int tel_qp(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_start_dict(d);
     rte_tel_data_add_dict_u64(d, "port", q.port);
     rte_tel_data_add_dict_u64(d, "qpn", q.qpn);
+    rte_tel_data_add_dict_u64(d, "lcore", q.lcore);
     rte_tel_data_add_dict_string(d, "type", std::string(transport::to_string(q.type)).c_str());
     rte_tel_data_add_dict_string(d, "state", std::string(transport::to_string(q.state)).c_str());
     rte_tel_data_add_dict_u64(d, "dest_qpn", q.dest_qpn);
@@ -570,8 +815,12 @@ Engine::~Engine() {
     if (g_engine == impl_.get()) g_engine = nullptr;
   }
   for (auto& p : impl_->ports) {
-    p->ep.reset();
-    p->device.reset();
+    for (auto& sh : p->shards) {
+      sh->ep.reset();
+      sh->device.reset();
+      rte_ring_free(sh->rx_ring);
+      rte_ring_free(sh->tx_ring);
+    }
     if (p->pool) rte_mempool_free(p->pool);
   }
   for (void* m : impl_->mr_memory) rte_free(m);
@@ -608,19 +857,41 @@ PortIndex Engine::add_port(const PortConfig& config) {
                                   UINT16_MAX - RTE_PKTMBUF_HEADROOM));
   if (config.cq_depth == 0) throw ConfigError("cq-depth", "must be at least 1");
 
-  // Worker lcore.
-  Worker* w = nullptr;
-  if (config.lcore >= 0) {
-    for (auto& x : im.workers)
-      if (!x->use_thread && x->lcore == static_cast<unsigned>(config.lcore)) w = x.get();
-    if (!w)
-      throw ConfigError("lcore", fmt::format("lcore {} is not an EAL worker lcore (give "
-                                             "it in -l/--lcores, not as the main lcore)",
-                                             config.lcore));
+  // Worker lcores: the one polling RX first, then the other shards'.
+  const auto worker_at = [&](int lcore, const char* option) -> size_t {
+    for (size_t i = 0; i < im.workers.size(); ++i)
+      if (!im.workers[i]->use_thread && im.workers[i]->lcore == static_cast<unsigned>(lcore))
+        return i;
+    throw ConfigError(option, fmt::format("lcore {} is not an EAL worker lcore (give "
+                                          "it in -l/--lcores, not as the main lcore)",
+                                          lcore));
+  };
+  const bool threaded = im.workers.front()->use_thread;
+  const size_t real_workers = threaded ? 0 : im.workers.size();
+  std::vector<Worker*> shard_workers;
+  if (!config.lcores.empty()) {
+    for (int l : config.lcores) {
+      Worker* x = im.workers[worker_at(l, "lcores")].get();
+      if (std::find(shard_workers.begin(), shard_workers.end(), x) != shard_workers.end())
+        throw ConfigError("lcores", fmt::format("lcore {} is given twice: each shard needs "
+                                                "its own worker lcore", l));
+      shard_workers.push_back(x);
+    }
   } else {
-    w = im.workers[im.next_worker++ % im.workers.size()].get();
+    if (config.shards == 0)
+      throw ConfigError("shards", "0 is out of range: at least 1 (1 = no sharding)");
+    if (config.shards > 1 && config.shards > real_workers)
+      throw ConfigError("shards", fmt::format("{} shards need {} worker lcores; EAL has {} "
+                                              "(give more with -l, e.g. -l 0-{}; lcores may "
+                                              "share cores)",
+                                              config.shards, config.shards, real_workers,
+                                              config.shards));
+    const size_t first = config.lcore >= 0 ? worker_at(config.lcore, "lcore")
+                                           : im.next_worker++ % im.workers.size();
+    for (size_t k = 0; k < config.shards; ++k)
+      shard_workers.push_back(im.workers[(first + k) % im.workers.size()].get());
   }
-  p->lcore = w->lcore;
+  const size_t nshards = shard_workers.size();
 
   // Device and queues.
   rte_eth_dev_info info{};
@@ -638,7 +909,21 @@ PortIndex Engine::add_port(const PortConfig& config) {
     conf.rxmode.mtu = std::min<uint32_t>(
         conf.rxmode.mtu, info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN);
   if (conf.rxmode.mtu < info.min_mtu) conf.rxmode.mtu = info.min_mtu;
-  if (int rc = rte_eth_dev_configure(id, 1, 1, &conf); rc != 0)
+  // A TX queue per shard when the PMD has them (PortConfig::shard_tx). On
+  // net_memif and net_ring a TX queue is the peer's RX queue of the same
+  // index: a peer that polls one RX queue would miss the others.
+  const std::string_view driver = info.driver_name ? info.driver_name : "";
+  const bool point_to_point = driver == "net_memif" || driver == "net_ring";
+  if (nshards > 1 && config.shard_tx == PortConfig::ShardTx::kQueues &&
+      info.max_tx_queues < nshards)
+    throw ConfigError("shards", fmt::format("port '{}' ({}) has {} TX queue(s), {} shards "
+                                            "asked for a TX queue each",
+                                            p->name, driver, info.max_tx_queues, nshards));
+  if (nshards > 1 && info.max_tx_queues >= nshards &&
+      (config.shard_tx == PortConfig::ShardTx::kQueues ||
+       (config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point)))
+    p->tx_queues = static_cast<uint16_t>(nshards);
+  if (int rc = rte_eth_dev_configure(id, 1, p->tx_queues, &conf); rc != 0)
     throw ConfigError("port", fmt::format("'{}': rte_eth_dev_configure: {}", p->name,
                                           rte_strerror(-rc)));
   uint16_t rx_desc = config.rx_desc, tx_desc = config.tx_desc;
@@ -647,10 +932,15 @@ PortIndex Engine::add_port(const PortConfig& config) {
   if (p->socket < 0) p->socket = SOCKET_ID_ANY;
 
   // Pool: descriptors on both rings, the RX burst, the TX stash, and the
-  // per-lcore caches, plus slack.
+  // per-lcore caches, plus slack; per extra shard its TX queue or ring,
+  // its RX ring and its own burst and stash.
   const uint32_t cache = std::min<uint32_t>(config.mempool_cache, RTE_MEMPOOL_CACHE_MAX_SIZE);
+  const uint32_t ring_size = rte_align32pow2(std::max<uint32_t>(rx_desc, 2u * config.burst));
   const uint32_t need = rx_desc + tx_desc + 2u * config.burst +
-                        cache * (rte_lcore_count() + 1) + 256;
+                        cache * (rte_lcore_count() + 1) + 256 +
+                        static_cast<uint32_t>(nshards - 1) *
+                            (ring_size + std::max<uint32_t>(tx_desc, ring_size) +
+                             2u * config.burst);
   const uint32_t n = config.mbufs ? config.mbufs : need;
   if (n < rx_desc + tx_desc + 2u * config.burst)
     throw ConfigError("mbufs", fmt::format("{} mbufs cannot fill {} RX + {} TX descriptors "
@@ -670,9 +960,10 @@ PortIndex Engine::add_port(const PortConfig& config) {
   if (int rc = rte_eth_rx_queue_setup(id, 0, rx_desc, p->socket, nullptr, p->pool); rc != 0)
     throw ConfigError("port", fmt::format("'{}': RX queue setup: {}", p->name,
                                           rte_strerror(-rc)));
-  if (int rc = rte_eth_tx_queue_setup(id, 0, tx_desc, p->socket, nullptr); rc != 0)
-    throw ConfigError("port", fmt::format("'{}': TX queue setup: {}", p->name,
-                                          rte_strerror(-rc)));
+  for (uint16_t q = 0; q < p->tx_queues; ++q)
+    if (int rc = rte_eth_tx_queue_setup(id, q, tx_desc, p->socket, nullptr); rc != 0)
+      throw ConfigError("port", fmt::format("'{}': TX queue {} setup: {}", p->name, q,
+                                            rte_strerror(-rc)));
 
   if (!config.capture.empty()) {
     p->pcap_dead = pcap_open_dead(DLT_EN10MB, 65535);
@@ -688,22 +979,56 @@ PortIndex Engine::add_port(const PortConfig& config) {
   p->line_rate = config.endpoint.port_rate_bytes_per_sec
                      ? config.endpoint.port_rate_bytes_per_sec
                      : 400'000'000'000ull / 8;
-  p->device = std::make_unique<transport::Device>();
-  p->ep = std::make_unique<endpoint::Endpoint>(*p->device, config.endpoint);
-  p->pd = p->device->alloc_pd();
-  p->cq = p->device->create_cq(config.cq_depth);
-  p->stash.assign(config.burst, nullptr);
-  p->rx.assign(config.burst, nullptr);
-  p->bufs.assign(config.burst, {});
-  p->lens.assign(config.burst, 0);
+  // Shards. The port rate cap holds for the port as a whole: each shard's
+  // endpoint paces to an equal share of it (rounded down).
+  endpoint::EndpointConfig ep_cfg = config.endpoint;
+  ep_cfg.port_rate_bytes_per_sec = config.endpoint.port_rate_bytes_per_sec / nshards;
+  for (size_t k = 0; k < nshards; ++k) {
+    auto sh = std::make_unique<Shard>();
+    sh->port = p.get();
+    sh->index = static_cast<uint32_t>(k);
+    sh->worker = shard_workers[k];
+    sh->rate = ep_cfg.port_rate_bytes_per_sec;
+    sh->device = std::make_unique<transport::Device>();
+    sh->ep = std::make_unique<endpoint::Endpoint>(*sh->device, ep_cfg);
+    sh->pd = sh->device->alloc_pd();
+    sh->cq = sh->device->create_cq(config.cq_depth);
+    sh->stash.assign(config.burst, nullptr);
+    sh->rx.assign(config.burst, nullptr);
+    sh->bufs.assign(config.burst, {});
+    sh->lens.assign(config.burst, 0);
+    sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;
+    if (k > 0) {
+      const unsigned flags = RING_F_SP_ENQ | RING_F_SC_DEQ;
+      const std::string rx_name = fmt::format("droce_p{}s{}_rx", p->index, k);
+      sh->rx_ring = rte_ring_create(rx_name.c_str(), ring_size, p->socket, flags);
+      if (sh->tx_queue < 0) {
+        const std::string tx_name = fmt::format("droce_p{}s{}_tx", p->index, k);
+        sh->tx_ring = rte_ring_create(tx_name.c_str(), ring_size, p->socket, flags);
+      }
+      if (!sh->rx_ring || (sh->tx_queue < 0 && !sh->tx_ring)) {
+        rte_ring_free(sh->rx_ring);
+        rte_ring_free(sh->tx_ring);
+        throw ConfigError("shards", fmt::format("cannot create the rings of shard {} of port "
+                                                "'{}': {} (more EAL memory: -m)",
+                                                k, p->name, rte_strerror(rte_errno)));
+      }
+    }
+    p->shards.push_back(std::move(sh));
+  }
+  p->dispatch_batch.resize(nshards);
+  for (auto& b : p->dispatch_batch) b.reserve(config.burst);
+  p->rx_free.assign(config.burst, nullptr);
+  p->tx_from_rings.assign(config.burst, nullptr);
 
   PortState* raw = p.get();
   im.ports.push_back(std::move(p));
-  if (im.started) {
-    im.start_port(*raw);
-    im.run_on(*w, [&] { w->ports.push_back(raw); });
-  } else {
-    w->ports.push_back(raw);
+  if (im.started) im.start_port(*raw);
+  for (auto& sh : raw->shards) {
+    Worker* w = sh->worker;
+    Shard* sp = sh.get();
+    if (im.started) im.run_on(*w, [&] { w->shards.push_back(sp); });
+    else w->shards.push_back(sp);
   }
   return raw->index;
 }
@@ -738,47 +1063,86 @@ QpHandle Engine::create_qp(PortIndex port, const QpSpec& spec) {
                                          transport::kQpnMask));
   if (spec.caps.max_send_wr == 0 || spec.caps.max_recv_wr == 0)
     throw ConfigError("max-wr", "send and receive queues need at least one entry");
+  // The shard: the one on the lcore asked for, or the next, round robin.
+  Shard* shard = nullptr;
+  if (spec.lcore >= 0) {
+    std::string lcores;
+    for (auto& sh : p.shards) {
+      if (!sh->worker->use_thread && sh->worker->lcore == static_cast<unsigned>(spec.lcore))
+        shard = sh.get();
+      lcores += fmt::format("{}{}", lcores.empty() ? "" : ", ", sh->worker->lcore);
+    }
+    if (!shard)
+      throw ConfigError("lcore", fmt::format("lcore {} runs no shard of port '{}' (its "
+                                             "lcores: {})",
+                                             spec.lcore, p.name, lcores));
+  } else {
+    shard = p.shards[p.next_shard++ % p.shards.size()].get();
+  }
+  // QPNs are unique per port across its shards (the RX lcore dispatches by
+  // QPN): the engine chooses them, from 2 up, as a Device would.
+  uint32_t qpn = 0;
+  if (spec.qpn) {
+    if (p.qp_owner.count(*spec.qpn))
+      throw ConfigError("qpn", fmt::format("QPN {:#x} is already in use on port '{}'",
+                                           *spec.qpn, p.name));
+    qpn = *spec.qpn;
+  } else {
+    for (uint32_t tries = 0; tries <= transport::kQpnMask; ++tries) {
+      const uint32_t c = p.next_qpn;
+      p.next_qpn = (p.next_qpn + 1) & transport::kQpnMask;
+      if (p.next_qpn < transport::kFirstQpn) p.next_qpn = transport::kFirstQpn;
+      if (!p.qp_owner.count(c)) {
+        qpn = c;
+        break;
+      }
+    }
+    if (qpn == 0) throw ConfigError("qpn", "no free QPN");
+  }
   std::unique_ptr<cc::Algorithm> algo;
   try {
     algo = cc::make_algorithm(spec.cc, spec.cc_params, p.line_rate);
   } catch (const std::exception& e) {
     throw ConfigError("cc", e.what());
   }
-  uint32_t qpn = 0;
   bool taken = false;
-  im.run_on(im.worker_of(p), [&] {
+  im.run_on(*shard->worker, [&] {
     transport::QpInitAttr init;
     init.type = spec.type;
-    init.pd = p.pd;
-    init.send_cq = p.cq;
-    init.recv_cq = p.cq;
+    init.pd = shard->pd;
+    init.send_cq = shard->cq;
+    init.recv_cq = shard->cq;
     init.caps = spec.caps;
     init.sq_sig_all = spec.sq_sig_all;
-    transport::QueuePair* qp = p.device->create_qp(init, spec.qpn);
+    transport::QueuePair* qp = shard->device->create_qp(init, qpn);
     if (!qp) {
       taken = true;
       return;
     }
-    qpn = qp->qpn();
-    p.qp_cc[qpn] = spec.cc;
-    p.ep->attach(*qp, std::move(algo));
+    shard->qp_cc[qpn] = spec.cc;
+    shard->ep->attach(*qp, std::move(algo));
   });
   if (taken)
-    throw ConfigError("qpn", spec.qpn ? fmt::format("QPN {:#x} is already in use on port "
-                                                    "'{}'", *spec.qpn, p.name)
-                                      : std::string("no free QPN"));
+    throw ConfigError("qpn", fmt::format("QPN {:#x} is already in use on port '{}'", qpn,
+                                         p.name));
+  p.qp_owner[qpn] = shard->index;
+  // Frames for it reach its lcore once the RX lcore knows (until then they
+  // count as rx_unknown_qpn there, as before the QP existed).
+  if (shard->index != 0)
+    im.run_on(*p.shards[0]->worker, [&] { p.dispatch[qpn] = shard->index; });
   return QpHandle{port, qpn};
 }
 
 int Engine::modify_qp(QpHandle h, transport::QpState target, const transport::QpAttr& attr) {
   Impl& im = *impl_;
   PortState& p = im.port(h.port);
+  Shard& s = im.owner(p, h.qpn);
   int rc = ENOENT;
-  im.run_on(im.worker_of(p), [&] {
-    transport::QueuePair* qp = p.device->find_qp(h.qpn);
+  im.run_on(*s.worker, [&] {
+    transport::QueuePair* qp = s.device->find_qp(h.qpn);
     if (!qp) return;
     rc = qp->modify(target, attr);
-    p.ep->notify(h.qpn);
+    s.ep->notify(h.qpn);
   });
   return rc;
 }
@@ -803,12 +1167,27 @@ MrInfo Engine::reg_mr(PortIndex port, const MrSpec& spec) {
                                         "MR (larger than the memory given with -m or the "
                                         "hugepages?)",
                                         spec.length));
-  transport::MemoryRegion* mr = nullptr;
-  im.run_on(im.worker_of(p), [&] {
-    mr = p.device->reg_mr(p.pd, mem, spec.length, spec.access, spec.iova, spec.key);
-  });
-  if (!mr) {
+  // Every shard of the port has the MR under the same key (the memory is
+  // shared, as one MR serves every QP of a real NIC's PD).
+  std::vector<std::pair<Shard*, transport::MemoryRegion*>> done;
+  transport::MemoryRegion* first = nullptr;
+  for (auto& sh : p.shards) {
+    transport::MemoryRegion* mr = nullptr;
+    const std::optional<uint32_t> key = first ? std::optional(first->lkey()) : spec.key;
+    Shard* s = sh.get();
+    im.run_on(*s->worker, [&] {
+      mr = s->device->reg_mr(s->pd, mem, spec.length, spec.access, spec.iova, key);
+    });
+    if (!mr) break;
+    if (!first) first = mr;
+    done.emplace_back(s, mr);
+  }
+  if (done.size() != p.shards.size()) {
+    for (auto& [s, mr] : done) im.run_on(*s->worker, [&, s = s, mr = mr] { s->device->dereg_mr(mr); });
     rte_free(mem);
+    if (first)
+      throw ConfigError("mr", fmt::format("key {:#x} is taken on another shard of port '{}'",
+                                          first->lkey(), p.name));
     throw ConfigError("mr", spec.key ? fmt::format("key {:#x} is taken or out of range "
                                                    "(slot = key >> 8 must be <= {:#x})",
                                                    *spec.key,
@@ -817,7 +1196,8 @@ MrInfo Engine::reg_mr(PortIndex port, const MrSpec& spec) {
                                                    "atomic need local write)"));
   }
   im.mr_memory.push_back(mem);
-  return MrInfo{port, mr->addr(), mr->length(), mr->lkey(), mr->rkey(), mr->iova()};
+  return MrInfo{port, first->addr(), first->length(), first->lkey(), first->rkey(),
+                first->iova()};
 }
 
 Command Engine::Impl::post_command(QpHandle h, CmdType type,
@@ -828,7 +1208,7 @@ Command Engine::Impl::post_command(QpHandle h, CmdType type,
         fmt::format("{}: {} SGEs, at most {}", verb, sges.size(), transport::kMaxSge));
   Command c;
   c.type = type;
-  c.port = &port(h.port);
+  c.shard = &owner(port(h.port), h.qpn);
   c.qpn = h.qpn;
   c.num_sge = static_cast<uint32_t>(sges.size());
   std::copy_n(sges.begin(), c.num_sge, c.sge.begin());
@@ -843,14 +1223,14 @@ bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
     c.ud_path = *wr.ud_path;
     c.has_ud_path = true;
   }
-  return im.enqueue(im.worker_of(*c.port), c);
+  return im.enqueue(*c.shard->worker, c);
 }
 
 bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
   Impl& im = *impl_;
   Command c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv");
   c.recv = wr;
-  return im.enqueue(im.worker_of(*c.port), c);
+  return im.enqueue(*c.shard->worker, c);
 }
 
 size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
@@ -859,7 +1239,7 @@ size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
   size_t n = 0;
   for (auto& w : im.workers) {
     if (!im.started || !w->launched)
-      for (PortState* p : w->ports) drain_cq(*w, *p);
+      for (Shard* s : w->shards) drain_cq(*w, *s);
     Completion c;
     while (n < out.size() && w->completions.pop(c)) {
       out[n] = c.wc;
@@ -877,7 +1257,7 @@ void Engine::start() {
   for (auto& p : im.ports) im.start_port(*p);
   im.started = true;
   for (auto& w : im.workers) {
-    if (w->ports.empty()) continue;
+    if (w->shards.empty()) continue;
     w->stop.store(false);
     if (w->use_thread) {
       Worker* wp = w.get();
@@ -893,6 +1273,18 @@ void Engine::start() {
     }
     w->launched = true;
   }
+}
+
+void Engine::Impl::drain_rings() {
+  std::array<void*, 64> tmp;
+  for (auto& p : ports)
+    for (auto& sh : p->shards)
+      for (rte_ring* r : {sh->rx_ring, sh->tx_ring}) {
+        if (!r) continue;
+        unsigned n;
+        while ((n = rte_ring_sc_dequeue_burst(r, tmp.data(), tmp.size(), nullptr)) > 0)
+          rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(tmp.data()), n);
+      }
 }
 
 void Engine::stop() {
@@ -916,37 +1308,51 @@ void Engine::stop() {
     while (w->commands.pop(c))
       if (c.type != CmdType::kRun) execute_post(*w, c);
   }
+  // Frames in flight between a port's lcores are dropped (their mbufs go
+  // back to the pool): the shards that would have handled them are stopped.
+  im.drain_rings();
 }
 
 bool Engine::running() const { return impl_->started; }
 
-void Engine::Impl::fill_snapshot(Worker& w, Snapshot& s) {
-  for (PortState* p : w.ports) {
+void Engine::Impl::fill_snapshot(Worker& w, std::vector<PortSnapshot>& parts,
+                                 std::vector<QpSnapshot>& qps) {
+  for (Shard* sh : w.shards) {
+    PortState* p = sh->port;
+    // One part per shard; stats_now() merges the parts of a port.
     PortSnapshot ps;
     ps.index = p->index;
     ps.port_id = p->port_id;
     ps.name = p->name;
-    ps.lcore = p->lcore;
-    ps.endpoint = p->ep->counters();
-    ps.port = p->counters;
-    if (!p->closed) {
-      rte_eth_stats st{};
-      if (rte_eth_stats_get(p->port_id, &st) == 0) {
-        ps.eth_ipackets = st.ipackets;
-        ps.eth_opackets = st.opackets;
-        ps.eth_ibytes = st.ibytes;
-        ps.eth_obytes = st.obytes;
-        ps.eth_imissed = st.imissed;
-        ps.eth_ierrors = st.ierrors;
-        ps.eth_oerrors = st.oerrors;
-        ps.eth_rx_nombuf = st.rx_nombuf;
+    ps.lcore = p->lcore();
+    ps.endpoint = sh->ep->counters();
+    ps.port = sh->counters;
+    ShardSnapshot ss;
+    ss.index = sh->index;
+    ss.lcore = w.lcore;
+    ss.tx_queue = sh->tx_queue;
+    ss.rate_bytes_per_sec = sh->rate;
+    ss.endpoint = ps.endpoint;
+    ss.port = ps.port;
+    if (sh->index == 0) {
+      if (!p->closed) {
+        rte_eth_stats st{};
+        if (rte_eth_stats_get(p->port_id, &st) == 0) {
+          ps.eth_ipackets = st.ipackets;
+          ps.eth_opackets = st.opackets;
+          ps.eth_ibytes = st.ibytes;
+          ps.eth_obytes = st.obytes;
+          ps.eth_imissed = st.imissed;
+          ps.eth_ierrors = st.ierrors;
+          ps.eth_oerrors = st.oerrors;
+          ps.eth_rx_nombuf = st.rx_nombuf;
+        }
       }
+      ps.mempool_size = p->pool->size;
+      ps.mempool_avail = rte_mempool_avail_count(p->pool);
     }
-    ps.mempool_size = p->pool->size;
-    ps.mempool_avail = rte_mempool_avail_count(p->pool);
-    ps.next_deadline_ns = p->ep->next_deadline();
-    s.ports.push_back(ps);
-    p->device->for_each_qp([&](transport::QueuePair& qp) {
+    ps.next_deadline_ns = sh->ep->next_deadline();
+    sh->device->for_each_qp([&](transport::QueuePair& qp) {
       QpSnapshot q;
       q.port = p->index;
       q.qpn = qp.qpn();
@@ -957,26 +1363,47 @@ void Engine::Impl::fill_snapshot(Worker& w, Snapshot& s) {
       q.expected_psn = qp.expected_psn();
       q.send_queue_depth = qp.send_queue_depth();
       q.recv_queue_depth = qp.recv_queue_depth();
-      if (auto it = p->qp_cc.find(qp.qpn()); it != p->qp_cc.end()) q.cc = it->second;
-      if (endpoint::CcBinding* b = p->ep->cc_of(qp.qpn()))
+      if (auto it = sh->qp_cc.find(qp.qpn()); it != sh->qp_cc.end()) q.cc = it->second;
+      if (endpoint::CcBinding* b = sh->ep->cc_of(qp.qpn()))
         q.cc_rate_bytes_per_sec = b->algorithm().rate_bytes_per_sec();
+      q.lcore = w.lcore;
       q.counters = qp.counters();
-      s.qps.push_back(std::move(q));
+      qps.push_back(std::move(q));
+      ++ss.qps;
     });
+    ps.shards.push_back(std::move(ss));
+    parts.push_back(std::move(ps));
   }
 }
 
 Snapshot Engine::stats_now() {
   Impl& im = *impl_;
   Snapshot s;
+  std::vector<PortSnapshot> parts;
   for (auto& w : im.workers) {
-    Snapshot part;
-    im.run_on(*w, [&] { im.fill_snapshot(*w, part); });
-    for (auto& p : part.ports) s.ports.push_back(std::move(p));
-    for (auto& q : part.qps) s.qps.push_back(std::move(q));
+    std::vector<PortSnapshot> wp;
+    std::vector<QpSnapshot> wq;
+    im.run_on(*w, [&] { im.fill_snapshot(*w, wp, wq); });
+    for (auto& p : wp) parts.push_back(std::move(p));
+    for (auto& q : wq) s.qps.push_back(std::move(q));
   }
-  std::sort(s.ports.begin(), s.ports.end(),
-            [](const PortSnapshot& a, const PortSnapshot& b) { return a.index < b.index; });
+  // A port's shards, summed: counters add up, the port-wide figures (eth_*,
+  // mempool) come from shard 0's part alone.
+  std::sort(parts.begin(), parts.end(), [](const PortSnapshot& a, const PortSnapshot& b) {
+    return a.index != b.index ? a.index < b.index
+                              : a.shards.front().index < b.shards.front().index;
+  });
+  for (PortSnapshot& part : parts) {
+    if (s.ports.empty() || s.ports.back().index != part.index) {
+      s.ports.push_back(std::move(part));
+      continue;
+    }
+    PortSnapshot& ps = s.ports.back();
+    ps.endpoint += part.endpoint;
+    ps.port += part.port;
+    ps.next_deadline_ns = std::min(ps.next_deadline_ns, part.next_deadline_ns);
+    for (auto& sh : part.shards) ps.shards.push_back(std::move(sh));
+  }
   std::sort(s.qps.begin(), s.qps.end(), [](const QpSnapshot& a, const QpSnapshot& b) {
     return a.port != b.port ? a.port < b.port : a.qpn < b.qpn;
   });
@@ -1071,8 +1498,11 @@ void Engine::close_ports() {
   if (im.ports_closed) return;
   stats_now();  // the final numbers, while the ports still answer
   for (auto& p : im.ports) {
-    if (p->stash_n) rte_pktmbuf_free_bulk(p->stash.data(), static_cast<unsigned>(p->stash_n));
-    p->stash_n = 0;
+    for (auto& sh : p->shards) {
+      if (sh->stash_n)
+        rte_pktmbuf_free_bulk(sh->stash.data(), static_cast<unsigned>(sh->stash_n));
+      sh->stash_n = 0;
+    }
     PortState& port = *p;
     run_on_interrupt_thread([&port] {
       if (port.started) rte_eth_dev_stop(port.port_id);

@@ -60,10 +60,20 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
     line("  ", "eth_rx_nombuf", p.eth_rx_nombuf);
     out += fmt::format("  {:<34} {}/{}\n", "mbufs_available", p.mempool_avail,
                        p.mempool_size);
+    // A sharded port: what each lcore did (the counters above are sums).
+    if (p.shards.size() > 1)
+      for (const ShardSnapshot& sh : p.shards)
+        out += fmt::format("  shard {} lcore {}: qps {} tx_queue {} rx_delivered {} "
+                           "tx_frames {} rx_from_ring {} tx_to_ring {}\n",
+                           sh.index, sh.lcore, sh.qps,
+                           sh.tx_queue >= 0 ? std::to_string(sh.tx_queue) : "ring",
+                           sh.endpoint.rx_delivered, sh.endpoint.tx_frames,
+                           sh.port.rx_from_ring, sh.port.tx_to_ring);
   }
   for (const QpSnapshot& q : s.qps) {
-    out += fmt::format("qp {:#x} (port {}, {}, {}, dest {:#x}, sq_psn {:#x}, epsn {:#x}, cc {})\n",
-                       q.qpn, q.port, transport::to_string(q.type),
+    out += fmt::format("qp {:#x} (port {}, lcore {}, {}, {}, dest {:#x}, sq_psn {:#x}, "
+                       "epsn {:#x}, cc {})\n",
+                       q.qpn, q.port, q.lcore, transport::to_string(q.type),
                        transport::to_string(q.state), q.dest_qpn, q.next_send_psn,
                        q.expected_psn, q.cc);
     q.counters.for_each([&](std::string_view n, uint64_t v) { line("  ", n, v); });
@@ -93,6 +103,20 @@ std::string to_json(const Snapshot& s) {
                  {"oerrors", p.eth_oerrors},   {"rx_nombuf", p.eth_rx_nombuf}};
     jp["mempool_size"] = p.mempool_size;
     jp["mempool_avail"] = p.mempool_avail;
+    jp["shards"] = nlohmann::ordered_json::array();
+    for (const ShardSnapshot& sh : p.shards) {
+      nlohmann::ordered_json js;
+      js["index"] = sh.index;
+      js["lcore"] = sh.lcore;
+      js["qps"] = sh.qps;
+      js["tx_queue"] = sh.tx_queue;
+      js["rate_bytes_per_sec"] = sh.rate_bytes_per_sec;
+      auto& se = js["endpoint"];
+      sh.endpoint.for_each([&](std::string_view n, uint64_t v) { se[std::string(n)] = v; });
+      auto& sp = js["port"];
+      sh.port.for_each([&](std::string_view n, uint64_t v) { sp[std::string(n)] = v; });
+      jp["shards"].push_back(std::move(js));
+    }
     j["ports"].push_back(std::move(jp));
   }
   j["qps"] = nlohmann::ordered_json::array();
@@ -100,6 +124,7 @@ std::string to_json(const Snapshot& s) {
     nlohmann::ordered_json jq;
     jq["port"] = q.port;
     jq["qpn"] = q.qpn;
+    jq["lcore"] = q.lcore;
     jq["type"] = std::string(transport::to_string(q.type));
     jq["state"] = std::string(transport::to_string(q.state));
     jq["dest_qpn"] = q.dest_qpn;

@@ -11,11 +11,16 @@
 //  - Before start() the control thread sets ports, QPs and MRs up directly
 //    (no worker runs yet); after start() the same calls go through the
 //    worker's command queue and wait for its reply.
-//  - A port belongs to exactly one worker lcore (round robin over the
-//    worker lcores, or PortConfig::lcore). In this first version a QP lives
-//    on the lcore that owns its port: each port has its own transport
-//    Device and endpoint, so QPNs are per port. Sharding the QPs of one
-//    port over several lcores (RSS / software dispatch by QPN) is not done.
+//  - A port is polled for RX by one worker lcore (round robin over the
+//    worker lcores, or PortConfig::lcore). Its QPs live on that lcore, or,
+//    with PortConfig::shards > 1, are sharded over several worker lcores:
+//    each shard (one per (port, lcore)) has its own transport Device,
+//    endpoint and CQ, QPNs stay unique per port, MRs are registered on every
+//    shard. The polling lcore reads the BTH destination QP of each frame and
+//    hands frames of other shards' QPs to them through a single-producer /
+//    single-consumer rte_ring; a shard transmits on a TX queue of its own
+//    or, where the PMD has one TX queue, through a ring back to the polling
+//    lcore. docs/ENGINE.md "Sharding" has the details and the limits.
 //  - With no worker lcore (e.g. `-l 0`) one data-plane thread is started
 //    and registered as an EAL thread (rte_thread_register).
 //  - DPDK telemetry handlers run on DPDK's telemetry thread: they read the
@@ -85,8 +90,25 @@ struct PortConfig {
   // fits a 4096-byte-MTU RoCEv2 frame with IPv6, VLAN and every extension
   // header.
   uint32_t mbuf_data_bytes = 4096 + 256;
-  // Worker lcore that owns the port; -1 = next worker, round robin.
+  // Worker lcore that polls the port's RX queue (and owns its first
+  // shard); -1 = next worker, round robin.
   int lcore = -1;
+  // Shard the port's QPs over this many worker lcores: the polling lcore
+  // first, then the next workers in EAL order (wrapping). 1 = no sharding.
+  // At most the number of worker lcores; ConfigError("shards") otherwise.
+  uint32_t shards = 1;
+  // Or name the shard lcores: lcores[0] polls RX (overrides `lcore` and
+  // `shards`). Each must be a distinct worker lcore.
+  std::vector<int> lcores;
+  // How a shard other than the polling one transmits. kAuto: a TX queue of
+  // its own when the PMD offers one per shard (dev_info.max_tx_queues) and
+  // is not a point-to-point vdev whose TX queue i is the peer's RX queue i
+  // (net_memif, net_ring: a peer polling one RX queue would never see
+  // queue 1); else through a ring to the polling lcore. kQueues insists on
+  // queues (ConfigError("shards") when the PMD has too few); kRing never
+  // uses them.
+  enum class ShardTx : uint8_t { kAuto, kQueues, kRing };
+  ShardTx shard_tx = ShardTx::kAuto;
   // The endpoint's link emulation (port rate cap, pacer granularity).
   endpoint::EndpointConfig endpoint;
   // Completion queue shared by the port's QPs (send and receive).
@@ -111,12 +133,24 @@ struct PortConfig {
   X(loops)              /* worker loop iterations over this port */           \
   X(captured)           /* frames written to the capture file */              \
   X(cq_overflows)       /* completions lost because the CQ was full */        \
-  X(post_errors)        /* post_send/post_recv refused by the transport */
+  X(post_errors)        /* post_send/post_recv refused by the transport */    \
+  X(rx_dispatched)      /* sharded: frames the RX lcore handed to a shard */  \
+  X(rx_dispatch_dropped) /* sharded: the shard's ring was full: freed */      \
+  X(rx_from_ring)       /* sharded: frames this shard took from its ring */   \
+  X(tx_to_ring)         /* sharded: frames given to the RX lcore to send */   \
+  X(pfc_shared)         /* sharded: PFC frames shared with every shard */     \
+  X(pfc_applied)        /* sharded: PFC updates fed to this shard */
 
 struct PortCounters {
 #define DROCE_DECLARE_PORT_COUNTER(name) uint64_t name = 0;
   DROCE_PORT_COUNTERS(DROCE_DECLARE_PORT_COUNTER)
 #undef DROCE_DECLARE_PORT_COUNTER
+  PortCounters& operator+=(const PortCounters& o) {
+#define DROCE_ADD_PORT_COUNTER(name) name += o.name;
+    DROCE_PORT_COUNTERS(DROCE_ADD_PORT_COUNTER)
+#undef DROCE_ADD_PORT_COUNTER
+    return *this;
+  }
   template <class F>
   void for_each(F&& f) const {
 #define DROCE_VISIT_PORT_COUNTER(name) f(std::string_view(#name), name);
@@ -143,6 +177,10 @@ struct QpSpec {
   // Congestion control (cc::make_algorithm); line rate = the port's rate.
   std::string cc = "none";
   cc::ParamMap cc_params;
+  // Sharded port: the worker lcore the QP runs on (one of the port's shard
+  // lcores; ConfigError("lcore") otherwise). -1 = the port's shards round
+  // robin.
+  int lcore = -1;
 };
 
 struct MrSpec {
@@ -182,16 +220,32 @@ struct QpSnapshot {
   uint32_t recv_queue_depth = 0;
   std::string cc;
   uint64_t cc_rate_bytes_per_sec = 0;
+  unsigned lcore = 0;  // the worker lcore the QP runs on
   transport::QpCounters counters;
+};
+
+// One shard of a port: the QPs one worker lcore runs for it.
+struct ShardSnapshot {
+  uint32_t index = 0;  // 0 = the lcore that polls the port's RX queue
+  unsigned lcore = 0;
+  uint32_t qps = 0;
+  // TX queue the shard transmits on; -1: through the ring to shard 0.
+  int tx_queue = 0;
+  uint64_t rate_bytes_per_sec = 0;  // its share of the port rate (0 = none)
+  endpoint::EndpointCounters endpoint;
+  PortCounters port;
 };
 
 struct PortSnapshot {
   PortIndex index = 0;
   uint16_t port_id = 0;
   std::string name;
-  unsigned lcore = 0;
+  unsigned lcore = 0;  // the lcore that polls RX (shard 0)
+  // Summed over the shards.
   endpoint::EndpointCounters endpoint;
   PortCounters port;
+  // One entry per shard (one for an unsharded port), by index.
+  std::vector<ShardSnapshot> shards;
   // rte_eth_stats_get.
   uint64_t eth_ipackets = 0, eth_opackets = 0, eth_ibytes = 0, eth_obytes = 0,
            eth_imissed = 0, eth_ierrors = 0, eth_oerrors = 0, eth_rx_nombuf = 0;
@@ -229,8 +283,10 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // ---- setup (before or after start)
-  // Configures and (at start) starts the port with one RX and one TX queue
-  // and its own mempool. Throws ConfigError("port", ...) for a port that
+  // Configures and (at start) starts the port with one RX queue, one TX
+  // queue (or one per shard, see PortConfig::shard_tx) and its own
+  // mempool. ConfigError("shards", ...) / ("lcore", ...) for shard lcores
+  // that are not distinct worker lcores. Throws ConfigError("port", ...) for a port that
   // does not exist, ConfigError("mbufs", ...) when the pool cannot be made.
   PortIndex add_port(const PortConfig& config);
   size_t port_count() const;
