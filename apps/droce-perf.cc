@@ -98,6 +98,7 @@ struct Options {
   std::optional<uint32_t> poll_sleep_us;  // default: 100 (bw), 2 (lat)
   bool no_peer = false;
   bool counters = false;
+  uint32_t shards = 1;  // worker lcores the port's QPs are sharded over
 };
 
 bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
@@ -1034,6 +1035,8 @@ int PerfTest::run() {
 
 // Option errors before EAL starts: the message names the option.
 void validate(Options& o) {
+  if (o.shards < 1 || o.shards > 128)
+    throw ConfigError("--shards", fmt::format("{} is out of range 1..128", o.shards));
   for (const TestName& t : kTests)
     if (o.test == t.name) o.t = &t;
   if (!o.t)
@@ -1148,6 +1151,8 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--no-peer", o.no_peer, "TX benchmark: send into the port with no peer "
                                        "(-c UC, write_bw/send_bw)");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
+  cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
+                                       "docs/ENGINE.md)");
   try {
     cli.parse(static_cast<int>(app_argv.size()), app_argv.data());
     validate(o);
@@ -1183,7 +1188,15 @@ int perf_main(int argc, char** argv) {
     engine::PortConfig pc;
     pc.name = o.dev;
     pc.endpoint.port_rate_bytes_per_sec = o.rate_gbps * 1'000'000'000ull / 8;
-    const engine::PortIndex port = eng.add_port(pc);
+    pc.shards = o.shards;
+    const engine::PortIndex port = [&] {
+      try {
+        return eng.add_port(pc);
+      } catch (const ConfigError& e) {
+        if (e.option() != "shards") throw;
+        throw ConfigError("--shards", std::string(e.what()).substr(e.option().size() + 2));
+      }
+    }();
     PerfTest test(o, eng, port);
     try {
       status = test.run();
