@@ -13,6 +13,10 @@ constexpr size_t kPseudoLrhSize = 8;
 // Largest masked prefix: pseudo-LRH + IPv4 with 40 bytes of options (60) +
 // UDP + BTH.
 constexpr size_t kMaxMasked = kPseudoLrhSize + 60 + kUdpSize + kBthSize;
+// Frames up to this size (with the pseudo-LRH) are copied whole and CRCed in
+// one call: each call ends in its own 128-to-32-bit reduction and tail, and
+// on a 64 B-payload WRITE the second call cost as much as the bytes did.
+constexpr size_t kWholeCopyMax = 256;
 }  // namespace
 
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
@@ -24,10 +28,12 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
     return 0;
   // One buffer for the pseudo-LRH and the masked headers, so the CRC runs
   // in two calls: this prefix, then the rest of the packet in place.
-  uint8_t buf[kMaxMasked];
+  const bool whole = kPseudoLrhSize + len_before_icrc <= kWholeCopyMax;
+  alignas(64) uint8_t buf[kWholeCopyMax];
+  static_assert(kMaxMasked <= kWholeCopyMax);
   std::memset(buf, 0xFF, kPseudoLrhSize);
   uint8_t* masked = buf + kPseudoLrhSize;
-  std::memcpy(masked, l3, headers_len);
+  std::memcpy(masked, l3, whole ? len_before_icrc : headers_len);
   if (ipv6) {
     // Version stays; traffic class (8 bits) and flow label (20 bits) -> ones.
     masked[0] |= 0x0F;
@@ -47,6 +53,8 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   uint8_t* bth = udp + kUdpSize;
   bth[4] = 0xFF;  // FECN, BECN, reserved
 
+  if (whole)
+    return crc32_finish(crc32_update(kCrc32Init, buf, kPseudoLrhSize + len_before_icrc));
   uint32_t state = crc32_update(kCrc32Init, buf, kPseudoLrhSize + headers_len);
   state = crc32_update(state, l3 + headers_len, len_before_icrc - headers_len);
   return crc32_finish(state);

@@ -1,6 +1,10 @@
 // Receive-side parsing. Each layer is checked before the next is touched, and
 // every rejection has its own ParseError so counters say why a packet died.
 #include <cstring>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "droce/wire/build.h"
 #include "droce/wire/icrc.h"
@@ -15,6 +19,25 @@ IpAddress IpAddress::v4(uint32_t host_order) {
 }
 
 namespace {
+
+// Resets a parse result. gcc turns `out = ParsedPacket{}` into `rep stosq`,
+// whose start-up cost was a third of parse() on 64 B frames; thirteen 16-byte
+// stores cost a few cycles. The empty asm keeps gcc from fusing them back
+// into a memset. Every ParsedPacket member's default is all-zero bytes.
+void reset(ParsedPacket& out) {
+#if defined(__SSE2__)
+  static_assert(std::is_trivially_copyable_v<ParsedPacket> && sizeof(ParsedPacket) % 8 == 0);
+  auto* p = reinterpret_cast<__m128i*>(&out);
+  for (size_t i = 0; i < sizeof(ParsedPacket) / 16; ++i) {
+    _mm_storeu_si128(p + i, _mm_setzero_si128());
+    asm volatile("" ::: "memory");
+  }
+  if constexpr (sizeof(ParsedPacket) % 16 != 0)
+    _mm_storel_epi64(p + sizeof(ParsedPacket) / 16, _mm_setzero_si128());
+#else
+  out = ParsedPacket{};
+#endif
+}
 
 // Extension headers, decoded at the offsets the opcode table gives.
 void decode_ext_headers(const uint8_t* ext, ParsedPacket& out) {
@@ -87,8 +110,10 @@ ParseError parse_l3(std::span<const uint8_t> f, uint16_t ether_type,
     const size_t ihl = size_t{ip->ihl()} * 4;
     if (ihl < kIpv4Size) return ParseError::kBadIpHeaderLength;
     if (avail < ihl) return ParseError::kTruncatedIp;
-    out.src_ip = IpAddress::v4(ip->src());
-    out.dst_ip = IpAddress::v4(ip->dst());
+    // Network-order bytes straight in (the rest is zero from reset()):
+    // building an IpAddress and copying it stalled on store forwarding.
+    std::memcpy(out.src_ip.bytes, p + 12, 4);
+    std::memcpy(out.dst_ip.bytes, p + 16, 4);
     out.dscp = ip->dscp();
     out.ecn = ip->ecn();
     out.ttl = ip->ttl();
@@ -126,7 +151,7 @@ ParseError parse_l3(std::span<const uint8_t> f, uint16_t ether_type,
 
 ParseError parse(std::span<const uint8_t> f, ParsedPacket& out,
                  const ParseOptions& opt) {
-  out = ParsedPacket{};
+  reset(out);
   uint16_t ether_type = 0;
   if (auto e = parse_l2(f, out, ether_type); e != ParseError::kOk) return e;
   size_t l3_end = 0;
