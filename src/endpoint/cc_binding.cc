@@ -48,10 +48,16 @@ void CcBinding::on_send(uint32_t bytes, uint64_t now) {
 
 void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
   inflight_bytes_ -= std::min(inflight_bytes_, acked_bytes);
-  cc::AckEvent ack;
+  // Reused rather than built per ACK: its INT record is ~260 bytes.
+  cc::AckEvent& ack = ack_event_;
   ack.acked_bytes = acked_bytes;
+  ack.rtt_ns.reset();
   if (rtt_ns != 0) ack.rtt_ns = rtt_ns;
-  if (pending_int_) ack.int_hops = *pending_int_;
+  ack.int_hops.n_hops = 0;
+  if (pending_int_) {
+    ack.int_hops.n_hops = pending_int_->n_hops;
+    std::copy_n(pending_int_->hops.begin(), pending_int_->n_hops, ack.int_hops.hops.begin());
+  }
   algorithm_->on_ack(now, ack);
 }
 

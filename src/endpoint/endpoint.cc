@@ -101,7 +101,7 @@ void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now) {
     receive_pfc(frame, now);
     return;
   }
-  wire::ParsedPacket pkt;
+  wire::ParsedPacket& pkt = rx_packet_;
   wire::ParseError err = wire::parse(frame, pkt);
   size_t hop_count = 0;
   bool echo = false;
@@ -173,8 +173,9 @@ void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_c
     return;
   }
   ++counters_.rx_delivered;
-  cc::IntRecord record;
   if (echo) {
+    cc::IntRecord& record = int_record_;
+    record.n_hops = 0;
     // Hops our data collected, reflected by the receiver: the algorithm sees
     // them with the ACK that acknowledges new data (if this is one).
     for (size_t i = 0; i < hop_count; ++i) {

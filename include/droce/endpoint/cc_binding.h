@@ -41,6 +41,7 @@ class CcBinding {
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
   const cc::IntRecord* pending_int_ = nullptr;
+  cc::AckEvent ack_event_;  // reused by on_ack
 };
 
 }  // namespace droce::endpoint
