@@ -616,8 +616,8 @@ class App {
   void capture(const fabric::Packet& pkt, uint64_t now);
   void live_stats(uint64_t now, double elapsed);
   void report(uint64_t now);
-  std::vector<uint8_t> take_buffer();
-  void recycle(std::vector<uint8_t>&& b);
+  fabric::FrameBytes take_buffer();
+  void recycle(fabric::FrameBytes&& b);
 
   Settings s_;
   std::vector<Member> members_;
@@ -625,7 +625,7 @@ class App {
   std::vector<uint16_t> member_port_;  // member -> switch port
   std::unique_ptr<fabric::Switch> sw_;
   std::vector<rte_mbuf*> rx_;
-  std::vector<std::vector<uint8_t>> spare_;
+  std::vector<fabric::FrameBytes> spare_;
   pcap_t* pcap_dead_ = nullptr;
   pcap_dumper_t* dumper_ = nullptr;
   uint64_t captured_ = 0;
@@ -733,18 +733,18 @@ void App::open_ports() {
   }
 }
 
-std::vector<uint8_t> App::take_buffer() {
+fabric::FrameBytes App::take_buffer() {
   if (spare_.empty()) {
-    std::vector<uint8_t> b;
+    fabric::FrameBytes b;
     b.reserve(2048);
     return b;
   }
-  std::vector<uint8_t> b = std::move(spare_.back());
+  fabric::FrameBytes b = std::move(spare_.back());
   spare_.pop_back();
   return b;
 }
 
-void App::recycle(std::vector<uint8_t>&& b) {
+void App::recycle(fabric::FrameBytes&& b) {
   if (spare_.size() < 4096) {
     b.clear();
     spare_.push_back(std::move(b));

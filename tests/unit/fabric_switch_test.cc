@@ -21,7 +21,7 @@ constexpr uint64_t k100G = 100 * kGbps;
 TEST(Switch, ForwardsByDestinationUnchanged) {
   Switch sw(simple_config(3, k100G));
   Packet p = roce_packet({.dst_ip = 0x0A000003});
-  const std::vector<uint8_t> bytes = p.bytes;
+  const fabric::FrameBytes bytes = p.bytes;
   sw.receive(0, std::move(p), 1000);
   auto out = drain(sw);
   ASSERT_EQ(out.size(), 1u);

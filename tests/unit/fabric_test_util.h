@@ -63,7 +63,8 @@ inline std::vector<uint8_t> roce_bytes(const RoceSpec& s) {
 
 inline Packet roce_packet(const RoceSpec& s, uint64_t tag = 0) {
   Packet p;
-  p.bytes = roce_bytes(s);
+  const std::vector<uint8_t> bytes = roce_bytes(s);
+  p.bytes.assign(bytes.begin(), bytes.end());
   p.tag = tag;
   return p;
 }
