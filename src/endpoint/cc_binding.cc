@@ -4,8 +4,8 @@
 
 namespace droce::endpoint {
 
-CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm)
-    : algorithm_(std::move(algorithm)) {}
+CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns)
+    : algorithm_(std::move(algorithm)), run_ahead_ns_(run_ahead_ns) {}
 
 transport::CcHooks CcBinding::hooks() {
   transport::CcHooks h;
@@ -29,7 +29,7 @@ transport::CcHooks CcBinding::hooks() {
 }
 
 bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
-  if (now < next_send_ns_) return false;
+  if (now < next_allowed_ns()) return false;
   const auto window = algorithm_->window_bytes();
   // A window smaller than one packet still lets one packet out, or the flow
   // could never send again.

@@ -25,7 +25,7 @@ uint8_t priority_of(const wire::PathSpec& path) {
 void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> cc) {
   QpSlot& s = slots_[qp.qpn()];
   s.qp = &qp;
-  s.cc = std::make_unique<CcBinding>(std::move(cc));
+  s.cc = std::make_unique<CcBinding>(std::move(cc), config_.tx_run_ahead_ns);
   qp.set_cc_hooks(s.cc->hooks());
   s.priority = priority_of(qp.attr().path);
   activate(s);
@@ -236,7 +236,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
   // that produces nothing leaves the line until its pacer time, a timer or
   // a received packet brings it back.
   while (n < bufs.size() && n < lens.size() && !active_.empty() &&
-         port_free_ns_ <= now) {
+         port_free_ns_ <= now + config_.tx_run_ahead_ns) {
     QpSlot* s = active_.front();
     active_.pop_front();
     if (paused_until_[s->priority] > now) {
@@ -261,9 +261,9 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
       continue;
     }
     s->active = false;
-    if (s->qp->has_work(now) && s->cc->next_send_ns() > now) {
+    if (s->qp->has_work(now) && s->cc->next_allowed_ns() > now) {
       ++counters_.tx_paced;
-      pacer_.schedule(s->qp->qpn(), s->cc->next_send_ns());
+      pacer_.schedule(s->qp->qpn(), s->cc->next_allowed_ns());
     }
     file_timer(s->qp->qpn(), *s);
   }
@@ -272,7 +272,10 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
 
 uint64_t Endpoint::next_deadline() const {
   uint64_t t = std::min(pacer_.next_deadline(), timers_.next_deadline());
-  if (!active_.empty()) t = std::min(t, port_free_ns_);
+  if (!active_.empty()) {
+    const uint64_t ra = config_.tx_run_ahead_ns;
+    t = std::min(t, port_free_ns_ > ra ? port_free_ns_ - ra : 0);
+  }
   for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
     if (!held_[p].empty()) t = std::min(t, paused_until_[p]);
   }

@@ -175,6 +175,65 @@ TEST(Endpoint, CcRateBelowPortRatePacesTheQp) {
   EXPECT_LE(t, paced_ns * 11 / 10);
 }
 
+// A real-time loop reads its clock once per iteration: here every 1 us.
+// Returns the most frames one transmit() call produced and the clock
+// reading at which the last frame of a 1 MiB WRITE left, at a 100 Gb/s
+// port with the given run-ahead.
+std::pair<size_t, uint64_t> coarse_clock_send(uint64_t run_ahead_ns) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  cfg.tx_run_ahead_ns = run_ahead_ns;
+  const size_t bytes = 1 << 20;
+  Host a(cfg, bytes), b(cfg, bytes);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(cfg.port_rate_bytes_per_sec));
+  b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
+  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()),
+                     static_cast<uint32_t>(bytes), a.mr->lkey()};
+  transport::SendWr wr;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
+  wr.rkey = b.mr->rkey();
+  EXPECT_EQ(a.ep->post_send(*qa, wr), 0);
+  std::vector<std::vector<uint8_t>> storage(64, std::vector<uint8_t>(4200));
+  std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
+  std::vector<uint32_t> lens(bufs.size());
+  size_t most = 0, sent = 0;
+  uint64_t last = 0;
+  const size_t frames = bytes / 4096;
+  for (uint64_t now = 1000; sent < frames && now < 10'000'000; now += 1000) {
+    const size_t n = a.ep->transmit(now, bufs, lens);
+    for (size_t i = 0; i < n; ++i) b.ep->receive({bufs[i].data(), lens[i]}, now);
+    const size_t acks = b.ep->transmit(now, bufs, lens);
+    for (size_t i = 0; i < acks; ++i) a.ep->receive({bufs[i].data(), lens[i]}, now);
+    most = std::max(most, n);
+    sent += n;
+    if (n) last = now;
+  }
+  EXPECT_EQ(sent, frames);
+  return {most, last};
+}
+
+TEST(Endpoint, RunAheadLetsOneClockReadingSendABurstAtTheLinkRate) {
+  // Booked exactly, a loop whose clock moves in 1 us steps sends one frame
+  // per step: 256 frames take 256 us where the link needs 85 us.
+  const auto [most_exact, last_exact] = coarse_clock_send(0);
+  EXPECT_EQ(most_exact, 1u);
+  EXPECT_GE(last_exact, 256'000u);
+  // With 2 us of run-ahead, each step sends what the link carries in it
+  // (about 3 frames of 4 KiB at 100 G; one burst of 2 us extra at the
+  // start), and the WRITE leaves at the link rate, not faster.
+  const auto [most, last] = coarse_clock_send(2000);
+  EXPECT_GE(most, 3u);
+  EXPECT_LE(most, 10u);
+  const uint64_t wire_ns = 256 * (4096 + 58 + 24) * 1'000'000'000ull / (100'000'000'000ull / 8);
+  EXPECT_GE(last + 2000 + 1000, wire_ns);
+  EXPECT_LE(last, wire_ns + 2000);
+}
+
 TEST(Endpoint, BadInputIsCountedAndDropped) {
   EndpointConfig cfg;
   Host a(cfg, 4096);

@@ -15,7 +15,9 @@ namespace droce::endpoint {
 
 class CcBinding {
  public:
-  explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm);
+  // `run_ahead_ns`: how far ahead of now the pacer may be booked
+  // (EndpointConfig::tx_run_ahead_ns).
+  explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns = 0);
 
   // The hooks to install on the QP; they point at this object, which must
   // therefore not move while the QP uses them.
@@ -23,6 +25,10 @@ class CcBinding {
 
   cc::Algorithm& algorithm() { return *algorithm_; }
   uint64_t next_send_ns() const { return next_send_ns_; }
+  // When the pacer lets the next packet go, run-ahead included.
+  uint64_t next_allowed_ns() const {
+    return next_send_ns_ > run_ahead_ns_ ? next_send_ns_ - run_ahead_ns_ : 0;
+  }
   uint64_t inflight_bytes() const { return inflight_bytes_; }
 
   bool may_send(uint32_t bytes, uint64_t now) const;
@@ -38,6 +44,7 @@ class CcBinding {
 
  private:
   std::unique_ptr<cc::Algorithm> algorithm_;
+  uint64_t run_ahead_ns_ = 0;
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
   const cc::IntRecord* pending_int_ = nullptr;

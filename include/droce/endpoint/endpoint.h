@@ -32,6 +32,13 @@ struct EndpointConfig {
   // SFD (8), FCS (4), inter-frame gap (12).
   uint32_t wire_overhead_bytes = 24;
   uint64_t pacer_granularity_ns = 64;
+  // How far ahead of `now` the port and each QP's pacer may be booked.
+  // 0 books exactly, as virtual time needs. A real-time poll loop reads its
+  // clock once per iteration; booking exactly, the next frame's start is
+  // always after that reading, so a port (or QP) sent one frame per loop
+  // iteration. With a run-ahead the average rate is the same and a burst
+  // is at most this long at line rate.
+  uint64_t tx_run_ahead_ns = 0;
   uint32_t pacer_slots = 4096;
   // Honour IEEE 802.1Qbb PFC frames from the switch: a QP whose priority is
   // paused sends nothing until the pause expires or XON arrives. A QP's

@@ -109,8 +109,15 @@ struct PortConfig {
   // uses them.
   enum class ShardTx : uint8_t { kAuto, kQueues, kRing };
   ShardTx shard_tx = ShardTx::kAuto;
-  // The endpoint's link emulation (port rate cap, pacer granularity).
-  endpoint::EndpointConfig endpoint;
+  // The endpoint's link emulation (port rate cap, pacer granularity). The
+  // loop reads its clock once per iteration, so the port and the pacers may
+  // be booked up to 2 us ahead of it (EndpointConfig::tx_run_ahead_ns);
+  // booked exactly, a port or QP sent one frame per iteration.
+  endpoint::EndpointConfig endpoint = [] {
+    endpoint::EndpointConfig c;
+    c.tx_run_ahead_ns = 2000;
+    return c;
+  }();
   // Completion queue shared by the port's QPs (send and receive).
   uint32_t cq_depth = 65536;
   // Enable promiscuous mode (vdevs and tests; real NICs usually need it
