@@ -52,7 +52,8 @@ def testpmd(vdev, fwd_args, tag, secs):
         out = p.communicate()[0].decode(errors="replace")
     key = "Tx-pps" if "txonly" in " ".join(fwd_args) else "Rx-pps"
     samples = [int(x) for x in re.findall(key + r":\s+(\d+)", out)]
-    samples = [s for s in samples if s > 0][1:]  # the first period is partial
+    samples = [s for s in samples if s > 0]
+    samples = samples[1:] or samples  # the first period is partial
     if not samples:
         raise SystemExit(f"testpmd gave no {key}:\n{out[-2000:]}")
     return statistics.median(samples) / 1e6
