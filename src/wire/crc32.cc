@@ -116,4 +116,22 @@ uint32_t crc32_update_with(Crc32Impl impl, uint32_t state, const uint8_t* data, 
   return function_for(impl)(state, data, len);
 }
 
+uint32_t crc32_update_or_first64_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
+                                      size_t len, const uint8_t* or_mask) {
+#ifdef DROCE_CRC32_X86
+  if (impl == Crc32Impl::kVpclmulAvx512)
+    return crc32_detail::update_vpclmul_avx512_or64(state, data, len, or_mask);
+#endif
+  // Elsewhere: mask a copy of the first 64 bytes, then the rest in place.
+  uint8_t first[64];
+  for (size_t i = 0; i < 64; ++i) first[i] = data[i] | or_mask[i];
+  const UpdateFn f = function_for(impl);
+  return f(f(state, first, 64), data + 64, len - 64);
+}
+
+uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len,
+                                 const uint8_t* or_mask) {
+  return crc32_update_or_first64_with(crc32_best_impl(), state, data, len, or_mask);
+}
+
 }  // namespace droce::wire

@@ -8,6 +8,7 @@
 // and then warn about it (GCC bug 105593, fixed in gcc 13).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "crc32_clmul.h"
@@ -62,18 +63,16 @@ DROCE_TARGET_AVX512 inline __m128i collapse(__m512i z) {
   return _mm512_castsi512_si128(x);
 }
 
-}  // namespace
-
-DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,
-                                                   size_t len) {
-  // Below one zmm of data the 128-bit code is as good.
-  if (len < 64) return update_pclmul(state, p, len);
+// The folding proper, len >= 64; `first_or` is OR-ed into the first 64
+// bytes (zero for a plain CRC).
+DROCE_TARGET_AVX512 inline uint32_t fold_all(uint32_t state, const uint8_t* p, size_t len,
+                                             __m512i first_or) {
   const __m512i init = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state)));
   const __m512i k512 = fold_pair512(fold_constants(512));
   __m512i acc;
   if (len >= 256) {
     const __m512i k2048 = fold_pair512(fold_constants(2048));
-    __m512i z0 = _mm512_xor_si512(load512(p), init);
+    __m512i z0 = _mm512_xor_si512(_mm512_or_si512(load512(p), first_or), init);
     __m512i z1 = load512(p + 64);
     __m512i z2 = load512(p + 128);
     __m512i z3 = load512(p + 192);
@@ -92,7 +91,7 @@ DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t
     acc = _mm512_ternarylogic_epi64(fold_mul512(z0, k1536), fold_mul512(z1, k1024),
                                     fold512(z2, k512, z3), 0x96);
   } else {
-    acc = _mm512_xor_si512(load512(p), init);
+    acc = _mm512_xor_si512(_mm512_or_si512(load512(p), first_or), init);
     p += 64;
     len -= 64;
   }
@@ -102,6 +101,20 @@ DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t
     len -= 64;
   }
   return finish128(collapse(acc), p, len);
+}
+
+}  // namespace
+
+DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,
+                                                   size_t len) {
+  // Below one zmm of data the 128-bit code is as good.
+  if (len < 64) return update_pclmul(state, p, len);
+  return fold_all(state, p, len, _mm512_setzero_si512());
+}
+
+DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* p,
+                                                        size_t len, const uint8_t* or_mask) {
+  return fold_all(state, p, len, load512(or_mask));
 }
 
 }  // namespace droce::wire::crc32_detail

@@ -17,6 +17,10 @@ uint32_t update_slice8(uint32_t state, const uint8_t* data, size_t len);
 // Only defined on x86; callers check the CPU flags first.
 uint32_t update_pclmul(uint32_t state, const uint8_t* data, size_t len);
 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
+// update_vpclmul_avx512 with the first 64 bytes OR-ed with `or_mask`;
+// len >= 64.
+uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t len,
+                                    const uint8_t* or_mask);
 
 // ---------------------------------------------------------------------------
 // Polynomial arithmetic for the folding constants, all constexpr so nothing is

@@ -17,6 +17,38 @@ constexpr size_t kMaxMasked = kPseudoLrhSize + 60 + kUdpSize + kBthSize;
 // one call: each call ends in its own 128-to-32-bit reduction and tail, and
 // on a 64 B-payload WRITE the second call cost as much as the bytes did.
 constexpr size_t kWholeCopyMax = 256;
+
+// OR masks over the first 64 bytes of the IP header for the common layouts
+// (IPv4 without options, IPv6): the variant fields of annex A17.4.1 set to
+// ones. Every masked byte lies in those 64 bytes.
+struct FirstMasks {
+  uint8_t v4[64] = {};
+  uint8_t v6[64] = {};
+  constexpr FirstMasks() {
+    v4[1] = 0xFF;   // TOS (DSCP + ECN)
+    v4[8] = 0xFF;   // TTL
+    v4[10] = 0xFF;  // header checksum
+    v4[11] = 0xFF;
+    v4[kIpv4Size + 6] = v4[kIpv4Size + 7] = 0xFF;  // UDP checksum
+    v4[kIpv4Size + kUdpSize + 4] = 0xFF;           // BTH FECN, BECN, reserved
+    v6[0] = 0x0F;   // traffic class, high nibble; version stays
+    v6[1] = v6[2] = v6[3] = 0xFF;  // traffic class, low nibble + flow label
+    v6[7] = 0xFF;   // hop limit
+    v6[kIpv6Size + 6] = v6[kIpv6Size + 7] = 0xFF;
+    v6[kIpv6Size + kUdpSize + 4] = 0xFF;
+  }
+};
+alignas(64) constexpr FirstMasks kFirstMasks;
+
+// The CRC state after the pseudo-LRH (8 bytes of ones), so the frame itself
+// can be CRCed in place.
+uint32_t state_after_pseudo_lrh() {
+  static const uint32_t state = [] {
+    const uint8_t ones[kPseudoLrhSize] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    return crc32_update(kCrc32Init, ones, kPseudoLrhSize);
+  }();
+  return state;
+}
 }  // namespace
 
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
@@ -26,6 +58,10 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   const size_t headers_len = ip_len + kUdpSize + kBthSize;
   if (kPseudoLrhSize + headers_len > kMaxMasked || headers_len > len_before_icrc)
     return 0;
+  if (len_before_icrc >= 64 && (ipv6 || ip_len == kIpv4Size)) {
+    return crc32_finish(crc32_update_or_first64(state_after_pseudo_lrh(), l3, len_before_icrc,
+                                                ipv6 ? kFirstMasks.v6 : kFirstMasks.v4));
+  }
   // One buffer for the pseudo-LRH and the masked headers, so the CRC runs
   // in two calls: this prefix, then the rest of the packet in place.
   const bool whole = kPseudoLrhSize + len_before_icrc <= kWholeCopyMax;

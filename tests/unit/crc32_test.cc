@@ -157,5 +157,24 @@ TEST(Crc32, ChainedUpdatesEqualOneShot) {
   }
 }
 
+TEST(Crc32, OrFirst64EqualsMaskingACopy) {
+  std::mt19937 rng(5);
+  for (Crc32Impl impl : kAllImpls) {
+    if (!crc32_impl_supported(impl)) continue;
+    for (size_t len : {64u, 65u, 100u, 128u, 255u, 256u, 300u, 4170u}) {
+      std::vector<uint8_t> data(len + 1), mask(64);
+      for (auto& b : data) b = static_cast<uint8_t>(rng());
+      for (auto& b : mask) b = rng() % 4 == 0 ? static_cast<uint8_t>(rng()) : 0;
+      const uint8_t* p = data.data() + 1;  // not aligned
+      std::vector<uint8_t> masked(p, p + len);
+      for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+      const uint32_t init = static_cast<uint32_t>(rng());
+      EXPECT_EQ(crc32_update_or_first64_with(impl, init, p, len, mask.data()),
+                crc32_update_with(Crc32Impl::kBitwise, init, masked.data(), len))
+          << to_string(impl) << " len " << len;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace droce::wire

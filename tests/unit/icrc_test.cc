@@ -181,7 +181,10 @@ TEST(Icrc, LongPayloadsMatchReference) {
   for (bool ipv6 : {false, true}) {
     auto base = ipv6 ? v6() : v4();
     const size_t headers = (ipv6 ? kBth6 : kBth4) + kBthSize - kL3;
-    for (size_t payload : {0u, 4u, 60u, 64u, 252u, 1024u, 4096u, 4100u, 9000u}) {
+    // Around 64 bytes of IP datagram (the in-place path starts there) and
+    // 256 (whole-copy limit), then long ones.
+    for (size_t payload : {0u, 4u, 20u, 24u, 28u, 60u, 64u, 196u, 200u, 204u, 212u, 216u,
+                           220u, 252u, 1024u, 4096u, 4100u, 9000u}) {
       // 3 bytes in front so the payload is not 16-byte aligned in memory.
       constexpr size_t kSkew = 3;
       std::vector<uint8_t> buf(kSkew + headers + payload);
@@ -192,6 +195,24 @@ TEST(Icrc, LongPayloadsMatchReference) {
                 reference_icrc(l3, headers + payload, ipv6))
           << (ipv6 ? "v6 " : "v4 ") << payload;
     }
+  }
+}
+
+TEST(Icrc, RandomHeaderBytesMatchReference) {
+  // Every header byte random (the masked fields too), IPv4 with and
+  // without options and IPv6, lengths across every path.
+  std::mt19937 rng(23);
+  for (int round = 0; round < 3000; ++round) {
+    const bool ipv6 = round % 3 == 0;
+    const size_t ihl = ipv6 ? 10 : (round % 3 == 1 ? 5 : 5 + rng() % 11);
+    const size_t headers = ihl * 4 + kUdpSize + kBthSize;
+    const size_t len = headers + rng() % 400;
+    std::vector<uint8_t> buf(len + 1);
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    uint8_t* l3 = buf.data() + 1;
+    l3[0] = static_cast<uint8_t>(ipv6 ? (0x60 | (l3[0] & 0x0F)) : (0x40 | ihl));
+    EXPECT_EQ(icrc_compute(l3, len, ipv6), reference_icrc(l3, len, ipv6))
+        << (ipv6 ? "v6" : "v4") << " ihl " << ihl << " len " << len;
   }
 }
 

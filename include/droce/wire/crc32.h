@@ -34,6 +34,15 @@ uint32_t crc32_update(uint32_t state, const uint8_t* data, size_t len);
 uint32_t crc32_update_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
                            size_t len);
 
+// crc32_update over `len` >= 64 bytes whose first 64 are taken OR-ed with
+// `or_mask` (64 bytes), as if they had been copied and masked first. The
+// ICRC sets variant header fields to ones this way, without a copy (a copy
+// followed by a wide load stalls on store forwarding).
+uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len,
+                                 const uint8_t* or_mask);
+uint32_t crc32_update_or_first64_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
+                                      size_t len, const uint8_t* or_mask);
+
 // One-shot: zlib-compatible crc32 of a buffer.
 inline uint32_t crc32(const uint8_t* data, size_t len) {
   return crc32_finish(crc32_update(kCrc32Init, data, len));
