@@ -154,9 +154,8 @@ struct Simulator::Impl {
   std::array<transport::WorkCompletion, 64> wcs;
 
   // Pooled packets are kept at kBufBytes so the endpoint can write a frame
-  // straight into one; a frame is then only shrunk to its length. Putting a
-  // packet back zero-fills what grows (the tail after a full-size frame is
-  // small; small frames are rare next to data frames).
+  // straight into one; a frame is then only shrunk to its length. Growing
+  // it back when it returns to the pool writes nothing (FrameBytes).
   fabric::Packet take() {
     if (pool.empty()) {
       fabric::Packet p;
