@@ -18,6 +18,7 @@
 #include <thread>
 #include <toml++/toml.h>
 
+#include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
 #include "droce/cc/registry.h"
@@ -603,16 +604,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rc;
-  try {
-    rc = run(argc, argv);
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    rc = engine::kExitConfig;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    rc = engine::kExitFailure;
-  }
-  engine::cleanup_eal();
-  return rc;
+  return droce::engine::run_app([&] { return run(argc, argv); });
 }

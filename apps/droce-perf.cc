@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/telemetry/latency_histogram.h"
 #include "perf/bw_report.h"
@@ -1114,15 +1115,8 @@ void validate(Options& o) {
 int perf_main(int argc, char** argv) {
   // Split "[EAL] -- [app]" ourselves so that app options are checked (exit
   // code 2, message naming the option) before EAL starts.
-  int dashdash = -1;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--") == 0) {
-      dashdash = i;
-      break;
-    }
-  std::vector<char*> app_argv{argv[0]};
-  if (dashdash > 0)
-    for (int i = dashdash + 1; i < argc; ++i) app_argv.push_back(argv[i]);
+  engine::SplitArgs args = engine::split_eal_args(argc, argv);
+  std::vector<char*>& app_argv = args.app;
 
   Options o;
   CLI::App cli{"droce-perf: perftest-style RDMA bandwidth and latency tests between two "
@@ -1180,20 +1174,11 @@ int perf_main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  // EAL gets everything before "--" (and "--" itself is not needed).
-  std::vector<char*> eal_argv{argv[0]};
-  const int eal_end = dashdash > 0 ? dashdash : argc;
-  for (int i = 1; i < eal_end; ++i) eal_argv.push_back(argv[i]);
-  int status = kExitOk;
   // Short sleeps really are short (the default slack is 50 us).
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  try {
-    engine::init_eal(static_cast<int>(eal_argv.size()), eal_argv.data());
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitUsage;
-  }
-  try {
+  return engine::run_app([&] {
+    int status = kExitOk;
+    engine::init_eal(static_cast<int>(args.eal.size()), args.eal.data());
     engine::EngineConfig ec;
     ec.idle_sleep_us = o.idle_sleep_us;
     ec.telemetry = false;
@@ -1225,15 +1210,8 @@ int perf_main(int argc, char** argv) {
       throw;
     }
     eng.close_ports();
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    status = kExitUsage;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    status = kExitFailure;
-  }
-  engine::cleanup_eal();
-  return status;
+    return status;
+  });
 }
 
 }  // namespace

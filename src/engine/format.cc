@@ -14,6 +14,14 @@ double rate(uint64_t a, uint64_t b, double secs) {
   return secs > 0 && b >= a ? static_cast<double>(b - a) / secs : 0.0;
 }
 
+// A counter block (anything with for_each(name, value)) as a JSON object.
+template <class Counters>
+nlohmann::ordered_json counters_json(const Counters& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  c.for_each([&](std::string_view n, uint64_t v) { j[std::string(n)] = v; });
+  return j;
+}
+
 }  // namespace
 
 std::string format_live_stats(const Snapshot& prev, const Snapshot& cur) {
@@ -91,12 +99,8 @@ std::string to_json(const Snapshot& s) {
     jp["port_id"] = p.port_id;
     jp["name"] = p.name;
     jp["lcore"] = p.lcore;
-    auto& ep = jp["endpoint"];
-    p.endpoint.for_each([&](std::string_view n, uint64_t v) {
-      ep[std::string(n)] = v;
-    });
-    auto& pc = jp["port"];
-    p.port.for_each([&](std::string_view n, uint64_t v) { pc[std::string(n)] = v; });
+    jp["endpoint"] = counters_json(p.endpoint);
+    jp["port"] = counters_json(p.port);
     jp["eth"] = {{"ipackets", p.eth_ipackets}, {"opackets", p.eth_opackets},
                  {"ibytes", p.eth_ibytes},     {"obytes", p.eth_obytes},
                  {"imissed", p.eth_imissed},   {"ierrors", p.eth_ierrors},
@@ -111,10 +115,8 @@ std::string to_json(const Snapshot& s) {
       js["qps"] = sh.qps;
       js["tx_queue"] = sh.tx_queue;
       js["rate_bytes_per_sec"] = sh.rate_bytes_per_sec;
-      auto& se = js["endpoint"];
-      sh.endpoint.for_each([&](std::string_view n, uint64_t v) { se[std::string(n)] = v; });
-      auto& sp = js["port"];
-      sh.port.for_each([&](std::string_view n, uint64_t v) { sp[std::string(n)] = v; });
+      js["endpoint"] = counters_json(sh.endpoint);
+      js["port"] = counters_json(sh.port);
       jp["shards"].push_back(std::move(js));
     }
     j["ports"].push_back(std::move(jp));
@@ -132,8 +134,7 @@ std::string to_json(const Snapshot& s) {
     jq["expected_psn"] = q.expected_psn;
     jq["cc"] = q.cc;
     jq["cc_rate_bytes_per_sec"] = q.cc_rate_bytes_per_sec;
-    auto& c = jq["counters"];
-    q.counters.for_each([&](std::string_view n, uint64_t v) { c[std::string(n)] = v; });
+    jq["counters"] = counters_json(q.counters);
     j["qps"].push_back(std::move(jq));
   }
   return j.dump(2);
