@@ -36,10 +36,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
 #include "droce/fabric/switch.h"
 #include "droce/sim/scenario.h"
+#include "droce/sim/toml_reader.h"
 
 namespace droce::switchapp {
 namespace {
@@ -48,9 +50,8 @@ using engine::ConfigError;
 using fabric::kGbps;
 using fabric::kKiB;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitOk = engine::kExitOk;
+constexpr int kExitUsage = engine::kExitConfig;
 constexpr uint64_t kMinRate = 1'000'000ull;           // 1 Mb/s
 constexpr uint64_t kMaxRate = 1'600'000'000'000ull;   // 1.6 Tb/s
 constexpr uint32_t kTxRetries = 8;
@@ -211,222 +212,104 @@ uint8_t parse_priorities(const std::string& option, const std::string& text) {
 
 // ---- TOML: [switch] (droce-sim's keys), [[ports]], [[routes]] ---------------
 
-class TomlReader {
- public:
-  explicit TomlReader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const toml::node* n, const std::string& key, const std::string& msg) const {
-    const auto& s = n ? n->source().begin : toml::source_position{};
-    throw ConfigError(fmt::format("{}:{}:{}: {}", file_, s.line, s.column, key), msg);
-  }
-  static std::string join(const std::string& a, std::string_view b) {
-    return a.empty() ? std::string(b) : a + "." + std::string(b);
-  }
-  void check_keys(const toml::table& t, const std::string& path,
-                  std::initializer_list<std::string_view> ok) const {
-    for (auto&& [k, v] : t) {
-      if (std::find(ok.begin(), ok.end(), k.str()) != ok.end()) continue;
-      std::string list;
-      for (auto a : ok) list += (list.empty() ? "" : ", ") + std::string(a);
-      (void)v;
-      const auto& pos = k.source().begin;  // point at the key, not its value
-      throw ConfigError(fmt::format("{}:{}:{}: {}", file_, pos.line, pos.column,
-                                    join(path, k.str())),
-                        fmt::format("unknown key (accepted: {})", list));
-    }
-  }
-  const toml::table* table(const toml::table& t, std::string_view key,
-                           const std::string& path) const {
-    const toml::node* n = t.get(key);
-    if (!n) return nullptr;
-    if (!n->is_table()) fail(n, join(path, key), "expected a table");
-    return n->as_table();
-  }
-  // Strings with units, or plain integers.
-  template <class Parse>
-  bool quantity(const toml::table& t, std::string_view key, const std::string& path,
-                uint64_t& out, Parse parse) const {
-    const toml::node* n = t.get(key);
-    if (!n) return false;
-    const std::string k = join(path, key);
-    try {
-      if (auto i = n->value<int64_t>(); i && n->is_integer()) {
-        if (*i < 0) fail(n, k, "must not be negative");
-        out = parse(k, std::to_string(*i));
-      } else if (auto s = n->value<std::string>()) {
-        out = parse(k, *s);
-      } else {
-        fail(n, k, "expected an integer or a string with a unit");
-      }
-    } catch (const ConfigError& e) {
-      if (e.option().rfind(file_, 0) == 0) throw;
-      std::string m = e.what();
-      m = m.substr(std::min(m.size(), e.option().size() + 2));
-      fail(n, k, m);
-    }
-    return true;
-  }
-  bool integer(const toml::table& t, std::string_view key, const std::string& path,
-               uint64_t& out, uint64_t lo, uint64_t hi) const {
-    const toml::node* n = t.get(key);
-    if (!n) return false;
-    if (!n->is_integer()) fail(n, join(path, key), "expected an integer");
-    const int64_t v = n->as_integer()->get();
-    if (v < static_cast<int64_t>(lo) || static_cast<uint64_t>(v) > hi)
-      fail(n, join(path, key), fmt::format("{} is out of range {}..{}", v, lo, hi));
-    out = static_cast<uint64_t>(v);
-    return true;
-  }
-  bool number(const toml::table& t, std::string_view key, const std::string& path, double& out,
-              double lo, double hi) const {
-    const toml::node* n = t.get(key);
-    if (!n) return false;
-    auto v = n->value<double>();
-    if (!v || !(n->is_floating_point() || n->is_integer()))
-      fail(n, join(path, key), "expected a number");
-    if (*v < lo || *v > hi)
-      fail(n, join(path, key), fmt::format("{} is out of range {}..{}", *v, lo, hi));
-    out = *v;
-    return true;
-  }
-  bool boolean(const toml::table& t, std::string_view key, const std::string& path,
-               bool& out) const {
-    const toml::node* n = t.get(key);
-    if (!n) return false;
-    if (!n->is_boolean()) fail(n, join(path, key), "expected true or false");
-    out = n->as_boolean()->get();
-    return true;
-  }
-  bool string(const toml::table& t, std::string_view key, const std::string& path,
-              std::string& out) const {
-    const toml::node* n = t.get(key);
-    if (!n) return false;
-    if (!n->is_string()) fail(n, join(path, key), "expected a string");
-    out = n->as_string()->get();
-    return true;
-  }
-  template <class E>
-  bool choice(const toml::table& t, std::string_view key, const std::string& path, E& out,
-              std::initializer_list<std::pair<std::string_view, E>> opts) const {
-    std::string s;
-    if (!string(t, key, path, s)) return false;
-    std::string list;
-    for (auto& [name, v] : opts) {
-      if (name == s) {
-        out = v;
-        return true;
-      }
-      list += (list.empty() ? "" : ", ") + std::string(name);
-    }
-    fail(t.get(key), join(path, key), fmt::format("'{}' is not one of: {}", s, list));
-  }
-  // With ConfigError from a flag parser, rethrown at the node.
-  template <class F>
-  void at(const toml::node* n, const std::string& key, F&& f) const {
-    try {
-      f();
-    } catch (const ConfigError& e) {
-      if (e.option().rfind(file_, 0) == 0) throw;
-      std::string m = e.what();
-      m = m.substr(std::min(m.size(), e.option().size() + 2));
-      fail(n, key, m);
-    }
-  }
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
-};
-
-void load_switch_table(const TomlReader& r, const toml::table& t, Settings& s) {
+// droce-sim's [switch] keys through droce-sim's own reader, plus the
+// default port `rate`, `seed` and `node_id`.
+void load_switch_table(const sim::Reader& r, const toml::table& t, Settings& s) {
   const std::string path = "switch";
-  r.check_keys(t, path, {"rate", "buffer", "buffer_mode", "port_buffer", "classifier",
-                         "seed", "node_id", "ecn", "pfc", "int", "scheduler"});
-  fabric::SwitchConfig& c = s.cfg;
-  r.quantity(t, "rate", path, s.default_rate_bps, parse_rate);
-  r.quantity(t, "buffer", path, c.shared_buffer_bytes,
-             [](const std::string& o, const std::string& v) { return parse_size(o, v, 4096); });
-  r.choice(t, "buffer_mode", path, c.buffer_mode,
-           {{"shared", fabric::BufferMode::kShared}, {"per_port", fabric::BufferMode::kPerPort}});
-  r.quantity(t, "port_buffer", path, s.port_buffer_bytes,
-             [](const std::string& o, const std::string& v) { return parse_size(o, v, 4096); });
-  r.choice(t, "classifier", path, c.classifier,
-           {{"dscp", fabric::Classifier::kDscp}, {"pcp", fabric::Classifier::kPcp}});
-  r.integer(t, "seed", path, c.seed, 0, INT64_MAX);
+  sim::SwitchSpec spec;
+  spec.ecn = s.ecn;
+  spec.ecn_auto = s.ecn_auto;
+  spec.scheduler = s.scheduler;
+  spec.port_buffer_bytes = s.port_buffer_bytes;
+  spec.cfg = s.cfg;
+  sim::read_switch_table(r, t, path, spec, {"rate", "seed", "node_id"});
+  s.ecn = spec.ecn;
+  s.ecn_auto = spec.ecn_auto;
+  s.scheduler = spec.scheduler;
+  s.port_buffer_bytes = spec.port_buffer_bytes;
+  s.cfg = spec.cfg;
+  r.rate(t, "rate", path, s.default_rate_bps);
+  r.integer(t, "seed", path, s.cfg.seed, 0, INT64_MAX);
   uint64_t node = 0;
-  if (r.integer(t, "node_id", path, node, 0, UINT32_MAX)) c.node_id = static_cast<uint32_t>(node);
-  if (const toml::table* e = r.table(t, "ecn", path)) {
-    const std::string p = TomlReader::join(path, "ecn");
-    r.check_keys(*e, p, {"mode", "point", "kmin", "kmax", "pmax", "k"});
-    r.choice(*e, "mode", p, s.ecn.mode,
-             {{"red", fabric::MarkMode::kRed}, {"step", fabric::MarkMode::kStep},
-              {"off", fabric::MarkMode::kOff}});
-    r.choice(*e, "point", p, s.ecn.point,
-             {{"dequeue", fabric::MarkPoint::kDequeue}, {"enqueue", fabric::MarkPoint::kEnqueue}});
-    auto size = [](const std::string& o, const std::string& v) { return parse_size(o, v); };
-    const bool kmin = r.quantity(*e, "kmin", p, s.ecn.kmin_bytes, size);
-    const bool kmax = r.quantity(*e, "kmax", p, s.ecn.kmax_bytes, size);
-    const bool k = r.quantity(*e, "k", p, s.ecn.step_bytes, size);
-    r.number(*e, "pmax", p, s.ecn.pmax, 0, 1);
-    if (kmin || kmax || k) s.ecn_auto = false;
+  if (r.integer(t, "node_id", path, node, 0, UINT32_MAX)) s.cfg.node_id = static_cast<uint32_t>(node);
+}
+
+// Runs a flag parser on a config value; its ConfigError becomes a message
+// at the value's file position.
+template <class F>
+void at_node(const sim::Reader& r, const toml::node* n, const std::string& key, F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    r.fail(n->source(), key, m.substr(std::min(m.size(), e.option().size() + 2)));
   }
-  if (const toml::table* f = r.table(t, "pfc", path)) {
-    const std::string p = TomlReader::join(path, "pfc");
-    r.check_keys(*f, p, {"enabled", "priorities", "xoff", "xon", "quanta", "refresh_fraction",
-                         "watchdog", "watchdog_restore", "watchdog_action"});
-    bool enabled = false;
-    r.boolean(*f, "enabled", p, enabled);
-    uint8_t prios = 1u << 3;
-    if (const toml::node* n = f->get("priorities")) {
-      const toml::array* a = n->as_array();
-      if (!a) r.fail(n, p + ".priorities", "expected an array of priorities 0..7");
-      prios = 0;
-      for (auto& e : *a) {
-        if (!e.is_integer() || e.as_integer()->get() < 0 || e.as_integer()->get() > 7)
-          r.fail(&e, p + ".priorities", "expected priorities 0..7");
-        prios |= static_cast<uint8_t>(1u << e.as_integer()->get());
+}
+
+void load_tables(const sim::Reader& r, const toml::table& root, const std::string& file,
+                 Settings& s) {
+  r.check_keys(root, "", {"switch", "ports", "routes"});
+  if (const toml::table* t = r.table(root, "switch", "")) load_switch_table(r, *t, s);
+  if (const toml::node* n = root.get("ports")) {
+    const toml::array* a = n->as_array();
+    if (!a) r.fail(n->source(), "ports", "expected [[ports]] tables");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const std::string p = fmt::format("ports[{}]", i);
+      if (!e.is_table()) r.fail(e.source(), p, "expected a table");
+      const toml::table& t = *e.as_table();
+      r.check_keys(t, p, {"name", "rate", "buffer"});
+      PortSpec ps;
+      ps.origin = p;
+      const toml::node* name = t.get("name");
+      if (!name) r.fail(e.source(), p + ".name", "missing (a DPDK port name or id, or an array of them)");
+      if (name->is_string()) {
+        ps.members.push_back(name->as_string()->get());
+      } else if (const toml::array* na = name->as_array(); na && !na->empty()) {
+        for (auto& m : *na) {
+          if (!m.is_string()) r.fail(m.source(), p + ".name", "expected port names (strings)");
+          ps.members.push_back(m.as_string()->get());
+        }
+      } else {
+        r.fail(name->source(), p + ".name", "expected a port name or a non-empty array of names");
       }
+      uint64_t v = 0;
+      if (r.rate(t, "rate", p, v)) ps.rate_bps = v;
+      if (r.bytes(t, "buffer", p, v, 4096)) ps.buffer_bytes = v;
+      s.ports.push_back(std::move(ps));
     }
-    c.pfc.enabled_priorities = enabled ? prios : 0;
-    auto size = [](const std::string& o, const std::string& v) { return parse_size(o, v); };
-    r.quantity(*f, "xoff", p, c.pfc.xoff_bytes, size);
-    r.quantity(*f, "xon", p, c.pfc.xon_bytes, size);
-    uint64_t q = 0;
-    if (r.integer(*f, "quanta", p, q, 1, 0xFFFF)) c.pfc.pause_quanta = static_cast<uint16_t>(q);
-    r.number(*f, "refresh_fraction", p, c.pfc.refresh_fraction, 0.01, 1);
-    r.quantity(*f, "watchdog", p, c.pfc.watchdog_ns, parse_time);
-    r.quantity(*f, "watchdog_restore", p, c.pfc.watchdog_restore_ns, parse_time);
-    r.choice(*f, "watchdog_action", p, c.pfc.watchdog_action,
-             {{"drop", fabric::WatchdogAction::kDrop},
-              {"ignore_pause", fabric::WatchdogAction::kIgnorePause}});
   }
-  if (const toml::table* i = r.table(t, "int", path)) {
-    const std::string p = TomlReader::join(path, "int");
-    r.check_keys(*i, p, {"enabled", "max_hops", "data_only"});
-    r.boolean(*i, "enabled", p, c.int_cfg.enabled);
-    uint64_t h = 0;
-    if (r.integer(*i, "max_hops", p, h, 1, 255)) c.int_cfg.max_hops = static_cast<uint8_t>(h);
-    r.boolean(*i, "data_only", p, c.int_cfg.data_only);
-  }
-  if (const toml::table* sc = r.table(t, "scheduler", path)) {
-    const std::string p = TomlReader::join(path, "scheduler");
-    r.check_keys(*sc, p, {"strict", "weights", "quantum"});
-    bool strict = true;
-    r.boolean(*sc, "strict", p, strict);
-    s.scheduler.strict.fill(strict);
-    if (const toml::node* n = sc->get("weights")) {
-      const toml::array* a = n->as_array();
-      if (!a || a->size() != fabric::kNumClasses)
-        r.fail(n, p + ".weights", "expected 8 integers 1..1000");
-      for (size_t k = 0; k < fabric::kNumClasses; ++k) {
-        const toml::node& e = *a->get(k);
-        if (!e.is_integer() || e.as_integer()->get() < 1 || e.as_integer()->get() > 1000)
-          r.fail(&e, p + ".weights", "expected 8 integers 1..1000");
-        s.scheduler.weights[k] = static_cast<uint32_t>(e.as_integer()->get());
+  if (const toml::node* n = root.get("routes")) {
+    const toml::array* a = n->as_array();
+    if (!a) r.fail(n->source(), "routes", "expected [[routes]] tables");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const std::string p = fmt::format("routes[{}]", i);
+      if (!e.is_table()) r.fail(e.source(), p, "expected a table");
+      const toml::table& t = *e.as_table();
+      r.check_keys(t, p, {"prefix", "ports"});
+      RouteSpec rs;
+      std::string prefix;
+      if (!r.str(t, "prefix", p, prefix))
+        r.fail(e.source(), p + ".prefix", "missing (\"10.0.0.0/24\", \"fd00::1\", \"default\")");
+      at_node(r, t.get("prefix"), p + ".prefix", [&] { parse_prefix(p + ".prefix", prefix, rs); });
+      const toml::node* ports = t.get("ports");
+      if (!ports) r.fail(e.source(), p + ".ports", "missing (a port index or an array: ECMP)");
+      auto add = [&](const toml::node& x) {
+        if (!x.is_integer() || x.as_integer()->get() < 0 || x.as_integer()->get() > 0xFFFF)
+          r.fail(x.source(), p + ".ports", "expected port indexes (0-based, order of [[ports]])");
+        rs.ports.push_back(static_cast<uint16_t>(x.as_integer()->get()));
+      };
+      if (const toml::array* pa = ports->as_array()) {
+        if (pa->empty()) r.fail(ports->source(), p + ".ports", "empty");
+        for (auto& x : *pa) add(x);
+      } else {
+        add(*ports);
       }
+      rs.origin = fmt::format("{}:{}:{}: {}.ports", file, e.source().begin.line,
+                              e.source().begin.column, p);
+      s.routes.push_back(std::move(rs));
     }
-    uint64_t q = 0;
-    if (r.integer(*sc, "quantum", p, q, 64, 1 << 20)) s.scheduler.quantum_bytes = static_cast<uint32_t>(q);
   }
 }
 
@@ -439,72 +322,12 @@ void load_config(const std::string& file, Settings& s) {
     throw ConfigError(fmt::format("{}:{}:{}", file, b.line, b.column),
                       std::string(e.description()));
   }
-  TomlReader r(file);
-  r.check_keys(root, "", {"switch", "ports", "routes"});
-  if (const toml::table* t = r.table(root, "switch", "")) load_switch_table(r, *t, s);
-  if (const toml::node* n = root.get("ports")) {
-    const toml::array* a = n->as_array();
-    if (!a) r.fail(n, "ports", "expected [[ports]] tables");
-    for (size_t i = 0; i < a->size(); ++i) {
-      const toml::node& e = *a->get(i);
-      const std::string p = fmt::format("ports[{}]", i);
-      if (!e.is_table()) r.fail(&e, p, "expected a table");
-      const toml::table& t = *e.as_table();
-      r.check_keys(t, p, {"name", "rate", "buffer"});
-      PortSpec ps;
-      ps.origin = p;
-      const toml::node* name = t.get("name");
-      if (!name) r.fail(&e, p + ".name", "missing (a DPDK port name or id, or an array of them)");
-      if (name->is_string()) {
-        ps.members.push_back(name->as_string()->get());
-      } else if (const toml::array* na = name->as_array(); na && !na->empty()) {
-        for (auto& m : *na) {
-          if (!m.is_string()) r.fail(&m, p + ".name", "expected port names (strings)");
-          ps.members.push_back(m.as_string()->get());
-        }
-      } else {
-        r.fail(name, p + ".name", "expected a port name or a non-empty array of names");
-      }
-      uint64_t v = 0;
-      if (r.quantity(t, "rate", p, v, parse_rate)) ps.rate_bps = v;
-      if (r.quantity(t, "buffer", p, v, [](const std::string& o, const std::string& x) {
-            return parse_size(o, x, 4096);
-          }))
-        ps.buffer_bytes = v;
-      s.ports.push_back(std::move(ps));
-    }
-  }
-  if (const toml::node* n = root.get("routes")) {
-    const toml::array* a = n->as_array();
-    if (!a) r.fail(n, "routes", "expected [[routes]] tables");
-    for (size_t i = 0; i < a->size(); ++i) {
-      const toml::node& e = *a->get(i);
-      const std::string p = fmt::format("routes[{}]", i);
-      if (!e.is_table()) r.fail(&e, p, "expected a table");
-      const toml::table& t = *e.as_table();
-      r.check_keys(t, p, {"prefix", "ports"});
-      RouteSpec rs;
-      std::string prefix;
-      if (!r.string(t, "prefix", p, prefix))
-        r.fail(&e, p + ".prefix", "missing (\"10.0.0.0/24\", \"fd00::1\", \"default\")");
-      r.at(t.get("prefix"), p + ".prefix", [&] { parse_prefix(p + ".prefix", prefix, rs); });
-      const toml::node* ports = t.get("ports");
-      if (!ports) r.fail(&e, p + ".ports", "missing (a port index or an array: ECMP)");
-      auto add = [&](const toml::node& x) {
-        if (!x.is_integer() || x.as_integer()->get() < 0 || x.as_integer()->get() > 0xFFFF)
-          r.fail(&x, p + ".ports", "expected port indexes (0-based, order of [[ports]])");
-        rs.ports.push_back(static_cast<uint16_t>(x.as_integer()->get()));
-      };
-      if (const toml::array* pa = ports->as_array()) {
-        if (pa->empty()) r.fail(ports, p + ".ports", "empty");
-        for (auto& x : *pa) add(x);
-      } else {
-        add(*ports);
-      }
-      rs.origin = fmt::format("{}:{}:{}: {}.ports", file, e.source().begin.line,
-                              e.source().begin.column, p);
-      s.routes.push_back(std::move(rs));
-    }
+  // The reader throws sim::ScenarioError ("FILE:LINE:COL: key: what"): a
+  // ConfigError of the same text, exit code 2.
+  try {
+    load_tables(sim::Reader(file), root, file, s);
+  } catch (const sim::ScenarioError& e) {
+    throw ConfigError("", e.what());
   }
 }
 
@@ -1051,15 +874,8 @@ void App::close() {
 // ---- command line ----------------------------------------------------------
 
 int switch_main(int argc, char** argv) {
-  int dashdash = -1;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--") == 0) {
-      dashdash = i;
-      break;
-    }
-  std::vector<char*> app_argv{argv[0]};
-  if (dashdash > 0)
-    for (int i = dashdash + 1; i < argc; ++i) app_argv.push_back(argv[i]);
+  engine::SplitArgs args = engine::split_eal_args(argc, argv);
+  std::vector<char*>& app_argv = args.app;
 
   CLI::App cli{"droce-switch: the droce fabric switch model on DPDK ports, in real time\n"
                "usage: droce-switch [EAL options] -- [options]  (docs/SWITCH.md)"};
@@ -1187,34 +1003,18 @@ int switch_main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  std::vector<char*> eal_argv{argv[0]};
-  const int eal_end = dashdash > 0 ? dashdash : argc;
-  for (int i = 1; i < eal_end; ++i) eal_argv.push_back(argv[i]);
   // Idle sleeps are short: the default timer slack (50 us) would blur them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  try {
-    engine::init_eal(static_cast<int>(eal_argv.size()), eal_argv.data());
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitUsage;
-  }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  int status = kExitOk;
-  try {
+  return engine::run_app([&] {
+    engine::init_eal(static_cast<int>(args.eal.size()), args.eal.data());
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
     App app(std::move(s));
     app.open_ports();
-    status = app.run();
+    const int status = app.run();
     app.close();
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    status = kExitUsage;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    status = kExitFailure;
-  }
-  engine::cleanup_eal();
-  return status;
+    return status;
+  });
 }
 
 }  // namespace

@@ -61,8 +61,11 @@ check("buffer_size", [*PORTS, *ROUTES, "--buffer", "lots"], "--buffer: 'lots' is
 check("unknown_flag", [*PORTS, *ROUTES, "--frobnicate"], "frobnicate")
 check("config_unknown_key", [], ":2:1: switch.ecnn: unknown key",
       config="[switch]\necnn = 1\n[[ports]]\nname = \"net_null0\"\n")
-check("config_bad_rate", [], "ports[0].rate: 'ten' is not a rate",
+# The config goes through droce-sim's reader: the same message as droce-sim's.
+check("config_bad_rate", [], ':3:8: ports[0].rate: expected a value like "100G"',
       config="[[ports]]\nname = \"net_null0\"\nrate = \"ten\"\n")
+check("config_rate_range", [], ':3:8: ports[0].rate: out of range',
+      config="[[ports]]\nname = \"net_null0\"\nrate = \"5T\"\n")
 check("config_route_port", [], "routes[0].ports: port 3 does not exist",
       config="[[ports]]\nname = \"net_null0\"\n[[routes]]\nprefix = \"default\"\nports = [0, 3]\n")
 check("config_syntax", [], ":1:", config="[switch\n")
