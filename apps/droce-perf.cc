@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/telemetry/latency_histogram.h"
@@ -1160,19 +1161,9 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");
-  try {
-    cli.parse(static_cast<int>(app_argv.size()), app_argv.data());
-    validate(o);
-  } catch (const CLI::CallForHelp& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    fmt::print(stderr, "run 'droce-perf -- --help' for the options\n");
-    return kExitUsage;
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitUsage;
-  }
+  if (const int rc = apps::parse_options(cli, app_argv, "droce-perf", [&] { validate(o); });
+      rc >= 0)
+    return rc;
 
   // Short sleeps really are short (the default slack is 50 us).
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
@@ -926,8 +927,7 @@ int switch_main(int argc, char** argv) {
                  "poll)");
   cli.add_option("--burst", s.burst, "RX burst size (default 32)");
   cli.add_option("--mbufs", s.mbufs, "mbufs per DPDK port (default: from descriptors)");
-  try {
-    cli.parse(static_cast<int>(app_argv.size()), app_argv.data());
+  const int rc = apps::parse_options(cli, app_argv, "droce-switch", [&] {
     if (!config.empty()) load_config(config, s);
     // Flags override the file.
     if (cli.count("--rate")) s.default_rate_bps = parse_rate("--rate", rate);
@@ -992,16 +992,8 @@ int switch_main(int argc, char** argv) {
     if (int_on) s.cfg.int_cfg.enabled = true;
     if (cli.count("--seed")) s.cfg.seed = seed;
     validate(s);
-  } catch (const CLI::CallForHelp& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    fmt::print(stderr, "run 'droce-switch -- --help' for the options\n");
-    return kExitUsage;
-  } catch (const ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitUsage;
-  }
+  });
+  if (rc >= 0) return rc;
 
   // Idle sleeps are short: the default timer slack (50 us) would blur them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
