@@ -43,20 +43,8 @@ struct Run {
 };
 
 Run run(const Config& cfg, uint32_t msg, double loss, Recovery rec, uint64_t seed) {
-  Device da, db;
-  ProtectionDomain* pa = da.alloc_pd();
-  ProtectionDomain* pb = db.alloc_pd();
-  CompletionQueue* a_cq = da.create_cq(4096);
-  CompletionQueue* b_cq = db.create_cq(4096);
-  QpInitAttr init;
-  init.caps.max_send_wr = 1024;
-  init.caps.max_recv_wr = 16;
-  init.pd = pa;
-  init.send_cq = init.recv_cq = a_cq;
-  QueuePair* qa = da.create_qp(init);
-  init.pd = pb;
-  init.send_cq = init.recv_cq = b_cq;
-  QueuePair* qb = db.create_qp(init);
+  testing::TwoEnds ends(1024, 16);
+  auto& [da, db, pa, pb, a_cq, b_cq, qa, qb] = ends;
 
   QpAttr attr;
   attr.path_mtu = IBV_MTU_4096;

@@ -212,4 +212,28 @@ inline bool connect(QueuePair& a, QueuePair& b, QpAttr attr, uint32_t a_psn,
   return true;
 }
 
+// The two ends of a loopback: a device each with one PD, one CQ (send and
+// receive) and one QP.
+struct TwoEnds {
+  Device da, db;
+  ProtectionDomain* pa = da.alloc_pd();
+  ProtectionDomain* pb = db.alloc_pd();
+  CompletionQueue* a_cq = da.create_cq(4096);
+  CompletionQueue* b_cq = db.create_cq(4096);
+  QueuePair* qa = nullptr;
+  QueuePair* qb = nullptr;
+
+  TwoEnds(uint32_t max_send_wr, uint32_t max_recv_wr) {
+    QpInitAttr init;
+    init.caps.max_send_wr = max_send_wr;
+    init.caps.max_recv_wr = max_recv_wr;
+    init.pd = pa;
+    init.send_cq = init.recv_cq = a_cq;
+    qa = da.create_qp(init);
+    init.pd = pb;
+    init.send_cq = init.recv_cq = b_cq;
+    qb = db.create_qp(init);
+  }
+};
+
 }  // namespace droce::transport::testing

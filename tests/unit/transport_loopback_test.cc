@@ -45,20 +45,8 @@ struct Result {
 Result run_workload(double loss, Recovery recovery, uint64_t seed, int nops,
                     uint32_t start_psn, bool check_data = true) {
   std::mt19937_64 rng(seed);
-  Device da, db;
-  ProtectionDomain* pa = da.alloc_pd();
-  ProtectionDomain* pb = db.alloc_pd();
-  CompletionQueue* a_cq = da.create_cq(4096);
-  CompletionQueue* b_cq = db.create_cq(4096);
-  QpInitAttr init;
-  init.caps.max_send_wr = 1024;
-  init.caps.max_recv_wr = 1024;
-  init.pd = pa;
-  init.send_cq = init.recv_cq = a_cq;
-  QueuePair* qa = da.create_qp(init);
-  init.pd = pb;
-  init.send_cq = init.recv_cq = b_cq;
-  QueuePair* qb = db.create_qp(init);
+  testing::TwoEnds ends(1024, 1024);
+  auto& [da, db, pa, pb, a_cq, b_cq, qa, qb] = ends;
   QpAttr attr;
   attr.path_mtu = IBV_MTU_1024;
   attr.timeout = 8;  // ~1 ms
