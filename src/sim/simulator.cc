@@ -104,8 +104,23 @@ struct Simulator::Impl {
     NodeRef to;
     std::string name;
     uint64_t last_bytes = 0;
-    uint64_t last_pkts = 0;
+    // Serialisation time of what was sent, for the utilisation samples: a
+    // frame counts in the interval its bits left in, not whole in the one
+    // it arrived in (that read up to a frame per interval above 1).
+    uint64_t busy_ns = 0;
+    uint64_t last_start = 0, last_end = 0;  // the latest frame on the wire
+    uint64_t busy_sampled = 0;
     explicit Dir(const fabric::LinkConfig& c) : link(c) {}
+    void send(fabric::Packet&& p, uint64_t start, uint64_t end) {
+      busy_ns += end - start;
+      last_start = start;
+      last_end = end;
+      link.send(std::move(p), end);
+    }
+    // Serialisation time up to `t`: one frame at most is still going out.
+    uint64_t busy_by(uint64_t t) const {
+      return last_end > t ? busy_ns - (last_end - std::max(t, last_start)) : busy_ns;
+    }
   };
   struct Flow {
     const FlowSpec* spec = nullptr;
@@ -685,7 +700,7 @@ bool Simulator::run_until(uint64_t t) {
           // the previous one has left, so it ends one frame time after now.
           const uint64_t wire = m.lens[i] + fabric::kEthWireOverhead;
           const uint64_t end = now_ + wire * 1'000'000'000ull / rate;
-          out.link.send(std::move(p), end);
+          out.send(std::move(p), now_, end);
         }
         events_ += n;
         if (n < kTxBatch) break;
@@ -701,7 +716,7 @@ bool Simulator::run_until(uint64_t t) {
       sw.sw->advance(now_, [&](fabric::Departure&& d) {
         ++events_;
         const uint32_t l = sw.out_link[d.port];
-        m.dirs[l]->link.send(std::move(d.packet), d.time);
+        m.dirs[l]->send(std::move(d.packet), d.start_time, d.time);
         reschedule_link(l);
       });
       uint64_t next = sw.sw->next_event_time();
@@ -763,15 +778,13 @@ bool Simulator::run_until(uint64_t t) {
       }
       for (size_t l = 0; l < m.dirs.size(); ++l) {
         Impl::Dir& d = *m.dirs[l];
-        const auto& lc = d.link.counters();
-        const uint64_t bytes = lc.delivered_bytes - d.last_bytes;
-        const uint64_t pkts = lc.delivered - d.last_pkts;
-        const double cap = static_cast<double>(d.rate_bps) * static_cast<double>(iv) / 8e9;
+        const uint64_t bytes = d.link.counters().delivered_bytes - d.last_bytes;
+        const uint64_t busy = d.busy_by(now_);
         link_samples_.push_back(LinkSample{
             now_, static_cast<uint32_t>(l), bytes,
-            static_cast<double>(bytes + pkts * fabric::kEthWireOverhead) / cap});
-        d.last_bytes = lc.delivered_bytes;
-        d.last_pkts = lc.delivered;
+            static_cast<double>(busy - d.busy_sampled) / static_cast<double>(iv)});
+        d.last_bytes = d.link.counters().delivered_bytes;
+        d.busy_sampled = busy;
       }
       m.schedule(e.id, now_ + iv);
       if (hook_) hook_(now_);

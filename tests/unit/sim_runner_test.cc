@@ -178,10 +178,16 @@ TEST(SimRunner, SamplesAreProgrammaticallyReadable) {
   uint64_t peak_queue = 0;
   for (const auto& q : s.queue_samples()) peak_queue = std::max(peak_queue, q.bytes);
   EXPECT_GT(peak_queue, 0u);
+  // Utilisation is serialisation time per interval: never above 1 (it once
+  // counted whole frames at arrival and read up to a frame per interval
+  // over), and the bottleneck is near 1 while both senders are busy.
   double util_max = 0;
-  for (const auto& l : s.link_samples()) util_max = std::max(util_max, l.utilisation);
-  EXPECT_GT(util_max, 0.9);
-  EXPECT_LE(util_max, 1.01);
+  for (const auto& l : s.link_samples()) {
+    EXPECT_GE(l.utilisation, 0.0);
+    EXPECT_LE(l.utilisation, 1.0 + 1e-9) << "link " << l.link << " at " << l.time_ns;
+    util_max = std::max(util_max, l.utilisation);
+  }
+  EXPECT_GT(util_max, 0.97);
 }
 
 }  // namespace

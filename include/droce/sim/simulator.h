@@ -61,7 +61,8 @@ struct LinkSample {
   uint64_t time_ns;
   uint32_t link;           // index into link_names()
   uint64_t bytes;          // frame bytes delivered in the interval
-  double utilisation;      // wire bytes (+24 per frame) / capacity
+  double utilisation;      // time the sender was serialising frames (+24 B wire
+                           // overhead each) / the interval
 };
 
 // Options of a QP pair made by Simulator::connect (the programmatic
