@@ -13,9 +13,10 @@ constexpr size_t kPseudoLrhSize = 8;
 // Largest masked prefix: pseudo-LRH + IPv4 with 40 bytes of options (60) +
 // UDP + BTH.
 constexpr size_t kMaxMasked = kPseudoLrhSize + 60 + kUdpSize + kBthSize;
-// Frames up to this size (with the pseudo-LRH) are copied whole and CRCed in
-// one call: each call ends in its own 128-to-32-bit reduction and tail, and
-// on a 64 B-payload WRITE the second call cost as much as the bytes did.
+// Frames the in-place path below does not take (IP datagrams under 64
+// bytes, IPv4 with options) are copied whole up to this size (with the
+// pseudo-LRH) and CRCed in one call: each call ends in its own 128-to-32-bit
+// reduction and tail, which on small frames costs as much as the bytes.
 constexpr size_t kWholeCopyMax = 256;
 
 // OR masks over the first 64 bytes of the IP header for the common layouts
