@@ -170,7 +170,18 @@ std::map<std::string, std::string> parse_kv(const std::string& line) {
 uint64_t kv_u64(const std::map<std::string, std::string>& kv, const std::string& key) {
   auto it = kv.find(key);
   if (it == kv.end()) throw Failure(fmt::format("peer message lacks '{}'", key));
-  return std::stoull(it->second, nullptr, 0);
+  // The peer is another droce-perf, but its words are still input: a
+  // malformed number is a clear failure, not std::stoull's bare message.
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    v = std::stoull(it->second, &used, 0);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size())
+    throw Failure(fmt::format("peer message: {}='{}' is not a number", key, it->second));
+  return v;
 }
 
 }  // namespace droce::perf
