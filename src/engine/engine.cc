@@ -640,12 +640,18 @@ void add_endpoint_counters(rte_tel_data* d, const endpoint::EndpointCounters& c)
   });
 }
 
-// /droce/stats: totals over every port and QP.
-int tel_stats(const char*, const char*, rte_tel_data* d) {
+// A telemetry callback reading the engine's latest snapshot under its
+// locks; -EINVAL while no engine is up.
+template <int (*Read)(const Snapshot&, const char* params, rte_tel_data*)>
+int on_latest(const char*, const char* params, rte_tel_data* d) {
   std::lock_guard lock(g_engine_mu);
   if (!g_engine) return -EINVAL;
   std::lock_guard lock2(g_engine->latest_mu);
-  const Snapshot& s = g_engine->latest;
+  return Read(g_engine->latest, params, d);
+}
+
+// /droce/stats: totals over every port and QP.
+int tel_stats(const Snapshot& s, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "taken_ns", s.taken_ns);
   rte_tel_data_add_dict_u64(d, "ports", s.ports.size());
@@ -687,11 +693,7 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
 }
 
 // /droce/port[,<index>]: without a parameter, the list of port indexes.
-int tel_port(const char*, const char* params, rte_tel_data* d) {
-  std::lock_guard lock(g_engine_mu);
-  if (!g_engine) return -EINVAL;
-  std::lock_guard lock2(g_engine->latest_mu);
-  const Snapshot& s = g_engine->latest;
+int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
   if (!params || !*params) {
     rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
     for (const PortSnapshot& p : s.ports) rte_tel_data_add_array_int(d, static_cast<int>(p.index));
@@ -738,11 +740,7 @@ int tel_port(const char*, const char* params, rte_tel_data* d) {
 }
 
 // /droce/qp[,<qpn> | ,<port>:<qpn>]: without a parameter, the list of QPNs.
-int tel_qp(const char*, const char* params, rte_tel_data* d) {
-  std::lock_guard lock(g_engine_mu);
-  if (!g_engine) return -EINVAL;
-  std::lock_guard lock2(g_engine->latest_mu);
-  const Snapshot& s = g_engine->latest;
+int tel_qp(const Snapshot& s, const char* params, rte_tel_data* d) {
   if (!params || !*params) {
     rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
     for (const QpSnapshot& q : s.qps) rte_tel_data_add_array_int(d, static_cast<int>(q.qpn));
@@ -788,11 +786,11 @@ void register_telemetry() {
   static bool done = false;  // commands cannot be unregistered: once per process
   if (done) return;
   done = true;
-  rte_telemetry_register_cmd("/droce/stats", tel_stats,
+  rte_telemetry_register_cmd("/droce/stats", on_latest<tel_stats>,
                              "droce totals: endpoint, port and QP counters. No parameters");
-  rte_telemetry_register_cmd("/droce/port", tel_port,
+  rte_telemetry_register_cmd("/droce/port", on_latest<tel_port>,
                              "droce port counters. Parameter: port index (none: list)");
-  rte_telemetry_register_cmd("/droce/qp", tel_qp,
+  rte_telemetry_register_cmd("/droce/qp", on_latest<tel_qp>,
                              "droce QP state and counters. Parameter: QPN or port:QPN "
                              "(none: list)");
 }
