@@ -18,6 +18,7 @@
 
 #include "droce/cc/registry.h"
 #include "droce/transport/device.h"
+#include "sample_log.h"
 
 namespace droce::sim {
 
@@ -103,13 +104,11 @@ struct Simulator::Impl {
     uint64_t rate_bps = 0;
     NodeRef to;
     std::string name;
-    uint64_t last_bytes = 0;
     // Serialisation time of what was sent, for the utilisation samples: a
     // frame counts in the interval its bits left in, not whole in the one
     // it arrived in (that read up to a frame per interval above 1).
     uint64_t busy_ns = 0;
     uint64_t last_start = 0, last_end = 0;  // the latest frame on the wire
-    uint64_t busy_sampled = 0;
     explicit Dir(const fabric::LinkConfig& c) : link(c) {}
     void send(fabric::Packet&& p, uint64_t start, uint64_t end) {
       busy_ns += end - start;
@@ -133,7 +132,6 @@ struct Simulator::Impl {
     uint64_t msg = 0;       // bytes per message (the last may be shorter)
     uint64_t slots = 1;     // messages the window holds
     uint64_t recvs_posted = 0;
-    uint64_t last_tx = 0;   // for rates
     bool whole = true;      // the window holds the whole flow
   };
   struct Entry {
@@ -158,8 +156,22 @@ struct Simulator::Impl {
   uint32_t id_switch0 = 0, id_link0 = 0, id_workload = 0, id_sampler = 0;
   uint64_t next_sample = kNever;
   std::vector<uint8_t> tracked_tcs;
-  // Sampled queue lengths per (switch, port, tc) for percentiles.
-  std::vector<std::vector<uint64_t>> queue_history;
+
+  // The time series, as changes (sample_log.h). Cumulative counters are
+  // stored and the per-interval deltas taken when rows are rebuilt.
+  std::vector<uint64_t> sample_times;
+  std::vector<ChangeSeries> flow_tx, flow_done, flow_cc;  // per flow
+  std::vector<ChangeSeries> queue_len;  // per (switch, port, class), flattened
+  std::vector<ChangeSeries> link_bytes, link_busy;  // per link direction
+  // tracked_tcs from an instant on (connect() may add a class mid-run).
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> tracked_from;
+  // How far the public rows have been rebuilt, and the replay state.
+  struct Replay {
+    uint32_t instants = 0;
+    std::vector<ChangeSeries::Reader> a, b, c;
+    std::vector<uint64_t> prev_a, prev_b;
+  };
+  Replay flow_rows, queue_rows, link_rows;
   bool stopped = false;
 
   std::vector<fabric::Packet> pool;
@@ -421,8 +433,14 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   for (const auto& f : sc.flows) used[f.dscp >> 3] = true;
   for (size_t c = 0; c < fabric::kNumClasses; ++c)
     if (used[c]) m.tracked_tcs.push_back(static_cast<uint8_t>(c));
-  for (auto& s : m.sws)
-    m.queue_history.resize(m.queue_history.size() + s.sw->num_ports() * fabric::kNumClasses);
+  size_t queues = 0;
+  for (auto& s : m.sws) queues += s.sw->num_ports() * fabric::kNumClasses;
+  m.queue_len.resize(queues);
+  m.flow_tx.resize(m.flows.size());
+  m.flow_done.resize(m.flows.size());
+  m.flow_cc.resize(m.flows.size());
+  m.link_bytes.resize(m.dirs.size());
+  m.link_busy.resize(m.dirs.size());
 
   // Component ids: hosts, switches, link directions, workload, sampler.
   m.id_switch0 = static_cast<uint32_t>(H);
@@ -437,10 +455,6 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
   if (sc.run.csv_interval_ns) {
     m.schedule(m.id_sampler, sc.run.csv_interval_ns);
-    const uint64_t n = std::min<uint64_t>(sc.run.duration_ns / sc.run.csv_interval_ns, 1 << 16);
-    flow_samples_.reserve(n * m.flows.size());
-    queue_samples_.reserve(n * m.tracked_tcs.size() * S * 8);
-    link_samples_.reserve(n * m.dirs.size());
   }
 }
 
@@ -474,6 +488,74 @@ uint64_t Simulator::flow_cc_rate_bps(size_t f) const {
   const transport::QueuePair* qp = fl.initiator == fl.src ? fl.src_qp : fl.dst_qp;
   endpoint::CcBinding* b = impl_->hosts[fl.initiator]->ep->cc_of(qp->qpn());
   return b ? b->algorithm().rate_bytes_per_sec() * 8 : 0;
+}
+
+// The public rows, rebuilt from the changes up to the latest instant:
+// what recording a full row per value at each sample gave.
+const std::vector<FlowSample>& Simulator::flow_samples() const {
+  Impl& m = *impl_;
+  Impl::Replay& r = m.flow_rows;
+  const size_t F = m.flows.size();
+  r.a.resize(F), r.b.resize(F), r.c.resize(F), r.prev_a.resize(F);
+  const uint64_t iv = m.sc.run.csv_interval_ns;
+  for (; r.instants < m.sample_times.size(); ++r.instants) {
+    const uint32_t k = r.instants;
+    for (size_t f = 0; f < F; ++f) {
+      const uint64_t tx = r.a[f].at(m.flow_tx[f], k);
+      flow_samples_.push_back(FlowSample{m.sample_times[k], static_cast<uint32_t>(f), tx,
+                                         (tx - r.prev_a[f]) * 8 * 1'000'000'000ull / iv,
+                                         r.b[f].at(m.flow_done[f], k),
+                                         r.c[f].at(m.flow_cc[f], k)});
+      r.prev_a[f] = tx;
+    }
+  }
+  return flow_samples_;
+}
+
+const std::vector<QueueSample>& Simulator::queue_samples() const {
+  Impl& m = *impl_;
+  Impl::Replay& r = m.queue_rows;
+  r.a.resize(m.queue_len.size());
+  size_t epoch = 0;  // tracked_from entry in force
+  for (; r.instants < m.sample_times.size(); ++r.instants) {
+    const uint32_t k = r.instants;
+    while (epoch + 1 < m.tracked_from.size() && m.tracked_from[epoch + 1].first <= k) ++epoch;
+    const std::vector<uint8_t>& tcs = m.tracked_from[epoch].second;
+    size_t qh = 0;
+    for (size_t s = 0; s < m.sws.size(); ++s) {
+      const uint16_t ports = static_cast<uint16_t>(m.sws[s].sw->num_ports());
+      for (uint16_t p = 0; p < ports; ++p) {
+        for (uint8_t c : tcs) {
+          const size_t q = qh + p * fabric::kNumClasses + c;
+          queue_samples_.push_back(QueueSample{m.sample_times[k], static_cast<uint32_t>(s), p, c,
+                                               r.a[q].at(m.queue_len[q], k)});
+        }
+      }
+      qh += ports * fabric::kNumClasses;
+    }
+  }
+  return queue_samples_;
+}
+
+const std::vector<LinkSample>& Simulator::link_samples() const {
+  Impl& m = *impl_;
+  Impl::Replay& r = m.link_rows;
+  const size_t L = m.dirs.size();
+  r.a.resize(L), r.b.resize(L), r.prev_a.resize(L), r.prev_b.resize(L);
+  const uint64_t iv = m.sc.run.csv_interval_ns;
+  for (; r.instants < m.sample_times.size(); ++r.instants) {
+    const uint32_t k = r.instants;
+    for (size_t l = 0; l < L; ++l) {
+      const uint64_t bytes = r.a[l].at(m.link_bytes[l], k);
+      const uint64_t busy = r.b[l].at(m.link_busy[l], k);
+      link_samples_.push_back(LinkSample{
+          m.sample_times[k], static_cast<uint32_t>(l), bytes - r.prev_a[l],
+          static_cast<double>(busy - r.prev_b[l]) / static_cast<double>(iv)});
+      r.prev_a[l] = bytes;
+      r.prev_b[l] = busy;
+    }
+  }
+  return link_samples_;
 }
 
 bool Simulator::verify(size_t f) const {
@@ -754,37 +836,28 @@ bool Simulator::run_until(uint64_t t) {
       if (m.next_start < m.start_order.size())
         m.schedule(e.id, sc.flows[m.start_order[m.next_start]].start_ns);
     } else {
-      // Sampler.
+      // Sampler: only changes are stored (sample_log.h).
       const uint64_t iv = sc.run.csv_interval_ns;
+      const uint32_t k = static_cast<uint32_t>(m.sample_times.size());
+      m.sample_times.push_back(now_);
       for (size_t f = 0; f < m.flows.size(); ++f) {
-        const uint64_t tx = flow_tx_bytes(f);
-        auto& fl = m.flows[f];
-        flow_samples_.push_back(FlowSample{now_, static_cast<uint32_t>(f), tx,
-                                           (tx - fl.last_tx) * 8 * 1'000'000'000ull / iv,
-                                           flows_[f].completed_bytes, flow_cc_rate_bps(f)});
-        fl.last_tx = tx;
+        m.flow_tx[f].record(k, flow_tx_bytes(f));
+        m.flow_done[f].record(k, flows_[f].completed_bytes);
+        m.flow_cc[f].record(k, flow_cc_rate_bps(f));
       }
       size_t qh = 0;
       for (size_t s = 0; s < m.sws.size(); ++s) {
         const fabric::Switch& sw = *m.sws[s].sw;
-        for (uint16_t p = 0; p < sw.num_ports(); ++p) {
+        for (uint16_t p = 0; p < sw.num_ports(); ++p)
           for (uint8_t c = 0; c < fabric::kNumClasses; ++c)
-            m.queue_history[qh + p * fabric::kNumClasses + c].push_back(sw.queue_bytes(p, c));
-          for (uint8_t c : m.tracked_tcs)
-            queue_samples_.push_back(QueueSample{now_, static_cast<uint32_t>(s), p, c,
-                                                 sw.queue_bytes(p, c)});
-        }
-        qh += sw.num_ports() * fabric::kNumClasses;
+            m.queue_len[qh++].record(k, sw.queue_bytes(p, c));
       }
+      if (m.tracked_from.empty() || m.tracked_from.back().second != m.tracked_tcs)
+        m.tracked_from.emplace_back(k, m.tracked_tcs);
       for (size_t l = 0; l < m.dirs.size(); ++l) {
-        Impl::Dir& d = *m.dirs[l];
-        const uint64_t bytes = d.link.counters().delivered_bytes - d.last_bytes;
-        const uint64_t busy = d.busy_by(now_);
-        link_samples_.push_back(LinkSample{
-            now_, static_cast<uint32_t>(l), bytes,
-            static_cast<double>(busy - d.busy_sampled) / static_cast<double>(iv)});
-        d.last_bytes = d.link.counters().delivered_bytes;
-        d.busy_sampled = busy;
+        const Impl::Dir& d = *m.dirs[l];
+        m.link_bytes[l].record(k, d.link.counters().delivered_bytes);
+        m.link_busy[l].record(k, d.busy_by(now_));
       }
       m.schedule(e.id, now_ + iv);
       if (hook_) hook_(now_);
@@ -857,7 +930,9 @@ Summary Simulator::summary() const {
         s.max_queue_bytes = std::max(s.max_queue_bytes, q.max_bytes);
         if (q.enq_packets == 0 && q.drops == 0) continue;
         QueueSummary qs{static_cast<uint32_t>(sw), p, c, q.max_bytes,
-                        percentile(m.queue_history[qh + p * fabric::kNumClasses + c], 0.99),
+                        percentile(m.queue_len[qh + p * fabric::kNumClasses + c].expand(
+                                       static_cast<uint32_t>(m.sample_times.size())),
+                                   0.99),
                         q.drops + q.watchdog_drops, q.ecn_marked};
         s.p99_queue_bytes = std::max(s.p99_queue_bytes, qs.p99_bytes);
         s.queues.push_back(qs);
@@ -941,21 +1016,21 @@ void Simulator::write_outputs(const std::string& dir) const {
   {
     auto o = open("flows.csv");
     o << "time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n";
-    for (const FlowSample& s : flow_samples_)
+    for (const FlowSample& s : flow_samples())
       o << s.time_ns << ',' << m.flows[s.flow].spec->name << ',' << s.tx_bytes << ','
         << s.tx_rate_bps << ',' << s.done_bytes << ',' << s.cc_rate_bps << '\n';
   }
   {
     auto o = open("queues.csv");
     o << "time_ns,switch,port,peer,tc,bytes\n";
-    for (const QueueSample& s : queue_samples_)
+    for (const QueueSample& s : queue_samples())
       o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
         << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
   }
   {
     auto o = open("links.csv");
     o << "time_ns,link,bytes,utilisation\n";
-    for (const LinkSample& s : link_samples_) {
+    for (const LinkSample& s : link_samples()) {
       std::snprintf(buf, sizeof buf, "%.6f", s.utilisation);
       o << s.time_ns << ',' << m.dirs[s.link]->name << ',' << s.bytes << ',' << buf << '\n';
     }

@@ -171,10 +171,12 @@ class Simulator {
   const fabric::Link& link_at(size_t l) const;
   const std::string& link_name(size_t l) const;
 
-  // Time series, recorded every run.csv_interval.
-  const std::vector<FlowSample>& flow_samples() const { return flow_samples_; }
-  const std::vector<QueueSample>& queue_samples() const { return queue_samples_; }
-  const std::vector<LinkSample>& link_samples() const { return link_samples_; }
+  // Time series, recorded every run.csv_interval. The runner stores only
+  // what changed; these rows are rebuilt up to now() on each call (the
+  // reference stays valid, the vector grows).
+  const std::vector<FlowSample>& flow_samples() const;
+  const std::vector<QueueSample>& queue_samples() const;
+  const std::vector<LinkSample>& link_samples() const;
   // Called after each sample is recorded (live plots, early stops).
   void set_sample_hook(std::function<void(uint64_t now)> hook) { hook_ = std::move(hook); }
 
@@ -230,9 +232,10 @@ class Simulator {
   size_t flows_done_ = 0;
   uint64_t now_ = 0;
   uint64_t events_ = 0;
-  std::vector<FlowSample> flow_samples_;
-  std::vector<QueueSample> queue_samples_;
-  std::vector<LinkSample> link_samples_;
+  // Rebuilt on demand by the accessors above.
+  mutable std::vector<FlowSample> flow_samples_;
+  mutable std::vector<QueueSample> queue_samples_;
+  mutable std::vector<LinkSample> link_samples_;
   std::function<void(uint64_t)> hook_;
   CompletionHandler on_completion_;
   bool pause_ = false;
