@@ -9,14 +9,6 @@
 
 namespace droce::wire {
 
-uint16_t ipv4_checksum(const uint8_t* header, size_t len) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(header + i);
-  if (len & 1) sum += uint32_t{header[len - 1]} << 8;
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 uint16_t udp_src_port_entropy(uint32_t src_qp, uint32_t dest_qp) {
   // A multiplicative hash of both QPNs, folded to 14 bits; distinct QP pairs
   // spread over ECMP paths like they do on NICs that hash the QP number.
