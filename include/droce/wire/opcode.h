@@ -11,6 +11,7 @@
 #include <infiniband/opcode.h>
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string_view>
 
@@ -61,23 +62,16 @@ struct OpcodeInfo {
   bool payload = false;     // may carry payload bytes
   std::string_view name = "UNKNOWN";
 
+  // Filled from `ext` by detail::op(): every received packet asks where its
+  // extension headers are, and walking the bits per header per packet was
+  // a sizeable part of parse().
+  std::array<int8_t, 8> ext_offsets = {-1, -1, -1, -1, -1, -1, -1, -1};
+  uint8_t ext_bytes = 0;
+
   // Byte offset, from the end of the BTH, of extension header `h`, or -1.
-  constexpr int ext_offset(ExtHeader h) const {
-    if (!(ext & h)) return -1;
-    int off = 0;
-    for (uint8_t bit = 1; bit != 0 && bit < h; bit = static_cast<uint8_t>(bit << 1)) {
-      if (ext & bit) off += static_cast<int>(ext_size(static_cast<ExtHeader>(bit)));
-    }
-    return off;
-  }
+  constexpr int ext_offset(ExtHeader h) const { return ext_offsets[std::countr_zero(uint8_t{h})]; }
   // Total size of the extension headers.
-  constexpr uint32_t ext_length() const {
-    uint32_t n = 0;
-    for (uint8_t bit = 1; bit != 0; bit = static_cast<uint8_t>(bit << 1)) {
-      if (ext & bit) n += ext_size(static_cast<ExtHeader>(bit));
-    }
-    return n;
-  }
+  constexpr uint32_t ext_length() const { return ext_bytes; }
   static constexpr uint32_t ext_size(ExtHeader h) {
     switch (h) {
       case kExtDeth: return kDethSize;
@@ -103,7 +97,17 @@ namespace detail {
 
 constexpr OpcodeInfo op(Transport t, OpClass c, Operation o, Position p,
                         uint8_t ext, bool payload, std::string_view name) {
-  return OpcodeInfo{true, t, c, o, p, ext, payload, name};
+  OpcodeInfo info{true, t, c, o, p, ext, payload, name};
+  // The headers follow the BTH in bit order (the ExtHeader comment).
+  int off = 0;
+  for (int bit = 0; bit < 8; ++bit) {
+    const auto h = static_cast<ExtHeader>(1u << bit);
+    if (!(ext & h)) continue;
+    info.ext_offsets[static_cast<size_t>(bit)] = static_cast<int8_t>(off);
+    off += static_cast<int>(OpcodeInfo::ext_size(h));
+  }
+  info.ext_bytes = static_cast<uint8_t>(off);
+  return info;
 }
 
 // The per-transport operation codes (low 5 bits), shared by RC and UC.
