@@ -108,6 +108,7 @@ struct Shard {
   std::vector<rte_mbuf*> stash;
   size_t stash_n = 0;
   std::vector<rte_mbuf*> rx;
+  std::vector<std::span<const uint8_t>> rx_frames;  // this shard's, for receive_burst
   std::vector<std::span<uint8_t>> bufs;
   std::vector<uint32_t> lens;
   // TX queue this shard transmits on; -1: through tx_ring to shard 0.
@@ -394,9 +395,10 @@ int dispatch_target(Shard& s, const uint8_t* data, uint32_t len, uint64_t now) {
   return it == p.dispatch.end() ? 0 : static_cast<int>(it->second);
 }
 
-// One RX burst (shard 0). Unsharded: every frame to the endpoint, mbufs
-// freed after (the endpoint copies payload into registered memory during
-// receive()). Sharded: frames of other shards' QPs go to their rings.
+// One RX burst (shard 0). Unsharded: every frame to the endpoint in one
+// receive_burst, mbufs freed after (the endpoint copies payload into
+// registered memory during it). Sharded: frames of other shards' QPs go to
+// their rings.
 bool poll_rx(Shard& s, uint64_t now) {
   PortState& p = *s.port;
   const uint16_t n = rte_eth_rx_burst(p.port_id, 0, s.rx.data(),
@@ -406,6 +408,7 @@ bool poll_rx(Shard& s, uint64_t now) {
   s.counters.rx_mbufs += n;
   const bool sharded = p.sharded();
   size_t nfree = 0;
+  size_t mine = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = s.rx[i];
     if (m->nb_segs != 1) {
@@ -426,9 +429,10 @@ bool poll_rx(Shard& s, uint64_t now) {
         continue;
       }
     }
-    s.ep->receive(std::span(data, m->data_len), now);
+    s.rx_frames[mine++] = std::span(data, m->data_len);
     p.rx_free[nfree++] = m;
   }
+  s.ep->receive_burst(std::span(s.rx_frames.data(), mine), now);
   if (sharded) {
     for (size_t k = 1; k < p.shards.size(); ++k) {
       auto& batch = p.dispatch_batch[k];
@@ -456,8 +460,9 @@ bool poll_rx_ring(Shard& s, uint64_t now) {
   s.counters.rx_from_ring += n;
   for (unsigned i = 0; i < n; ++i) {
     const rte_mbuf* m = s.rx[i];
-    s.ep->receive(std::span(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len), now);
+    s.rx_frames[i] = std::span(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
   }
+  s.ep->receive_burst(std::span(s.rx_frames.data(), n), now);
   rte_pktmbuf_free_bulk(s.rx.data(), n);
   return true;
 }
@@ -1001,6 +1006,7 @@ PortIndex Engine::add_port(const PortConfig& config) {
     sh->cq = sh->device->create_cq(config.cq_depth);
     sh->stash.assign(config.burst, nullptr);
     sh->rx.assign(config.burst, nullptr);
+    sh->rx_frames.assign(config.burst, {});
     sh->bufs.assign(config.burst, {});
     sh->lens.assign(config.burst, 0);
     sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;

@@ -207,14 +207,14 @@ ParseError parse(std::span<const uint8_t> f, ParsedPacket& out,
   out.frame_length = static_cast<uint32_t>(l3_end);
 
   out.icrc = load_le32(f.data() + l3_end - kIcrcSize);
-  if (opt.verify_icrc) {
-    out.icrc_checked = true;
-    const uint32_t want = icrc_compute(f.data() + out.l3_offset,
-                                       l3_end - kIcrcSize - out.l3_offset,
-                                       out.ipv6());
-    if (want != out.icrc) return ParseError::kBadIcrc;
-  }
-  return ParseError::kOk;
+  return opt.verify_icrc ? verify_icrc(f, out) : ParseError::kOk;
+}
+
+ParseError verify_icrc(std::span<const uint8_t> f, ParsedPacket& pkt) {
+  pkt.icrc_checked = true;
+  const uint32_t want = icrc_compute(f.data() + pkt.l3_offset,
+                                     pkt.frame_length - kIcrcSize - pkt.l3_offset, pkt.ipv6());
+  return want == pkt.icrc ? ParseError::kOk : ParseError::kBadIcrc;
 }
 
 }  // namespace droce::wire

@@ -111,4 +111,10 @@ struct ParseOptions {
 ParseError parse(std::span<const uint8_t> frame, ParsedPacket& out,
                  const ParseOptions& options = {});
 
+// The ICRC check parse() ends with, for a frame parse() accepted with
+// verify_icrc = false: a receive burst parses every frame first and then
+// checks their ICRCs back to back, so the CPU overlaps the CRCs' latency
+// chains. Sets pkt.icrc_checked; kOk or kBadIcrc.
+ParseError verify_icrc(std::span<const uint8_t> frame, ParsedPacket& pkt);
+
 }  // namespace droce::wire
