@@ -134,4 +134,21 @@ uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len
   return crc32_update_or_first64_with(crc32_best_impl(), state, data, len, or_mask);
 }
 
+uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
+                                           const uint8_t* or_mask) {
+  static const uint32_t after_ones = [] {
+    const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    return crc32_detail::update_slice8(kCrc32Init, ones, sizeof ones);
+  }();
+#ifdef DROCE_CRC32_X86
+  if (impl == Crc32Impl::kVpclmulAvx512)
+    return crc32_detail::update_vpclmul_avx512_ones_or64(data, len, or_mask, after_ones);
+#endif
+  return crc32_update_or_first64_with(impl, after_ones, data, len, or_mask);
+}
+
+uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask) {
+  return crc32_update_ones_or_first64_with(crc32_best_impl(), data, len, or_mask);
+}
+
 }  // namespace droce::wire

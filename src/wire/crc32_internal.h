@@ -21,6 +21,10 @@ uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
 // len >= 64.
 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t len,
                                     const uint8_t* or_mask);
+// crc32_update_ones_or_first64 (crc32.h) for 64 <= len; the caller passes
+// the state after the eight 0xFF bytes, which lengths over 124 start from.
+uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const uint8_t* or_mask,
+                                         uint32_t state_after_ones);
 
 // ---------------------------------------------------------------------------
 // Polynomial arithmetic for the folding constants, all constexpr so nothing is

@@ -41,15 +41,6 @@ struct FirstMasks {
 };
 alignas(64) constexpr FirstMasks kFirstMasks;
 
-// The CRC state after the pseudo-LRH (8 bytes of ones), so the frame itself
-// can be CRCed in place.
-uint32_t state_after_pseudo_lrh() {
-  static const uint32_t state = [] {
-    const uint8_t ones[kPseudoLrhSize] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-    return crc32_update(kCrc32Init, ones, kPseudoLrhSize);
-  }();
-  return state;
-}
 }  // namespace
 
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
@@ -60,8 +51,8 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   if (kPseudoLrhSize + headers_len > kMaxMasked || headers_len > len_before_icrc)
     return 0;
   if (len_before_icrc >= 64 && (ipv6 || ip_len == kIpv4Size)) {
-    return crc32_finish(crc32_update_or_first64(state_after_pseudo_lrh(), l3, len_before_icrc,
-                                                ipv6 ? kFirstMasks.v6 : kFirstMasks.v4));
+    return crc32_finish(crc32_update_ones_or_first64(l3, len_before_icrc,
+                                                     ipv6 ? kFirstMasks.v6 : kFirstMasks.v4));
   }
   // One buffer for the pseudo-LRH and the masked headers, so the CRC runs
   // in two calls: this prefix, then the rest of the packet in place.

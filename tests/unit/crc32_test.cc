@@ -176,5 +176,28 @@ TEST(Crc32, OrFirst64EqualsMaskingACopy) {
   }
 }
 
+TEST(Crc32, OnesPrefixedOrFirst64EqualsMaskingACopy) {
+  // Expect: every length 64..300 (the AVX-512 short path covers 65..124,
+  // the general fold the rest), unaligned data, equals the bitwise CRC of
+  // eight 0xFF bytes followed by a masked copy.
+  std::mt19937 rng(11);
+  const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint32_t after_ones = crc32_update_with(Crc32Impl::kBitwise, kCrc32Init, ones, 8);
+  for (Crc32Impl impl : kAllImpls) {
+    if (!crc32_impl_supported(impl)) continue;
+    for (size_t len = 64; len <= 300; ++len) {
+      std::vector<uint8_t> data(len + 3), mask(64);
+      for (auto& b : data) b = static_cast<uint8_t>(rng());
+      for (auto& b : mask) b = rng() % 4 == 0 ? static_cast<uint8_t>(rng()) : 0;
+      const uint8_t* p = data.data() + 3;
+      std::vector<uint8_t> masked(p, p + len);
+      for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+      ASSERT_EQ(crc32_update_ones_or_first64_with(impl, p, len, mask.data()),
+                crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), len))
+          << to_string(impl) << " len " << len;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace droce::wire
