@@ -18,6 +18,7 @@
 
 #include "droce/cc/registry.h"
 #include "droce/transport/device.h"
+#include "event_queue.h"
 #include "sample_log.h"
 
 namespace droce::sim {
@@ -134,14 +135,6 @@ struct Simulator::Impl {
     uint64_t recvs_posted = 0;
     bool whole = true;      // the window holds the whole flow
   };
-  struct Entry {
-    uint64_t time;
-    uint32_t id;
-    // Min-heap on (time, id) via std::*_heap's max-heap.
-    bool operator<(const Entry& o) const {
-      return time != o.time ? time > o.time : id > o.id;
-    }
-  };
 
   Scenario sc;
   std::vector<std::unique_ptr<Host>> hosts;
@@ -151,8 +144,7 @@ struct Simulator::Impl {
   std::vector<transport::QueuePair*> workload_qps;  // made by connect()
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
-  std::vector<Entry> heap;
-  std::vector<uint64_t> scheduled;
+  EventQueue events;
   uint32_t id_switch0 = 0, id_link0 = 0, id_workload = 0, id_sampler = 0;
   uint64_t next_sample = kNever;
   std::vector<uint8_t> tracked_tcs;
@@ -201,15 +193,9 @@ struct Simulator::Impl {
 
   // Never later than an event already filed (a spurious wake-up is harmless,
   // a lost one is not).
-  void wake(uint32_t id, uint64_t t) { schedule(id, std::min(t, scheduled[id])); }
+  void wake(uint32_t id, uint64_t t) { schedule(id, std::min(t, events.at(id))); }
 
-  void schedule(uint32_t id, uint64_t t) {
-    if (t == scheduled[id]) return;
-    scheduled[id] = t;
-    if (t == kNever) return;
-    heap.push_back(Entry{t, id});
-    std::push_heap(heap.begin(), heap.end());
-  }
+  void schedule(uint32_t id, uint64_t t) { events.set(id, t); }
 };
 
 Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>()) {
@@ -447,7 +433,7 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.id_link0 = static_cast<uint32_t>(H + S);
   m.id_workload = static_cast<uint32_t>(H + S + m.dirs.size());
   m.id_sampler = m.id_workload + 1;
-  m.scheduled.assign(m.id_sampler + 1, kNever);
+  m.events.resize(m.id_sampler + 1);
   for (size_t i = 0; i < kTxBatch; ++i) {
     m.staging[i] = m.take();
     m.spans[i] = m.staging[i].bytes;
@@ -756,13 +742,13 @@ bool Simulator::run_until(uint64_t t) {
   };
 
   pause_ = false;
-  while (!m.heap.empty() && !m.stopped && !pause_) {
-    const Impl::Entry e = m.heap.front();
+  while (!m.events.empty() && !m.stopped && !pause_) {
+    const struct {
+      uint64_t time;
+      uint32_t id;
+    } e{m.events.top_time(), m.events.top_id()};
     if (e.time > t) break;
-    std::pop_heap(m.heap.begin(), m.heap.end());
-    m.heap.pop_back();
-    if (m.scheduled[e.id] != e.time) continue;  // superseded
-    m.scheduled[e.id] = kNever;
+    m.events.pop();
     now_ = e.time;
 
     if (e.id < H) {
@@ -867,9 +853,8 @@ bool Simulator::run_until(uint64_t t) {
   if (pause_) return true;
   if (!m.stopped) now_ = std::max(now_, t);
   // Nothing left but the sampler: the run is over.
-  const bool only_sampler = m.heap.empty() ||
-                            std::all_of(m.scheduled.begin(), m.scheduled.end() - 1,
-                                        [](uint64_t v) { return v == kNever; });
+  bool only_sampler = true;
+  for (uint32_t id = 0; id < m.id_sampler; ++id) only_sampler &= m.events.at(id) == kNever;
   return !m.stopped && !only_sampler;
 }
 
