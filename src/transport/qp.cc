@@ -2,6 +2,7 @@
 #include "droce/transport/qp.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,8 +122,9 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       nak_seq_sent_ = false;
       unacked_ = 0;
       // Room for one outstanding answer per READ/atomic plus ACKs/NAKs
-      // interleaved with them.
-      resp_.assign(2u * attr_.max_dest_rd_atomic + 16, Response{});
+      // interleaved with them; a power of two so resp_at() masks instead
+      // of dividing (it runs for every request packet).
+      resp_.assign(std::bit_ceil(2u * attr_.max_dest_rd_atomic + 16), Response{});
       resp_head_ = resp_count_ = 0;
       if (a.recovery == Recovery::kSelectiveRepeat) {
         ooo_.assign(a.sack_window, 0);

@@ -224,7 +224,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       // advertised (max_dest_rd_atomic) is an invalid request.
       uint32_t reads = 0;
       for (uint32_t i = 0; i < resp_count_; ++i)
-        if (resp_[(resp_head_ + i) % resp_.size()].kind == Response::Kind::kRead) ++reads;
+        if (resp_at(resp_head_ + i).kind == Response::Kind::kRead) ++reads;
       if (reads >= attr_.max_dest_rd_atomic)
         return reject(pkt, NakCode::kInvalidRequest, uc);
       const uint32_t npkts = std::max<uint32_t>(1, (pkt.reth_dma_length + mtu_ - 1) / mtu_);
@@ -313,7 +313,7 @@ void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
     }
     // Already answering that range: the queued stream covers it.
     for (uint32_t i = 0; i < resp_count_; ++i) {
-      const Response& q = resp_[(resp_head_ + i) % resp_.size()];
+      const Response& q = resp_at(resp_head_ + i);
       if (q.kind == Response::Kind::kRead && wire::psn_le(q.psn, pkt.psn) &&
           wire::psn_lt(pkt.psn, q.end_psn))
         return;
@@ -553,14 +553,14 @@ void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
 
 Response* QueuePair::push_response() {
   if (resp_count_ >= resp_.size()) return nullptr;
-  Response* r = &resp_[(resp_head_ + resp_count_) % resp_.size()];
+  Response* r = &resp_at(resp_head_ + resp_count_);
   ++resp_count_;
   return r;
 }
 
 void QueuePair::queue_ack(uint32_t psn) {
   if (resp_count_ > 0) {
-    Response& tail = resp_[(resp_head_ + resp_count_ - 1) % resp_.size()];
+    Response& tail = resp_at(resp_head_ + resp_count_ - 1);
     if (tail.kind == Response::Kind::kAck) {  // coalesce: ACKs are cumulative
       tail.psn = psn;
       tail.msn = msn_;
@@ -611,7 +611,7 @@ size_t QueuePair::produce_response(uint64_t, std::span<uint8_t> buf) {
   t.psn = r.psn;
   t.aeth_msn = r.msn;
   auto pop = [&] {
-    resp_head_ = (resp_head_ + 1) % static_cast<uint32_t>(resp_.size());
+    resp_head_ = (resp_head_ + 1) & static_cast<uint32_t>(resp_.size() - 1);
     --resp_count_;
   };
   switch (r.kind) {

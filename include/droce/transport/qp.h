@@ -339,7 +339,8 @@ class QueuePair {
   uint32_t write_rkey_ = 0;
   bool nak_seq_sent_ = false;        // one NAK per gap (IBA 9.7.5.2.1)
   uint32_t unacked_ = 0;
-  std::vector<Response> resp_;
+  std::vector<Response> resp_;  // a ring; its size is a power of two
+  Response& resp_at(uint32_t i) { return resp_[i & (resp_.size() - 1)]; }
   uint32_t resp_head_ = 0;
   uint32_t resp_count_ = 0;
   std::array<AtomicCacheEntry, kAtomicCacheSize> atomic_cache_{};
