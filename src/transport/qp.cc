@@ -272,7 +272,7 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
     const MemoryRegion* mr = device_.find_mr(s.lkey);
     const uint8_t* src = mr ? mr->translate(s.addr + offset, n) : nullptr;
     if (!src) return false;
-    std::memcpy(dst, src, n);
+    if (!mr->virtual_payload()) std::memcpy(dst, src, n);
     dst += n;
     len -= n;
     offset = 0;
@@ -293,7 +293,7 @@ bool QueuePair::scatter_sges(const Sge* sge, uint32_t num, uint64_t offset,
     if (!mr || !mr->allows(IBV_ACCESS_LOCAL_WRITE)) return false;
     uint8_t* dst = mr->translate(s.addr + offset, n);
     if (!dst) return false;
-    std::memcpy(dst, src, n);
+    if (!mr->virtual_payload()) std::memcpy(dst, src, n);
     src += n;
     len -= n;
     offset = 0;

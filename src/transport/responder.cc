@@ -202,7 +202,8 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           in_msg_ = InMsg::kNone;
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
-        std::memcpy(mr->translate(write_va_ + offset, len), pkt.payload, len);
+        if (!mr->virtual_payload())
+          std::memcpy(mr->translate(write_va_ + offset, len), pkt.payload, len);
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
@@ -440,7 +441,7 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
       if (check_remote(pkt.reth_rkey, pkt.reth_va, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
           AccessCheck::kOk)
         return false;
-      std::memcpy(mr->translate(pkt.reth_va, len), pkt.payload, len);
+      if (!mr->virtual_payload()) std::memcpy(mr->translate(pkt.reth_va, len), pkt.payload, len);
     }
   } else {
     c = find_write_context(pkt.psn);
@@ -457,7 +458,7 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
       if (check_remote(c->rkey, c->va + offset, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
           AccessCheck::kOk)
         return false;
-      std::memcpy(mr->translate(c->va + offset, len), pkt.payload, len);
+      if (!mr->virtual_payload()) std::memcpy(mr->translate(c->va + offset, len), pkt.payload, len);
     }
   }
   if (store) *store = learned;

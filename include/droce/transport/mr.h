@@ -38,6 +38,13 @@ class MemoryRegion {
   // refused from then on; local access continues.
   bool remote_valid() const { return remote_valid_; }
   void invalidate_remote() { remote_valid_ = false; }
+  // A region whose contents are not modelled (the simulator's payload =
+  // "virtual" flows, docs/SIM.md): keys, bounds and access are checked as
+  // usual, but requests gathered from it carry unspecified payload bytes
+  // and payload placed into it is discarded. Saves the copies where nobody
+  // looks at the data.
+  bool virtual_payload() const { return virtual_payload_; }
+  void set_virtual_payload(bool v) { virtual_payload_ = v; }
 
   // Host pointer for [va, va + len) if it lies inside the region, else
   // nullptr. Overflow-safe: va and len come from the network.
@@ -57,6 +64,7 @@ class MemoryRegion {
   uint64_t iova_;
   uint32_t key_;
   bool remote_valid_ = true;
+  bool virtual_payload_ = false;
 };
 
 // Result of checking a remote request against an MR (IBA 9.7.5.2: which NAK
