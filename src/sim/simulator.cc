@@ -352,6 +352,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     fl.dst_mr = hd.device.reg_mr(hd.pd, fl.dst_mem.data(), fl.dst_mem.size(), kAccess);
     if (!fl.src_mr || !fl.dst_mr)
       throw ScenarioError(sc.file + ": flow " + fs.name + ": cannot register memory");
+    fl.src_mr->set_virtual_payload(fs.virtual_payload);
+    fl.dst_mr->set_virtual_payload(fs.virtual_payload);
     transport::QpInitAttr init;
     init.caps.max_send_wr = fs.max_outstanding + 4;
     init.caps.max_recv_wr = fs.max_outstanding + 4;
@@ -458,6 +460,12 @@ const std::string& Simulator::port_peer(size_t s, uint16_t p) const {
 size_t Simulator::num_links() const { return impl_->dirs.size(); }
 const fabric::Link& Simulator::link_at(size_t l) const { return impl_->dirs.at(l)->link; }
 const std::string& Simulator::link_name(size_t l) const { return impl_->dirs.at(l)->name; }
+std::span<const uint8_t> Simulator::source_memory(size_t f) const {
+  return impl_->flows.at(f).src_mem;
+}
+std::span<const uint8_t> Simulator::sink_memory(size_t f) const {
+  return impl_->flows.at(f).dst_mem;
+}
 const transport::QueuePair& Simulator::source_qp(size_t f) const {
   return *impl_->flows.at(f).src_qp;
 }

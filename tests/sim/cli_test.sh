@@ -13,6 +13,7 @@ check unknown-key.toml 3 run.sped
 check missing-node.toml 7 links[0].b
 check rate-range.toml 4 topology.rate
 check loop.toml 15 ECMP
+check virtual-verify.toml 12 flow.payload
 out=$("$sim" "$good" --duration 1s --seed 7 --csv-interval 20us --out "${TMPDIR:-/tmp}/droce-sim-cli.$$" 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "FAIL good scenario: exit $rc: $out"; fail=1; }
 for f in flows.csv queues.csv links.csv fct.csv summary.json; do

@@ -72,6 +72,10 @@ struct FlowSpec {
   // AckReq-only ACKs, 1 ACKs every packet (what HPCC's INT feedback needs).
   uint32_t ack_every_n = 0;
   bool verify = true;    // check destination memory at the end
+  // payload = "virtual": the flow's memory regions are not read or written
+  // for payload (MemoryRegion::virtual_payload); frames keep their length
+  // and a valid ICRC over unspecified payload bytes. Needs verify = false.
+  bool virtual_payload = false;
   int line = 0;          // source line, for messages
 };
 

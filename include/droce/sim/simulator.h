@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,11 @@ class Simulator {
   // Destination memory equals the source pattern (flows with verify and a
   // size that fits the verification window; false otherwise).
   bool verify(size_t f) const;
+  // The flow's memory windows (one message for unverified flows): the
+  // source pattern and what arrived. A payload = "virtual" flow leaves the
+  // sink as it was set up (zeros).
+  std::span<const uint8_t> source_memory(size_t f) const;
+  std::span<const uint8_t> sink_memory(size_t f) const;
   // The flow's QPs: data source and data sink.
   const transport::QueuePair& source_qp(size_t f) const;
   const transport::QueuePair& sink_qp(size_t f) const;
