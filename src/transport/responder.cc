@@ -57,12 +57,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   // The RETH of a WRITE (first/only) or READ request: the QP must grant the
   // access, the length must be a legal message size, and a non-empty range
   // must lie in an MR of this PD that grants it (IBA 9.7.5.1.3 / 10.6.3).
+  // The region found is left in `checked` (null for a zero-length RETH).
+  const MemoryRegion* checked = nullptr;
   auto check_reth = [&](uint32_t access) -> std::optional<NakCode> {
     if (!(attr_.qp_access_flags & access)) return NakCode::kRemoteAccessError;
     if (pkt.reth_dma_length > kMaxMessageBytes) return NakCode::kInvalidRequest;
-    const MemoryRegion* mr = nullptr;
     if (pkt.reth_dma_length > 0 &&
-        check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length, access, &mr) !=
+        check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length, access, &checked) !=
             AccessCheck::kOk)
       return NakCode::kRemoteAccessError;
     return std::nullopt;
@@ -196,9 +197,11 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         return false;
       }
       if (len > 0) {
-        const MemoryRegion* mr = nullptr;
-        if (check_remote(write_rkey_, write_va_ + offset, len, IBV_ACCESS_REMOTE_WRITE,
-                         &mr) != AccessCheck::kOk) {
+        // A first or only packet's bytes lie in the range its RETH check
+        // just validated (offset 0, len <= the DMA length): same region.
+        const MemoryRegion* mr = checked;
+        if (!mr && check_remote(write_rkey_, write_va_ + offset, len, IBV_ACCESS_REMOTE_WRITE,
+                                &mr) != AccessCheck::kOk) {
           in_msg_ = InMsg::kNone;
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
