@@ -282,13 +282,16 @@ std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta) {
 // a single receive_burst(): every counter, the placed bytes and the frames
 // it answers with must be the same (the burst path only reorders work
 // inside the burst, never its effects).
-TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
+// Payloads of 64 B (bursts of 32 frames) and 4 KiB (groups bounded by
+// kRxBatchBytes).
+void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
   struct Side {
+    uint32_t payload_len;
     EndpointConfig cfg;
-    Host resp{cfg, 64 * 1024};
+    Host resp{cfg, 512 * 4096};
     Host peer{cfg, 64};
     transport::QueuePair* qp = nullptr;
-    Side() {
+    explicit Side(uint32_t p) : payload_len(p) {
       qp = resp.make_qp();
       auto* q = peer.make_qp();
       connect(*qp, 1, *q, 2);
@@ -306,11 +309,11 @@ TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
         t.dest_qp = qpn;
         t.psn = psn;
         t.ack_req = psn % 4 == 3;
-        t.reth_va = reinterpret_cast<uint64_t>(resp.memory.data()) + (psn % 512) * 64;
+        t.reth_va = reinterpret_cast<uint64_t>(resp.memory.data()) + (psn % 512) * payload_len;
         t.reth_rkey = resp.mr->rkey();
-        t.reth_dma_length = 64;
-        std::vector<uint8_t> payload(64, static_cast<uint8_t>(psn * 7 + 1));
-        std::vector<uint8_t> f(256);
+        t.reth_dma_length = payload_len;
+        std::vector<uint8_t> payload(payload_len, static_cast<uint8_t>(psn * 7 + 1));
+        std::vector<uint8_t> f(payload_len + 256);
         f.resize(wire::build_packet(path, t, payload, f));
         return f;
       };
@@ -339,7 +342,7 @@ TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
       return out;
     }
   };
-  Side one, burst;
+  Side one(payload_len), burst(payload_len);
   for (const auto& f : one.frames()) one.resp.ep->receive(f, 0);
   const auto frames = burst.frames();
   std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
@@ -365,6 +368,11 @@ TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
   const auto a1 = one.answers(), a2 = burst.answers();
   EXPECT_FALSE(a2.empty());
   EXPECT_EQ(a1, a2);
+}
+
+TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
+  expect_burst_matches_frame_by_frame(64);
+  expect_burst_matches_frame_by_frame(4096);
 }
 
 TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {

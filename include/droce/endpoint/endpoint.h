@@ -74,6 +74,7 @@ class Endpoint {
   // a check) goes through receive() at its place in the order.
   void receive_burst(std::span<const std::span<const uint8_t>> frames, uint64_t now);
   static constexpr size_t kRxBatch = 32;
+  static constexpr size_t kRxBatchBytes = 16 * 1024;
 
   // Runs due timers and writes up to bufs.size() frames, one per buffer,
   // their lengths into lens. Returns how many were written.
