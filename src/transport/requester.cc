@@ -169,13 +169,6 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       const bool last = k + 1 == w.npkts;
       const uint64_t off = uint64_t{k} * mtu_;
       const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
-      if (len > 0) {
-        if (!gather(w, off, len, scratch_.data())) {
-          *ok = false;
-          return 0;
-        }
-        payload = {scratch_.data(), len};
-      }
       const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       // Per-transport opcode: low 5 bits as in IBA 9.2.1 table 38.
@@ -203,6 +196,20 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       t.imm_data = w.imm_data;
       t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
       t.ack_req = wants_ack(w, k);
+      if (len > 0) {
+        // Gathered straight into the frame where build_packet puts the
+        // payload (it then copies nothing); through scratch_ only if the
+        // frame would not fit, which build_packet then reports.
+        const wire::PathSpec& p = path ? *path : attr_.path;
+        uint8_t* dst = wire::packet_size(p, t.opcode, len) <= buf.size()
+                           ? buf.data() + wire::payload_offset(p, t.opcode)
+                           : scratch_.data();
+        if (!gather(w, off, len, dst)) {
+          *ok = false;
+          return 0;
+        }
+        payload = {dst, len};
+      }
       break;
     }
   }

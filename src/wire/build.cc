@@ -105,6 +105,10 @@ size_t packet_size(const PathSpec& path, uint8_t opcode, size_t payload_len) {
          opcode_info(opcode).ext_length() + padded_length(payload_len) + kIcrcSize;
 }
 
+size_t payload_offset(const PathSpec& path, uint8_t opcode) {
+  return l2_size(path) + l3_size(path) + kUdpSize + kBthSize + opcode_info(opcode).ext_length();
+}
+
 size_t build_packet(const PathSpec& path, const TransportSpec& t,
                     std::span<const uint8_t> payload, std::span<uint8_t> out) {
   const OpcodeInfo& info = opcode_info(t.opcode);
@@ -147,7 +151,8 @@ size_t build_packet(const PathSpec& path, const TransportSpec& t,
   uint8_t* ext = bth + kBthSize;
   write_ext_headers(info, t, ext);
   uint8_t* pay = ext + info.ext_length();
-  if (!payload.empty()) std::memcpy(pay, payload.data(), payload.size());
+  // A caller may have gathered the payload in place (payload_offset()).
+  if (!payload.empty() && payload.data() != pay) std::memcpy(pay, payload.data(), payload.size());
   std::memset(pay + payload.size(), 0, pad);
 
   const size_t icrc_off = total - kIcrcSize;

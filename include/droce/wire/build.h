@@ -47,6 +47,10 @@ struct TransportSpec : ExtHeaderFields {
 // Size of the frame build_packet would write (without Ethernet padding).
 size_t packet_size(const PathSpec& path, uint8_t opcode, size_t payload_len);
 
+// Where build_packet puts the payload in the frame. A sender may gather the
+// payload there first and pass build_packet that span: one copy, not two.
+size_t payload_offset(const PathSpec& path, uint8_t opcode);
+
 // Writes the frame into `out` and returns its length, or 0 if `out` is too
 // small, the opcode is unsupported, the opcode takes no payload and one was
 // given, or a first/middle packet's payload is not a multiple of 4 (only the
