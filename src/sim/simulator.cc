@@ -174,11 +174,14 @@ struct Simulator::Impl {
 
   // Pooled packets are kept at kBufBytes so the endpoint can write a frame
   // straight into one; a frame is then only shrunk to its length. Growing
-  // it back when it returns to the pool writes nothing (FrameBytes).
+  // it back when it returns to the pool writes nothing (FrameBytes). A new
+  // buffer is zeroed once: with payload = "virtual" nothing writes the
+  // payload bytes, and they must still be defined (the ICRC reads them;
+  // runs must not depend on what the heap held).
   fabric::Packet take() {
     if (pool.empty()) {
       fabric::Packet p;
-      p.bytes.resize(kBufBytes);
+      p.bytes.assign(kBufBytes, 0);
       return p;
     }
     fabric::Packet p = std::move(pool.back());
