@@ -4,6 +4,8 @@
 #include "droce/wire/crc32.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -197,6 +199,40 @@ TEST(Crc32, OnesPrefixedOrFirst64EqualsMaskingACopy) {
           << to_string(impl) << " len " << len;
     }
   }
+}
+
+TEST(Crc32, OnesPrefixedShortPathReadsNothingBeforeItsBuffers) {
+  // The AVX-512 short path loads right-aligned registers with masked loads
+  // whose addresses start before the data and the mask. Expect: with both
+  // right after an inaccessible page, no fault and the right CRC.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(m);
+  ASSERT_EQ(mprotect(base, page, PROT_NONE), 0);
+  uint8_t* data = base + page;
+  uint8_t* mask = data + 1024;
+  std::mt19937 rng(3);
+  for (size_t i = 0; i < 300; ++i) data[i] = static_cast<uint8_t>(rng());
+  for (size_t i = 0; i < 64; ++i) mask[i] = i % 7 == 0 ? 0xFF : 0;
+  const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint32_t after_ones = crc32_update_with(Crc32Impl::kBitwise, kCrc32Init, ones, 8);
+  for (size_t len : {65u, 100u, 120u, 124u}) {
+    std::vector<uint8_t> masked(data, data + len);
+    for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+    EXPECT_EQ(crc32_update_ones_or_first64(data, len, mask),
+              crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), len))
+        << "len " << len;
+  }
+  // The mask right after the guard page too.
+  uint8_t* mask2 = data;
+  uint8_t* data2 = data + 512;
+  std::copy(mask, mask + 64, mask2);
+  std::vector<uint8_t> masked(data2, data2 + 120);
+  for (size_t i = 0; i < 64; ++i) masked[i] |= mask2[i];
+  EXPECT_EQ(crc32_update_ones_or_first64(data2, 120, mask2),
+            crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), 120));
+  munmap(m, 2 * page);
 }
 
 }  // namespace
