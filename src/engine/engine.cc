@@ -199,6 +199,10 @@ struct Worker {
   bool launched = false;
   std::thread thread;
   std::vector<transport::WorkCompletion> wc_buf;
+  // Commands are taken from the queue up to 64 at a time: one exchange of
+  // the queue's indices per batch, not per command (each is a cache line
+  // the control thread's CPU wrote).
+  std::vector<Command> cmd_buf = std::vector<Command>(64);
   uint32_t idle_sleep_us = 0;
 };
 
@@ -239,8 +243,10 @@ struct Engine::Impl {
   // (rep stos) was a fifth of droce-perf's control thread. Only the control
   // thread posts, so one scratch command serves.
   Command& post_command(QpHandle h, CmdType type, std::span<const transport::Sge> sges,
-                        std::string_view verb);
+                        std::string_view verb, Command& c);
   Command post_scratch;
+  // post_send(span): the batch's commands, pushed in one call.
+  std::vector<Command> post_batch;
   void start_port(PortState& p);
   void fill_snapshot(Worker& w, std::vector<PortSnapshot>& ports, std::vector<QpSnapshot>& qps);
   void drain_rings();
@@ -551,8 +557,9 @@ void worker_loop(Worker& w) {
   while (!w.stop.load(std::memory_order_acquire)) {
     const uint64_t now = now_ns();  // the one clock read of this iteration
     bool busy = false;
-    Command c;
-    for (int k = 0; k < 64 && w.commands.pop(c); ++k) {
+    const size_t ncmd = w.commands.pop(w.cmd_buf.data(), w.cmd_buf.size());
+    for (size_t k = 0; k < ncmd; ++k) {
+      Command& c = w.cmd_buf[k];
       busy = true;
       if (c.type == CmdType::kRun) {
         (*c.fn)();
@@ -1214,11 +1221,10 @@ MrInfo Engine::reg_mr(PortIndex port, const MrSpec& spec) {
 
 Command& Engine::Impl::post_command(QpHandle h, CmdType type,
                                     std::span<const transport::Sge> sges,
-                                    std::string_view verb) {
+                                    std::string_view verb, Command& c) {
   if (sges.size() > transport::kMaxSge)
     throw std::invalid_argument(
         fmt::format("{}: {} SGEs, at most {}", verb, sges.size(), transport::kMaxSge));
-  Command& c = post_scratch;
   c.type = type;
   c.has_ud_path = false;
   c.shard = &owner(port(h.port), h.qpn);
@@ -1228,20 +1234,43 @@ Command& Engine::Impl::post_command(QpHandle h, CmdType type,
   return c;
 }
 
-bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
-  Impl& im = *impl_;
-  Command& c = im.post_command(h, CmdType::kPostSend, wr.sg_list, "post_send");
+namespace {
+void fill_send(Command& c, const transport::SendWr& wr) {
   c.send = wr;
   if (wr.ud_path) {
     c.ud_path = *wr.ud_path;
     c.has_ud_path = true;
   }
+}
+}  // namespace
+
+bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
+  Impl& im = *impl_;
+  Command& c = im.post_command(h, CmdType::kPostSend, wr.sg_list, "post_send", im.post_scratch);
+  fill_send(c, wr);
   return im.enqueue(*c.shard->worker, c);
+}
+
+size_t Engine::post_send(QpHandle h, std::span<const transport::SendWr> wrs) {
+  Impl& im = *impl_;
+  if (wrs.empty()) return 0;
+  if (im.post_batch.size() < wrs.size()) im.post_batch.resize(wrs.size());
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    fill_send(im.post_command(h, CmdType::kPostSend, wrs[i].sg_list, "post_send",
+                              im.post_batch[i]),
+              wrs[i]);
+  }
+  Worker& w = *im.post_batch[0].shard->worker;
+  if (!im.started || !w.launched) {
+    for (size_t i = 0; i < wrs.size(); ++i) execute_post(w, im.post_batch[i]);
+    return wrs.size();
+  }
+  return w.commands.push(im.post_batch.data(), wrs.size());
 }
 
 bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
   Impl& im = *impl_;
-  Command& c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv");
+  Command& c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv", im.post_scratch);
   c.recv = wr;
   return im.enqueue(*c.shard->worker, c);
 }

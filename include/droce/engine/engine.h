@@ -321,6 +321,11 @@ class Engine {
   // A WR the transport refuses comes back as a completion with status
   // IBV_WC_GENERAL_ERR and vendor_err = the errno (and counts post_errors).
   bool post_send(QpHandle qp, const transport::SendWr& wr);
+  // A list of WRs for one QP, as ibv_post_send takes a chain: queued in
+  // order through one exchange with the worker (per-WR posting is bound by
+  // that exchange at small messages). Returns how many were queued, from
+  // the front; the rest did not fit (poll completions, post them again).
+  size_t post_send(QpHandle qp, std::span<const transport::SendWr> wrs);
   bool post_recv(QpHandle qp, const transport::RecvWr& wr);
   // Completions of every QP of every port, oldest first per port. The
   // port index of each completion is written to ports[i] when given.
