@@ -759,7 +759,7 @@ bool Simulator::run_until(uint64_t t) {
       uint32_t id;
     } e{m.events.top_time(), m.events.top_id()};
     if (e.time > t) break;
-    m.events.pop();
+    m.events.take_top();  // settled below, usually by the component's own reschedule
     now_ = e.time;
 
     if (e.id < H) {
@@ -859,6 +859,7 @@ bool Simulator::run_until(uint64_t t) {
       m.schedule(e.id, now_ + iv);
       if (hook_) hook_(now_);
     }
+    m.events.settle();
     if (sc.run.stop_when_done && !flows_.empty() && all_done()) m.stopped = true;
   }
   if (pause_) return true;

@@ -48,6 +48,43 @@ TEST(EventQueue, OrdersByTimeThenIdLikeAnOrderedSet) {
   }
 }
 
+TEST(EventQueue, TakeTopThenSetOrSettleEqualsPop) {
+  // Expect: the runner's take_top() (leaf cleared, walk deferred) followed
+  // by sets of any components and a settle() leaves the same top and
+  // times as pop() followed by the same sets.
+  constexpr uint32_t n = 37;
+  EventQueue a(n), b(n);
+  std::mt19937_64 rng(5);
+  for (uint32_t id = 0; id < n; ++id) {
+    const uint64_t t = rng() % 100;
+    a.set(id, t);
+    b.set(id, t);
+  }
+  for (int step = 0; step < 20000 && !a.empty(); ++step) {
+    ASSERT_EQ(a.top_id(), b.top_id());
+    ASSERT_EQ(a.top_time(), b.top_time());
+    const uint32_t top = a.top_id();
+    const uint64_t now = a.top_time();
+    a.take_top();
+    b.pop();
+    ASSERT_EQ(a.at(top), EventQueue::kNever);
+    // What handling an event does: wake others, usually reschedule itself.
+    for (int k = static_cast<int>(rng() % 3); k > 0; --k) {
+      const uint32_t id = static_cast<uint32_t>(rng() % n);
+      const uint64_t t = now + rng() % 50;
+      a.set(id, t);
+      b.set(id, t);
+    }
+    if (rng() % 4 != 0) {
+      const uint64_t t = rng() % 16 == 0 ? EventQueue::kNever : now + 1 + rng() % 50;
+      a.set(top, t);
+      b.set(top, t);
+    }
+    a.settle();
+    for (uint32_t id = 0; id < n; ++id) ASSERT_EQ(a.at(id), b.at(id));
+  }
+}
+
 TEST(ChangeSeries, ReplaysEveryInstantFromItsChanges) {
   // Expect: a series recorded at every instant (mostly unchanged values)
   // replays, and expands, to exactly the values recorded.
