@@ -178,12 +178,13 @@ struct Simulator::Impl {
   // buffer is zeroed once: with payload = "virtual" nothing writes the
   // payload bytes, and they must still be defined (the ICRC reads them;
   // runs must not depend on what the heap held).
+  static fabric::Packet fresh() {
+    fabric::Packet p;
+    p.bytes.assign(kBufBytes, 0);
+    return p;
+  }
   fabric::Packet take() {
-    if (pool.empty()) {
-      fabric::Packet p;
-      p.bytes.assign(kBufBytes, 0);
-      return p;
-    }
+    if (pool.empty()) return fresh();
     fabric::Packet p = std::move(pool.back());
     pool.pop_back();
     return p;
@@ -439,6 +440,23 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.id_workload = static_cast<uint32_t>(H + S + m.dirs.size());
   m.id_sampler = m.id_workload + 1;
   m.events.resize(m.id_sampler + 1);
+  // The packet pool grows to what is in flight, mostly frames queued in
+  // switch buffers; grown during the run, each new packet was an
+  // allocation, a zero fill and page faults inside the measured loop. So
+  // fill it now for the switches' buffers at the smallest MTU (up to 8192
+  // packets, ~37 MB; beyond that it still grows on demand).
+  uint64_t buffered = 0;
+  for (size_t s = 0; s < m.sws.size(); ++s) {
+    const fabric::SwitchConfig& c = sc.switches[s].cfg;
+    buffered += c.buffer_mode == fabric::BufferMode::kShared
+                    ? c.shared_buffer_bytes
+                    : sc.switches[s].port_buffer_bytes * m.sws[s].sw->num_ports();
+  }
+  uint32_t min_mtu = 4096;
+  for (const auto& f : sc.flows) min_mtu = std::min(min_mtu, f.mtu);
+  const uint64_t prefill = std::min<uint64_t>(buffered / (min_mtu + 64), 8192);
+  m.pool.reserve(prefill);
+  for (uint64_t i = 0; i < prefill; ++i) m.pool.push_back(Impl::fresh());
   for (size_t i = 0; i < kTxBatch; ++i) {
     m.staging[i] = m.take();
     m.spans[i] = m.staging[i].bytes;
