@@ -148,15 +148,28 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     for (size_t i = 0; i < n; ++i) {
       if (fast[i]) fast[i] = wire::verify_icrc(frames[i], rx_batch_[i]) == wire::ParseError::kOk;
     }
+    // A run of frames for one QP wakes its scheduling (round robin, timer
+    // wheel) once, after the run, not per frame; anything else in between
+    // ends the run first, so QPs are woken in the order frame by frame gives.
+    QpSlot* run = nullptr;
+    uint32_t run_qpn = 0;
     for (size_t i = 0; i < n; ++i) {
       if (!fast[i]) {
+        if (run) schedule_slot(run_qpn, *run);
+        run = nullptr;
         receive(frames[i], now);
         continue;
       }
       ++counters_.rx_frames;
       counters_.rx_bytes += frames[i].size();
-      deliver(rx_batch_[i], now, 0, false);
+      QpSlot* s = deliver_to_qp(rx_batch_[i], now, 0, false);
+      if (s != run) {
+        if (run) schedule_slot(run_qpn, *run);
+        run = s;
+        run_qpn = rx_batch_[i].dest_qp;
+      }
     }
+    if (run) schedule_slot(run_qpn, *run);
     frames = frames.subspan(n);
   }
 }
@@ -203,10 +216,20 @@ std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
 
 void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
                        bool echo) {
+  if (QpSlot* s = deliver_to_qp(pkt, now, hop_count, echo)) schedule_slot(pkt.dest_qp, *s);
+}
+
+void Endpoint::schedule_slot(uint32_t qpn, QpSlot& s) {
+  activate(s);
+  file_timer(qpn, s);
+}
+
+Endpoint::QpSlot* Endpoint::deliver_to_qp(const wire::ParsedPacket& pkt, uint64_t now,
+                                          size_t hop_count, bool echo) {
   QpSlot* s = slot(pkt.dest_qp);
   if (!s) {
     ++counters_.rx_unknown_qpn;
-    return;
+    return nullptr;
   }
   ++counters_.rx_delivered;
   if (echo) {
@@ -226,8 +249,7 @@ void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_c
   }
   s->qp->on_packet(pkt, now);
   s->cc->set_pending_int(nullptr);
-  activate(*s);
-  file_timer(pkt.dest_qp, *s);
+  return s;
 }
 
 void Endpoint::maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len) {

@@ -116,6 +116,11 @@ class Endpoint {
   std::span<const uint8_t> strip_int(std::span<const uint8_t> frame,
                                      size_t& hop_count, bool& echo);
   void deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count, bool echo);
+  // deliver() in two steps: the packet to its QP (the slot, or null for an
+  // unknown QPN), then the QP's wake-up (round robin and timer wheel).
+  QpSlot* deliver_to_qp(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
+                        bool echo);
+  void schedule_slot(uint32_t qpn, QpSlot& s);
   void maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len);
   void release_paused(uint64_t now);
 
