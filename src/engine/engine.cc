@@ -236,17 +236,20 @@ struct Engine::Impl {
     auto it = p.qp_owner.find(qpn);
     return *p.shards[it == p.qp_owner.end() ? 0 : it->second];
   }
-  bool enqueue(Worker& w, Command& c);
+  // Queues commands for w in order, in one push; before start() (or for a
+  // worker that never launched) runs them inline. Returns how many were
+  // taken, from the front.
+  size_t enqueue(Worker& w, std::span<Command> cmds);
   // What post_send and post_recv share: the SGE limit, the QP's shard, and
   // a copy of the SGEs (the caller's list need not outlive the call). Fills
-  // and returns post_scratch: value-initialising a ~350-byte Command per WR
-  // (rep stos) was a fifth of droce-perf's control thread. Only the control
-  // thread posts, so one scratch command serves.
+  // and returns c, one of post_batch: value-initialising a ~350-byte
+  // Command per WR (rep stos) was a fifth of droce-perf's control thread.
+  // Only the control thread posts, so reused commands serve.
   Command& post_command(QpHandle h, CmdType type, std::span<const transport::Sge> sges,
                         std::string_view verb, Command& c);
-  Command post_scratch;
-  // post_send(span): the batch's commands, pushed in one call.
-  std::vector<Command> post_batch;
+  // The commands of the WRs being posted, pushed in one call; grows to the
+  // longest list posted.
+  std::vector<Command> post_batch = std::vector<Command>(1);
   void start_port(PortState& p);
   void fill_snapshot(Worker& w, std::vector<PortSnapshot>& ports, std::vector<QpSnapshot>& qps);
   void drain_rings();
@@ -619,12 +622,12 @@ void Engine::Impl::run_on(Worker& w, std::function<void()> fn) {
   }
 }
 
-bool Engine::Impl::enqueue(Worker& w, Command& c) {
+size_t Engine::Impl::enqueue(Worker& w, std::span<Command> cmds) {
   if (!started || !w.launched) {
-    execute_post(w, c);
-    return true;
+    for (Command& c : cmds) execute_post(w, c);
+    return cmds.size();
   }
-  return w.commands.push(c);
+  return w.commands.push(cmds.data(), cmds.size());
 }
 
 namespace {
@@ -1234,21 +1237,8 @@ Command& Engine::Impl::post_command(QpHandle h, CmdType type,
   return c;
 }
 
-namespace {
-void fill_send(Command& c, const transport::SendWr& wr) {
-  c.send = wr;
-  if (wr.ud_path) {
-    c.ud_path = *wr.ud_path;
-    c.has_ud_path = true;
-  }
-}
-}  // namespace
-
 bool Engine::post_send(QpHandle h, const transport::SendWr& wr) {
-  Impl& im = *impl_;
-  Command& c = im.post_command(h, CmdType::kPostSend, wr.sg_list, "post_send", im.post_scratch);
-  fill_send(c, wr);
-  return im.enqueue(*c.shard->worker, c);
+  return post_send(h, std::span(&wr, 1)) == 1;
 }
 
 size_t Engine::post_send(QpHandle h, std::span<const transport::SendWr> wrs) {
@@ -1256,23 +1246,22 @@ size_t Engine::post_send(QpHandle h, std::span<const transport::SendWr> wrs) {
   if (wrs.empty()) return 0;
   if (im.post_batch.size() < wrs.size()) im.post_batch.resize(wrs.size());
   for (size_t i = 0; i < wrs.size(); ++i) {
-    fill_send(im.post_command(h, CmdType::kPostSend, wrs[i].sg_list, "post_send",
-                              im.post_batch[i]),
-              wrs[i]);
+    Command& c = im.post_command(h, CmdType::kPostSend, wrs[i].sg_list, "post_send",
+                                 im.post_batch[i]);
+    c.send = wrs[i];
+    if (wrs[i].ud_path) {
+      c.ud_path = *wrs[i].ud_path;
+      c.has_ud_path = true;
+    }
   }
-  Worker& w = *im.post_batch[0].shard->worker;
-  if (!im.started || !w.launched) {
-    for (size_t i = 0; i < wrs.size(); ++i) execute_post(w, im.post_batch[i]);
-    return wrs.size();
-  }
-  return w.commands.push(im.post_batch.data(), wrs.size());
+  return im.enqueue(*im.post_batch[0].shard->worker, std::span(im.post_batch.data(), wrs.size()));
 }
 
 bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
   Impl& im = *impl_;
-  Command& c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv", im.post_scratch);
+  Command& c = im.post_command(h, CmdType::kPostRecv, wr.sg_list, "post_recv", im.post_batch[0]);
   c.recv = wr;
-  return im.enqueue(*c.shard->worker, c);
+  return im.enqueue(*c.shard->worker, std::span(&c, 1)) == 1;
 }
 
 size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
