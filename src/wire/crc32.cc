@@ -4,6 +4,8 @@
 // target attributes so no global -march is needed).
 #include "droce/wire/crc32.h"
 
+#include <algorithm>
+
 #include "crc32_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -149,6 +151,25 @@ uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, 
 
 uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask) {
   return crc32_update_ones_or_first64_with(crc32_best_impl(), data, len, or_mask);
+}
+
+uint32_t crc32_zeros(uint32_t state, size_t n) {
+  static constexpr uint8_t kZeros[64] = {};
+  // Zeros commute with zeros: the part under 64 bytes first, then blocks.
+  state = crc32_update(state, kZeros, n % 64);
+  n -= n % 64;
+#ifdef DROCE_CRC32_X86
+  if (cpu_flags().pclmul) {
+    for (; n > 0;) {
+      const size_t step = std::min(n, crc32_detail::kZeroShiftMax);
+      state = crc32_detail::zeros_pclmul(state, step);
+      n -= step;
+    }
+    return state;
+  }
+#endif
+  for (; n > 0; n -= 64) state = crc32_update(state, kZeros, 64);
+  return state;
 }
 
 }  // namespace droce::wire

@@ -132,25 +132,61 @@ DROCE_TARGET_AVX512 inline uint32_t short_ones_or64(const uint8_t* p, size_t len
   return reduce128(collapse(acc));
 }
 
+// Zero bytes at the end of a message need no folding: n of them multiply
+// the state by x^(8n) mod P, one carry-less multiply (zeros_pclmul). Zeroed
+// buffers and the simulator's virtual payload end in kilobytes of them. The
+// zero blocks counted here are whole 64-byte ones from the end, leaving at
+// least 64 bytes to fold (`first_or` covers those); on data that does not
+// end in zeros the test costs one load.
+constexpr size_t kZeroTailMin = 512;
+
+DROCE_TARGET_AVX512 inline size_t zero_tail(const uint8_t* p, size_t len) {
+  if (len < kZeroTailMin) return 0;
+  const uint8_t* end = p + len;
+  const __m512i last = load512(end - 64);
+  if (_mm512_test_epi64_mask(last, last)) return 0;  // the common case: one load
+  size_t z = 0;
+  while (len - z >= 64 + 256 && z + 256 <= kZeroShiftMax) {
+    const uint8_t* q = end - z - 256;
+    const __m512i any = _mm512_ternarylogic_epi64(
+        _mm512_or_si512(load512(q), load512(q + 64)), load512(q + 128), load512(q + 192), 0xFE);
+    if (_mm512_test_epi64_mask(any, any)) break;
+    z += 256;
+  }
+  while (len - z >= 64 + 64 && z + 64 <= kZeroShiftMax) {
+    const __m512i v = load512(end - z - 64);
+    if (_mm512_test_epi64_mask(v, v)) break;
+    z += 64;
+  }
+  return z;
+}
+
+DROCE_TARGET_AVX512 inline uint32_t fold_all_but_zeros(uint32_t state, const uint8_t* p,
+                                                       size_t len, __m512i first_or) {
+  const size_t zeros = zero_tail(p, len);
+  const uint32_t folded = fold_all(state, p, len - zeros, first_or);
+  return zeros ? zeros_pclmul(folded, zeros) : folded;
+}
+
 }  // namespace
 
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* p, size_t len,
                                                              const uint8_t* or_mask,
                                                              uint32_t state_after_ones) {
   if (len > 64 && len <= 124) return short_ones_or64(p, len, or_mask);
-  return fold_all(state_after_ones, p, len, load512(or_mask));
+  return fold_all_but_zeros(state_after_ones, p, len, load512(or_mask));
 }
 
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,
                                                    size_t len) {
   // Below one zmm of data the 128-bit code is as good.
   if (len < 64) return update_pclmul(state, p, len);
-  return fold_all(state, p, len, _mm512_setzero_si512());
+  return fold_all_but_zeros(state, p, len, _mm512_setzero_si512());
 }
 
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* p,
                                                         size_t len, const uint8_t* or_mask) {
-  return fold_all(state, p, len, load512(or_mask));
+  return fold_all_but_zeros(state, p, len, load512(or_mask));
 }
 
 }  // namespace droce::wire::crc32_detail

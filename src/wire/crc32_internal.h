@@ -25,6 +25,9 @@ uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t 
 // the state after the eight 0xFF bytes, which lengths over 124 start from.
 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const uint8_t* or_mask,
                                          uint32_t state_after_ones);
+// crc32_zeros (crc32.h) for n a multiple of 64, 64 <= n <= kZeroShiftMax.
+uint32_t zeros_pclmul(uint32_t state, size_t n);
+constexpr size_t kZeroShiftMax = 160 * 64;  // a 9000-byte jumbo frame's payload fits
 
 // ---------------------------------------------------------------------------
 // Polynomial arithmetic for the folding constants, all constexpr so nothing is
@@ -36,12 +39,15 @@ uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const 
 constexpr uint32_t kPolyLow = 0x04C11DB7u;      // P without the x^32 term
 constexpr uint32_t kPolyReflected = 0xEDB88320u; // the same, bit-reversed
 
+// r * x mod P, normal form.
+constexpr uint32_t times_x_mod(uint32_t r) {
+  return (r << 1) ^ ((r & 0x80000000u) ? kPolyLow : 0u);
+}
+
 // x^n mod P, normal form.
 constexpr uint32_t xpow_mod(unsigned n) {
   uint32_t r = 1;
-  for (unsigned i = 0; i < n; ++i) {
-    r = (r << 1) ^ ((r & 0x80000000u) ? kPolyLow : 0u);
-  }
+  for (unsigned i = 0; i < n; ++i) r = times_x_mod(r);
   return r;
 }
 

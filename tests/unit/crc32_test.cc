@@ -201,6 +201,63 @@ TEST(Crc32, OnesPrefixedOrFirst64EqualsMaskingACopy) {
   }
 }
 
+TEST(Crc32, ZerosEqualsUpdatingOverZeroBytes) {
+  // Expect: crc32_zeros(s, n) is the bitwise CRC state after n zero bytes,
+  // for every n up to 700, multiples of 64 around the one-multiply limit
+  // (10240 bytes), and lengths several times beyond it.
+  std::mt19937 rng(13);
+  const std::vector<uint8_t> zeros(40000, 0);
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 700; ++n) lengths.push_back(n);
+  for (size_t n : {4096u, 10176u, 10240u, 10304u, 10241u, 20480u, 33333u, 40000u})
+    lengths.push_back(n);
+  for (size_t n : lengths) {
+    const uint32_t state = static_cast<uint32_t>(rng());
+    ASSERT_EQ(crc32_zeros(state, n),
+              crc32_update_with(Crc32Impl::kBitwise, state, zeros.data(), n))
+        << "n " << n;
+  }
+}
+
+TEST(Crc32, MessagesEndingInZerosMatchBitwise) {
+  // Expect: data followed by a run of zeros (the AVX-512 code multiplies
+  // whole zero blocks at the end instead of folding them) gives the bitwise
+  // CRC, through every entry point and implementation, for heads that end
+  // in zero or non-zero bytes, runs shorter and longer than one multiply
+  // covers, and frames where a single non-zero byte sits inside the run.
+  std::mt19937 rng(17);
+  const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint32_t after_ones = crc32_update_with(Crc32Impl::kBitwise, kCrc32Init, ones, 8);
+  for (Crc32Impl impl : supported_impls()) {
+    for (size_t head : {0u, 1u, 60u, 64u, 100u, 130u, 200u, 511u}) {
+      for (size_t run : {0u, 63u, 64u, 255u, 256u, 448u, 4096u, 4159u, 10240u, 10300u, 25000u}) {
+        const size_t len = head + run;
+        if (len < 64) continue;
+        std::vector<uint8_t> data(len + 5, 0), mask(64);
+        uint8_t* p = data.data() + 5;  // not aligned
+        for (size_t i = 0; i < head; ++i) p[i] = static_cast<uint8_t>(rng() | 1);
+        for (auto& b : mask) b = rng() % 4 == 0 ? static_cast<uint8_t>(rng()) : 0;
+        for (int poke = 0; poke < 2; ++poke) {
+          // The second round puts one non-zero byte inside the run.
+          if (poke && run > 0) p[head + rng() % run] = static_cast<uint8_t>(rng() | 1);
+          std::vector<uint8_t> masked(p, p + len);
+          for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+          const uint32_t init = static_cast<uint32_t>(rng());
+          ASSERT_EQ(crc32_update_with(impl, init, p, len),
+                    crc32_update_with(Crc32Impl::kBitwise, init, p, len))
+              << to_string(impl) << " head " << head << " run " << run << " poke " << poke;
+          ASSERT_EQ(crc32_update_or_first64_with(impl, init, p, len, mask.data()),
+                    crc32_update_with(Crc32Impl::kBitwise, init, masked.data(), len))
+              << to_string(impl) << " head " << head << " run " << run << " poke " << poke;
+          ASSERT_EQ(crc32_update_ones_or_first64_with(impl, p, len, mask.data()),
+                    crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), len))
+              << to_string(impl) << " head " << head << " run " << run << " poke " << poke;
+        }
+      }
+    }
+  }
+}
+
 TEST(Crc32, OnesPrefixedShortPathReadsNothingBeforeItsBuffers) {
   // The AVX-512 short path loads right-aligned registers with masked loads
   // whose addresses start before the data and the mask. Expect: with both

@@ -52,6 +52,12 @@ uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uin
 uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
                                            const uint8_t* or_mask);
 
+// The running state after `n` zero bytes. With PCLMULQDQ one carry-less
+// multiply per 10 KiB (multiplication by x^(8n) mod P), else a loop. The
+// AVX-512 implementation uses it for messages that end in whole 64-byte
+// blocks of zeros, so zero-filled payload costs a scan instead of a fold.
+uint32_t crc32_zeros(uint32_t state, size_t n);
+
 // One-shot: zlib-compatible crc32 of a buffer.
 inline uint32_t crc32(const uint8_t* data, size_t len) {
   return crc32_finish(crc32_update(kCrc32Init, data, len));
