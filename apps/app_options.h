@@ -1,10 +1,12 @@
-// Option parsing shared by the DPDK apps (droce-perf, droce-switch): CLI11
-// first, then the app's own checks, all before EAL starts.
+// Option parsing shared by the DPDK apps (droce-perf, droce-switch,
+// droce-endpoint): CLI11 first, then the app's own checks, all before EAL
+// starts; and the sharding flags' values and errors.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +34,26 @@ int parse_options(CLI::App& cli, std::vector<char*>& argv, std::string_view app,
     return engine::kExitConfig;
   }
   return -1;
+}
+
+// --shard-rx: auto, queues or one (engine::PortConfig::ShardRx).
+inline engine::PortConfig::ShardRx shard_rx_option(std::string_view v) {
+  using R = engine::PortConfig::ShardRx;
+  if (v == "auto") return R::kAuto;
+  if (v == "queues") return R::kQueues;
+  if (v == "one") return R::kOne;
+  throw engine::ConfigError("--shard-rx", fmt::format("'{}' is not auto, queues or one", v));
+}
+
+// add_port's ConfigError("shards") renamed after the flag the user gave:
+// --shard-tx or --shard-rx when the PMD lacks TX or RX queues, else
+// --shards. Other errors pass unchanged.
+[[noreturn]] inline void rethrow_as_shard_flag(const engine::ConfigError& e) {
+  if (e.option() != "shards") throw e;
+  const std::string msg = std::string(e.what()).substr(e.option().size() + 2);
+  const bool tx = msg.find("TX queue") != std::string::npos;
+  const bool rx = msg.find("RX queue") != std::string::npos;
+  throw engine::ConfigError(tx ? "--shard-tx" : rx ? "--shard-rx" : "--shards", msg);
 }
 
 }  // namespace droce::apps

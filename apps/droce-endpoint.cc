@@ -18,6 +18,7 @@
 #include <thread>
 #include <toml++/toml.h>
 
+#include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
@@ -77,6 +78,7 @@ struct Options {
   uint16_t tx_desc = 1024;
   uint32_t shards = 1;
   std::string shard_tx = "auto";
+  std::string shard_rx = "auto";
   // One QP / MR from flags.
   std::string qpn, peer_qpn, rq_psn = "0", sq_psn = "0", local_mac, peer_mac, local_ip,
       peer_ip, qp_type = "rc", ecn = "ect0", cc = "none";
@@ -394,6 +396,9 @@ int run(int argc, char** argv) {
   app.add_option("--shard-tx", o.shard_tx,
                  "how shards transmit: auto, queues (a TX queue each) or ring (through "
                  "the RX lcore)");
+  app.add_option("--shard-rx", o.shard_rx,
+                 "how shards receive: auto (an RX queue each where the NIC has RSS on "
+                 "UDP), queues (an RX queue each) or one (one queue, handed over)");
   app.add_option("--qpn", o.qpn, "QPN of a QP defined by flags");
   app.add_option("--peer-qpn", o.peer_qpn, "its peer's QPN");
   app.add_option("--qp-type", o.qp_type, "rc, uc or ud");
@@ -434,6 +439,7 @@ int run(int argc, char** argv) {
   else if (o.shard_tx == "ring") shard_tx = engine::PortConfig::ShardTx::kRing;
   else
     throw ConfigError("--shard-tx", fmt::format("'{}' is not auto, queues or ring", o.shard_tx));
+  const engine::PortConfig::ShardRx shard_rx = apps::shard_rx_option(o.shard_rx);
 
   std::vector<MrDef> mr_defs;
   std::vector<QpDef> qp_defs;
@@ -459,14 +465,11 @@ int run(int argc, char** argv) {
     pc.endpoint.port_rate_bytes_per_sec = static_cast<uint64_t>(o.port_rate_gbps * 1e9 / 8);
     pc.shards = o.shards;
     pc.shard_tx = shard_tx;
+    pc.shard_rx = shard_rx;
     try {
       eng.add_port(pc);
     } catch (const ConfigError& e) {
-      // The engine names its PortConfig field; the user gave a flag.
-      if (e.option() != "shards") throw;
-      const std::string msg = std::string(e.what()).substr(e.option().size() + 2);
-      const bool queues = msg.find("TX queue") != std::string::npos;
-      throw ConfigError(queues ? "--shard-tx" : "--shards", msg);
+      apps::rethrow_as_shard_flag(e);  // the engine names its field; the user gave a flag
     }
   }
 

@@ -102,6 +102,7 @@ struct Options {
   bool no_peer = false;
   bool counters = false;
   uint32_t shards = 1;  // worker lcores the port's QPs are sharded over
+  std::string shard_rx = "auto";  // --shard-rx
 };
 
 bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
@@ -1065,6 +1066,7 @@ int PerfTest::run() {
 void validate(Options& o) {
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards", fmt::format("{} is out of range 1..128", o.shards));
+  apps::shard_rx_option(o.shard_rx);  // throws naming --shard-rx
   for (const TestName& t : kTests)
     if (o.test == t.name) o.t = &t;
   if (!o.t)
@@ -1174,6 +1176,9 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");
+  cli.add_option("--shard-rx", o.shard_rx,
+                 "how shards receive: auto (an RX queue each where the NIC has RSS on UDP), "
+                 "queues (an RX queue each) or one (one queue, handed over)");
   if (const int rc = apps::parse_options(cli, app_argv, "droce-perf", [&] { validate(o); });
       rc >= 0)
     return rc;
@@ -1191,12 +1196,12 @@ int perf_main(int argc, char** argv) {
     pc.name = o.dev;
     pc.endpoint.port_rate_bytes_per_sec = o.rate_gbps * 1'000'000'000ull / 8;
     pc.shards = o.shards;
-    const engine::PortIndex port = [&] {
+    pc.shard_rx = apps::shard_rx_option(o.shard_rx);
+    const engine::PortIndex port = [&]() -> engine::PortIndex {
       try {
         return eng.add_port(pc);
       } catch (const ConfigError& e) {
-        if (e.option() != "shards") throw;
-        throw ConfigError("--shards", std::string(e.what()).substr(e.option().size() + 2));
+        apps::rethrow_as_shard_flag(e);
       }
     }();
     PerfTest test(o, eng, port);

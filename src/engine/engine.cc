@@ -94,7 +94,7 @@ struct PortState;
 // single-threaded). An unsharded port has one shard, on its RX lcore.
 struct Shard {
   PortState* port = nullptr;
-  uint32_t index = 0;  // 0 = the lcore that polls the port's RX queue
+  uint32_t index = 0;  // 0 = the lcore that polls RX queue 0
   Worker* worker = nullptr;
   uint64_t rate = 0;   // the endpoint's port rate: its share (0 = none)
   std::unique_ptr<transport::Device> device;
@@ -113,8 +113,19 @@ struct Shard {
   std::vector<uint32_t> lens;
   // TX queue this shard transmits on; -1: through tx_ring to shard 0.
   int tx_queue = 0;
-  rte_ring* rx_ring = nullptr;  // shard 0 -> this shard (index > 0)
+  // RX queue this shard polls; -1: it only gets frames through rx_ring.
+  int rx_queue = 0;
+  // Frames that shards polling an RX queue hand over to this one: from
+  // shard 0 alone (one RX queue, single producer) or from every shard (an
+  // RX queue each, multi-producer). None on a shard nobody hands to.
+  rte_ring* rx_ring = nullptr;
   rte_ring* tx_ring = nullptr;  // this shard -> shard 0 (tx_queue < 0)
+  // Shards with an RX queue, on their own lcore (changed through run_on):
+  // QPN -> owning shard for the QPs of other shards, and per-shard batches
+  // of the frames for them.
+  std::unordered_map<uint32_t, uint32_t> dispatch;
+  std::vector<std::vector<rte_mbuf*>> dispatch_batch;
+  std::vector<rte_mbuf*> rx_free;
   // PFC updates already fed to the endpoint (PortState::pfc_*).
   uint32_t pfc_gen_seen = 0;
   std::array<uint32_t, wire::kPfcPriorities> pfc_seq_seen{};
@@ -130,17 +141,13 @@ struct PortState {
   int socket = SOCKET_ID_ANY;
   uint64_t line_rate = 0;
   uint16_t tx_queues = 1;
+  uint16_t rx_queues = 1;  // 1, or one per shard (PortConfig::shard_rx)
   rte_mempool* pool = nullptr;
   std::vector<std::unique_ptr<Shard>> shards;
   // Control thread only: QPN -> shard index (where create/modify/post go).
   std::unordered_map<uint32_t, uint32_t> qp_owner;
   uint32_t next_qpn = transport::kFirstQpn;
   uint32_t next_shard = 0;
-  // Shard 0's lcore only (changed through run_on on it): QPN -> shard index
-  // for the QPs of shards > 0, and per-shard batches of frames for them.
-  std::unordered_map<uint32_t, uint32_t> dispatch;
-  std::vector<std::vector<rte_mbuf*>> dispatch_batch;
-  std::vector<rte_mbuf*> rx_free;
   std::vector<rte_mbuf*> tx_from_rings;
   // PFC state received on the port, for every shard (sharded ports): the
   // end of the pause per priority (ns, the engine clock), a sequence number
@@ -328,9 +335,11 @@ void capture(Shard& s, const uint8_t* data, uint32_t len) {
   ++s.counters.captured;
 }
 
-// Sharded port, on the RX lcore: a PFC frame becomes the port's shared
-// pause state (every shard applies it, apply_pfc); the pause ends are
-// computed at the port's full rate, as the frame means them.
+// Sharded port, on a lcore polling an RX queue: a PFC frame becomes the
+// port's shared pause state (every shard applies it, apply_pfc); the pause
+// ends are computed at the port's full rate, as the frame means them. With
+// an RX queue per shard two queues may each bring one at once; each store
+// is atomic and the later one wins, as on one queue.
 void share_pfc(Shard& s, const wire::PfcFrame& pfc, uint64_t now) {
   PortState& p = *s.port;
   const uint64_t bps = p.cfg.endpoint.port_rate_bytes_per_sec * 8;
@@ -381,36 +390,37 @@ void apply_pfc(Shard& s, uint64_t now) {
 
 constexpr int kDispatchConsumed = -1;
 
-// Sharded port, on the RX lcore: which shard a frame is for. Only what
-// finds the BTH destination QP is read (Ethernet, 802.1Q, IPv4/IPv6, UDP,
-// an INT header if any); checksums and the ICRC are the owning endpoint's
-// job. Not RoCEv2, not well-formed enough to find the BTH, an unknown QPN:
-// shard 0, whose endpoint counts it as before. PFC: shared, consumed.
+// Sharded port, on a lcore polling an RX queue: which shard a frame is
+// for. Only what finds the BTH destination QP is read (Ethernet, 802.1Q,
+// IPv4/IPv6, UDP, an INT header if any); checksums and the ICRC are the
+// owning endpoint's job. Not RoCEv2, not well-formed enough to find the
+// BTH, an unknown QPN: this shard, whose endpoint counts it as before. PFC:
+// shared, consumed.
 int dispatch_target(Shard& s, const uint8_t* data, uint32_t len, uint64_t now) {
-  PortState& p = *s.port;
+  const auto self = static_cast<int>(s.index);
   const std::span<const uint8_t> f(data, len);
   if (wire::is_pfc(f)) {
     wire::PfcFrame pfc;
-    if (wire::parse_pfc(f, pfc) != wire::PfcParseError::kOk) return 0;
+    if (wire::parse_pfc(f, pfc) != wire::PfcParseError::kOk) return self;
     share_pfc(s, pfc, now);
     return kDispatchConsumed;
   }
   wire::IntLocation loc;
-  if (wire::int_locate(f, loc) != wire::IntError::kOk) return 0;
+  if (wire::int_locate(f, loc) != wire::IntError::kOk) return self;
   const uint32_t bth = loc.bth_offset();
-  if (bth + wire::kBthSize > len) return 0;
+  if (bth + wire::kBthSize > len) return self;
   const uint32_t qpn = wire::load_be24(data + bth + 5);  // BTH DestQP, IBA 9.2
-  const auto it = p.dispatch.find(qpn);
-  return it == p.dispatch.end() ? 0 : static_cast<int>(it->second);
+  const auto it = s.dispatch.find(qpn);
+  return it == s.dispatch.end() ? self : static_cast<int>(it->second);
 }
 
-// One RX burst (shard 0). Unsharded: every frame to the endpoint in one
-// receive_burst, mbufs freed after (the endpoint copies payload into
-// registered memory during it). Sharded: frames of other shards' QPs go to
-// their rings.
+// One burst from the shard's RX queue. Unsharded: every frame to the
+// endpoint in one receive_burst, mbufs freed after (the endpoint copies
+// payload into registered memory during it). Sharded: frames of other
+// shards' QPs go to their rings.
 bool poll_rx(Shard& s, uint64_t now) {
   PortState& p = *s.port;
-  const uint16_t n = rte_eth_rx_burst(p.port_id, 0, s.rx.data(),
+  const uint16_t n = rte_eth_rx_burst(p.port_id, static_cast<uint16_t>(s.rx_queue), s.rx.data(),
                                       static_cast<uint16_t>(s.rx.size()));
   if (n == 0) return false;
   ++s.counters.rx_bursts;
@@ -422,31 +432,33 @@ bool poll_rx(Shard& s, uint64_t now) {
     rte_mbuf* m = s.rx[i];
     if (m->nb_segs != 1) {
       ++s.counters.rx_multiseg_dropped;
-      p.rx_free[nfree++] = m;
+      s.rx_free[nfree++] = m;
       continue;
     }
     const auto* data = rte_pktmbuf_mtod(m, const uint8_t*);
     capture(s, data, m->data_len);
     if (sharded) {
       const int target = dispatch_target(s, data, m->data_len, now);
-      if (target > 0) {
-        p.dispatch_batch[static_cast<size_t>(target)].push_back(m);
+      if (target == kDispatchConsumed) {
+        s.rx_free[nfree++] = m;
         continue;
       }
-      if (target == kDispatchConsumed) {
-        p.rx_free[nfree++] = m;
+      if (target != static_cast<int>(s.index)) {
+        s.dispatch_batch[static_cast<size_t>(target)].push_back(m);
         continue;
       }
     }
     s.rx_frames[mine++] = std::span(data, m->data_len);
-    p.rx_free[nfree++] = m;
+    s.rx_free[nfree++] = m;
   }
   s.ep->receive_burst(std::span(s.rx_frames.data(), mine), now);
   if (sharded) {
-    for (size_t k = 1; k < p.shards.size(); ++k) {
-      auto& batch = p.dispatch_batch[k];
+    for (size_t k = 0; k < p.shards.size(); ++k) {
+      auto& batch = s.dispatch_batch[k];
       if (batch.empty()) continue;
-      const unsigned put = rte_ring_sp_enqueue_burst(
+      // The ring's own mode: single producer with one RX queue, multi with
+      // one per shard.
+      const unsigned put = rte_ring_enqueue_burst(
           p.shards[k]->rx_ring, reinterpret_cast<void* const*>(batch.data()),
           static_cast<unsigned>(batch.size()), nullptr);
       s.counters.rx_dispatched += put;
@@ -457,11 +469,11 @@ bool poll_rx(Shard& s, uint64_t now) {
       batch.clear();
     }
   }
-  if (nfree) rte_pktmbuf_free_bulk(p.rx_free.data(), static_cast<unsigned>(nfree));
+  if (nfree) rte_pktmbuf_free_bulk(s.rx_free.data(), static_cast<unsigned>(nfree));
   return true;
 }
 
-// Shards > 0: the frames the RX lcore handed over.
+// The frames shards polling an RX queue handed over to this one.
 bool poll_rx_ring(Shard& s, uint64_t now) {
   const unsigned n = rte_ring_sc_dequeue_burst(s.rx_ring, reinterpret_cast<void**>(s.rx.data()),
                                                static_cast<unsigned>(s.rx.size()), nullptr);
@@ -575,8 +587,8 @@ void worker_loop(Worker& w) {
     for (Shard* s : w.shards) {
       ++s->counters.loops;
       const bool sharded = s->port->sharded();
-      if (s->index == 0) busy |= poll_rx(*s, now);
-      else busy |= poll_rx_ring(*s, now);
+      if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
+      if (s->rx_ring) busy |= poll_rx_ring(*s, now);
       if (sharded) apply_pfc(*s, now);
       busy |= poll_tx(*s, now);
       if (sharded && s->index == 0) busy |= poll_tx_rings(*s);
@@ -731,6 +743,7 @@ int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
       rte_tel_data_add_dict_u64(d, key("lcore").c_str(), sh.lcore);
       rte_tel_data_add_dict_u64(d, key("qps").c_str(), sh.qps);
       rte_tel_data_add_dict_int(d, key("tx_queue").c_str(), sh.tx_queue);
+      rte_tel_data_add_dict_int(d, key("rx_queue").c_str(), sh.rx_queue);
       rte_tel_data_add_dict_u64(d, key("rx_delivered").c_str(), sh.endpoint.rx_delivered);
       rte_tel_data_add_dict_u64(d, key("tx_frames").c_str(), sh.endpoint.tx_frames);
     }
@@ -944,7 +957,25 @@ PortIndex Engine::add_port(const PortConfig& config) {
       (config.shard_tx == PortConfig::ShardTx::kQueues ||
        (config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point)))
     p->tx_queues = static_cast<uint16_t>(nshards);
-  if (int rc = rte_eth_dev_configure(id, 1, p->tx_queues, &conf); rc != 0)
+  // An RX queue per shard (PortConfig::shard_rx): by default only where the
+  // PMD spreads frames by RSS on the UDP ports (RoCEv2 senders put the flow
+  // entropy in the source port), asked for, wherever the PMD has the queues.
+  const uint64_t rss_udp = info.flow_type_rss_offloads &
+                           (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_NONFRAG_IPV6_UDP);
+  if (nshards > 1 && config.shard_rx == PortConfig::ShardRx::kQueues &&
+      info.max_rx_queues < nshards)
+    throw ConfigError("shards", fmt::format("port '{}' ({}) has {} RX queue(s), {} shards "
+                                            "asked for an RX queue each",
+                                            p->name, driver, info.max_rx_queues, nshards));
+  if (nshards > 1 && info.max_rx_queues >= nshards &&
+      (config.shard_rx == PortConfig::ShardRx::kQueues ||
+       (config.shard_rx == PortConfig::ShardRx::kAuto && rss_udp != 0)))
+    p->rx_queues = static_cast<uint16_t>(nshards);
+  if (p->rx_queues > 1 && rss_udp != 0) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = rss_udp;  // the PMD's default key
+  }
+  if (int rc = rte_eth_dev_configure(id, p->rx_queues, p->tx_queues, &conf); rc != 0)
     throw ConfigError("port", fmt::format("'{}': rte_eth_dev_configure: {}", p->name,
                                           rte_strerror(-rc)));
   uint16_t rx_desc = config.rx_desc, tx_desc = config.tx_desc;
@@ -954,14 +985,16 @@ PortIndex Engine::add_port(const PortConfig& config) {
 
   // Pool: descriptors on both rings, the RX burst, the TX stash, and the
   // per-lcore caches, plus slack; per extra shard its TX queue or ring,
-  // its RX ring and its own burst and stash.
+  // its RX ring (or queue and ring) and its own burst and stash.
   const uint32_t cache = std::min<uint32_t>(config.mempool_cache, RTE_MEMPOOL_CACHE_MAX_SIZE);
   const uint32_t ring_size = rte_align32pow2(std::max<uint32_t>(rx_desc, 2u * config.burst));
   const uint32_t need = rx_desc + tx_desc + 2u * config.burst +
                         cache * (rte_lcore_count() + 1) + 256 +
                         static_cast<uint32_t>(nshards - 1) *
                             (ring_size + std::max<uint32_t>(tx_desc, ring_size) +
-                             2u * config.burst);
+                             2u * config.burst) +
+                        static_cast<uint32_t>(p->rx_queues - 1) * rx_desc +
+                        (p->rx_queues > 1 ? ring_size : 0);  // shard 0's ring
   const uint32_t n = config.mbufs ? config.mbufs : need;
   if (n < rx_desc + tx_desc + 2u * config.burst)
     throw ConfigError("mbufs", fmt::format("{} mbufs cannot fill {} RX + {} TX descriptors "
@@ -978,9 +1011,10 @@ PortIndex Engine::add_port(const PortConfig& config) {
                                            "for port '{}': {} (more EAL memory: -m)",
                                            n, config.mbuf_data_bytes, p->name,
                                            rte_strerror(rte_errno)));
-  if (int rc = rte_eth_rx_queue_setup(id, 0, rx_desc, p->socket, nullptr, p->pool); rc != 0)
-    throw ConfigError("port", fmt::format("'{}': RX queue setup: {}", p->name,
-                                          rte_strerror(-rc)));
+  for (uint16_t q = 0; q < p->rx_queues; ++q)
+    if (int rc = rte_eth_rx_queue_setup(id, q, rx_desc, p->socket, nullptr, p->pool); rc != 0)
+      throw ConfigError("port", fmt::format("'{}': RX queue {} setup: {}", p->name, q,
+                                            rte_strerror(-rc)));
   for (uint16_t q = 0; q < p->tx_queues; ++q)
     if (int rc = rte_eth_tx_queue_setup(id, q, tx_desc, p->socket, nullptr); rc != 0)
       throw ConfigError("port", fmt::format("'{}': TX queue {} setup: {}", p->name, q,
@@ -1020,15 +1054,22 @@ PortIndex Engine::add_port(const PortConfig& config) {
     sh->bufs.assign(config.burst, {});
     sh->lens.assign(config.burst, 0);
     sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;
-    if (k > 0) {
-      const unsigned flags = RING_F_SP_ENQ | RING_F_SC_DEQ;
+    sh->rx_queue = k < p->rx_queues ? static_cast<int>(k) : -1;
+    if (sh->rx_queue >= 0 && nshards > 1) {
+      sh->dispatch_batch.resize(nshards);
+      for (auto& b : sh->dispatch_batch) b.reserve(config.burst);
+    }
+    sh->rx_free.assign(config.burst, nullptr);
+    if (k > 0 || p->rx_queues > 1) {
+      constexpr unsigned kSpSc = RING_F_SP_ENQ | RING_F_SC_DEQ;
       const std::string rx_name = fmt::format("droce_p{}s{}_rx", p->index, k);
-      sh->rx_ring = rte_ring_create(rx_name.c_str(), ring_size, p->socket, flags);
-      if (sh->tx_queue < 0) {
+      sh->rx_ring = rte_ring_create(rx_name.c_str(), ring_size, p->socket,
+                                    p->rx_queues > 1 ? RING_F_SC_DEQ : kSpSc);
+      if (k > 0 && sh->tx_queue < 0) {
         const std::string tx_name = fmt::format("droce_p{}s{}_tx", p->index, k);
-        sh->tx_ring = rte_ring_create(tx_name.c_str(), ring_size, p->socket, flags);
+        sh->tx_ring = rte_ring_create(tx_name.c_str(), ring_size, p->socket, kSpSc);
       }
-      if (!sh->rx_ring || (sh->tx_queue < 0 && !sh->tx_ring)) {
+      if (!sh->rx_ring || (k > 0 && sh->tx_queue < 0 && !sh->tx_ring)) {
         rte_ring_free(sh->rx_ring);
         rte_ring_free(sh->tx_ring);
         throw ConfigError("shards", fmt::format("cannot create the rings of shard {} of port "
@@ -1038,9 +1079,6 @@ PortIndex Engine::add_port(const PortConfig& config) {
     }
     p->shards.push_back(std::move(sh));
   }
-  p->dispatch_batch.resize(nshards);
-  for (auto& b : p->dispatch_batch) b.reserve(config.burst);
-  p->rx_free.assign(config.burst, nullptr);
   p->tx_from_rings.assign(config.burst, nullptr);
 
   PortState* raw = p.get();
@@ -1148,10 +1186,12 @@ QpHandle Engine::create_qp(PortIndex port, const QpSpec& spec) {
     throw ConfigError("qpn", fmt::format("QPN {:#x} is already in use on port '{}'", qpn,
                                          p.name));
   p.qp_owner[qpn] = shard->index;
-  // Frames for it reach its lcore once the RX lcore knows (until then they
-  // count as rx_unknown_qpn there, as before the QP existed).
-  if (shard->index != 0)
-    im.run_on(*p.shards[0]->worker, [&] { p.dispatch[qpn] = shard->index; });
+  // Frames for it reach its lcore once each lcore polling an RX queue knows
+  // (until then they count as rx_unknown_qpn there, as before the QP
+  // existed).
+  for (auto& rx : p.shards)
+    if (rx.get() != shard && rx->rx_queue >= 0)
+      im.run_on(*rx->worker, [&] { rx->dispatch[qpn] = shard->index; });
   return QpHandle{port, qpn};
 }
 
@@ -1362,6 +1402,7 @@ void Engine::Impl::fill_snapshot(Worker& w, std::vector<PortSnapshot>& parts,
     ss.index = sh->index;
     ss.lcore = w.lcore;
     ss.tx_queue = sh->tx_queue;
+    ss.rx_queue = sh->rx_queue;
     ss.rate_bytes_per_sec = sh->rate;
     ss.endpoint = ps.endpoint;
     ss.port = ps.port;

@@ -72,11 +72,14 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
     if (p.shards.size() > 1)
       for (const ShardSnapshot& sh : p.shards)
         out += fmt::format("  shard {} lcore {}: qps {} tx_queue {} rx_delivered {} "
-                           "tx_frames {} rx_from_ring {} tx_to_ring {}\n",
+                           "tx_frames {} rx_from_ring {} tx_to_ring {} rx_queue {} "
+                           "rx_dispatched {}\n",
                            sh.index, sh.lcore, sh.qps,
                            sh.tx_queue >= 0 ? std::to_string(sh.tx_queue) : "ring",
                            sh.endpoint.rx_delivered, sh.endpoint.tx_frames,
-                           sh.port.rx_from_ring, sh.port.tx_to_ring);
+                           sh.port.rx_from_ring, sh.port.tx_to_ring,
+                           sh.rx_queue >= 0 ? std::to_string(sh.rx_queue) : "ring",
+                           sh.port.rx_dispatched);
   }
   for (const QpSnapshot& q : s.qps) {
     out += fmt::format("qp {:#x} (port {}, lcore {}, {}, {}, dest {:#x}, sq_psn {:#x}, "
@@ -114,6 +117,7 @@ std::string to_json(const Snapshot& s) {
       js["lcore"] = sh.lcore;
       js["qps"] = sh.qps;
       js["tx_queue"] = sh.tx_queue;
+      js["rx_queue"] = sh.rx_queue;
       js["rate_bytes_per_sec"] = sh.rate_bytes_per_sec;
       js["endpoint"] = counters_json(sh.endpoint);
       js["port"] = counters_json(sh.port);

@@ -8,7 +8,12 @@ distinct patterns and READs of the same bytes back, checked byte for byte.
     lcore (tx_to_ring). A PFC frame (priority 3, the longest pause) comes
     first: QPs on both shards with DSCP 26 (priority 3) are held; a QP with
     DSCP 0 is not, and its ACK leaves well before theirs.
- 3. Bad values of --shards / --shard-tx / qp.lcore: exit 2, option named.
+ 3. An RX queue per shard (--shard-rx queues; net_pcap: one per rx_pcap
+    file), as RSS gives on a NIC: each file holds whole QPs of both shards,
+    so each lcore hands the other's frames over by ring, and a PFC frame
+    arrives on queue 1.
+ 4. Bad values of --shards / --shard-tx / --shard-rx / qp.lcore: exit 2,
+    option named.
 
 Both runs also check the per-lcore counters (--json shards[], per-QP
 lcore) and that the pools are full at shutdown (rings drained)."""
@@ -201,12 +206,59 @@ def main():
               f"unpaused QP's (want >= 25 ms of the 33.5 ms pause)")
     print("shard: TX through the ring, PFC on every shard OK")
 
-    # 3. Bad values.
+    # 3. An RX queue per shard. A hash sends whole flows to a queue without
+    # regard to the shard a QP was put on: file A has QPs 0x11 (shard 0) and
+    # 0x12 (shard 1), file B 0x13 (shard 0) and 0x14 (shard 1), and B starts
+    # with the PFC frame. TX: a queue per shard.
+    config(cfg, [DSCP] * 4)
+    in_a, in_b = os.path.join(d, "in3a.pcap"), os.path.join(d, "in3b.pcap")
+    wrpcap(in_a, traffic([0, 1]))
+    wrpcap(in_b, [Ether(raw(pfc))] + traffic([2, 3]))
+    out0, out1 = os.path.join(d, "out3_0.pcap"), os.path.join(d, "out3_1.pcap")
+    stats = os.path.join(d, "s3.json")
+    r = run(exe, "droce_e2e_shard3",
+            [f"net_pcap0,rx_pcap={in_a},rx_pcap={in_b},tx_pcap={out0},tx_pcap={out1}"],
+            ["--config", cfg, "--shards", "2", "--shard-rx", "queues", "--port-rate", "1",
+             "--exit-when-idle", "500", "--json", stats])
+    sys.stdout.write(r.stdout[-2500:])
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}")
+    check("all pools full at shutdown" in r.stdout, "leak check (RX queue per shard)")
+    f0, f1 = rdpcap(out0), rdpcap(out1)
+    check(all(icrc_ok(p) for p in list(f0) + list(f1)), "ICRC of every frame")
+    resp = {**responses(f0), **responses(f1)}
+    for qi in range(4):
+        check_qp(resp, qi)
+    with open(stats) as f:
+        s = json.load(f)
+    port = s["ports"][0]
+    sh = port["shards"]
+    check([x["rx_queue"] for x in sh] == [0, 1], f"RX queues {[x['rx_queue'] for x in sh]}")
+    for k, x in enumerate(sh):
+        other = sh[1 - k]
+        check(x["port"]["rx_mbufs"] > 0, f"shard {k}: polled its queue ({x['port']['rx_mbufs']})")
+        # Each file has CHUNKS WRITEs and a READ for the other shard's QP.
+        check(x["port"]["rx_dispatched"] == CHUNKS + 1,
+              f"shard {k}: handed over {x['port']['rx_dispatched']} frames (want {CHUNKS + 1})")
+        check(x["port"]["rx_from_ring"] == other["port"]["rx_dispatched"],
+              f"shard {k}: took {x['port']['rx_from_ring']} from its ring, the other shard "
+              f"handed over {other['port']['rx_dispatched']}")
+        check(x["port"]["pfc_applied"] >= 1 and x["endpoint"]["rx_pfc_frames"] >= 1,
+              f"shard {k}: PFC from queue 1 applied")
+    check(sh[1]["port"]["pfc_shared"] == 1 and sh[0]["port"]["pfc_shared"] == 0,
+          f"PFC shared by the lcore of queue 1 ({[x['port']['pfc_shared'] for x in sh]})")
+    check(port["endpoint"]["rx_unknown_qpn"] == 0 and port["endpoint"]["rx_malformed"] == 0,
+          "no unknown QPN, nothing malformed")
+    check(port["mempool_avail"] == port["mempool_size"], "pool full")
+    check("rx_queue 1 rx_dispatched" in r.stdout, "--counters shows the shards' RX queues")
+    print("shard: RX queue per shard OK")
+
+    # 4. Bad values.
     null = ["net_null0"]
     for args, option in [
             (["--shards", "0"], "--shards"),
             (["--shards", "3"], "--shards"),      # two worker lcores
-            (["--shard-tx", "sometimes"], "--shard-tx")]:
+            (["--shard-tx", "sometimes"], "--shard-tx"),
+            (["--shard-rx", "sometimes"], "--shard-rx")]:
         r = run(exe, "droce_e2e_shard_bad", null, args)
         check(r.returncode == 2 and option in r.stderr,
               f"{args}: exit {r.returncode}, stderr {r.stderr.strip()[-300:]}")
@@ -214,6 +266,9 @@ def main():
     r = run(exe, "droce_e2e_shard_bad", one_tx, ["--shards", "2", "--shard-tx", "queues"])
     check(r.returncode == 2 and "--shard-tx" in r.stderr and "TX queue" in r.stderr,
           f"--shard-tx queues on one TX queue: exit {r.returncode}, {r.stderr.strip()[-300:]}")
+    r = run(exe, "droce_e2e_shard_bad", one_tx, ["--shards", "2", "--shard-rx", "queues"])
+    check(r.returncode == 2 and "--shard-rx" in r.stderr and "RX queue" in r.stderr,
+          f"--shard-rx queues on one RX queue: exit {r.returncode}, {r.stderr.strip()[-300:]}")
     with open(cfg, "a") as f:
         f.write("lcore = 0\n")  # the last [[qp]]: lcore 0 is the main lcore
     r = run(exe, "droce_e2e_shard_bad", null, ["--config", cfg, "--shards", "2"])

@@ -36,6 +36,8 @@ CASES = [
      "--clients"),
     ("--clients not a number", ["--test", "write_bw", "--server", "--clients", "two"],
      "--clients"),
+    ("bad --shard-rx", ["--test", "write_bw", "--server", "--shards", "2", "--shard-rx",
+                        "rss"], "--shard-rx"),
 ]
 for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,

@@ -3,12 +3,18 @@ net_af_packet, the traffic captured with tshark on the veth: every RoCEv2
 frame decodes as well-formed InfiniBand over UDP 4791 (no _ws.malformed, no
 expert errors; tshark's IPv6 "UDP checksum 0" note is expected for IPv6
 only, since RoCEv2 senders leave it zero, annex A17.4.3), and the data
-checks pass. IPv4 and IPv6. Needs root (ip netns); the namespaces, veths
-and captures are removed whatever happens.
+checks pass. IPv4 and IPv6. Then an RX queue per shard on a real
+multi-queue port: the server's af_packet port has qpairs=2, which the
+kernel fills by its flow hash over the UDP ports (PACKET_FANOUT_HASH, what
+RSS does on a NIC), and the server shards 16 QPs over two lcores with
+--shard-rx queues: both queues carry traffic, frames of the other lcore's
+QPs are handed over by ring, and the data check passes. Needs root (ip
+netns); the namespaces, veths and captures are removed whatever happens.
 
 usage: veth_test.py DROCE_PERF"""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +104,42 @@ def capture_and_run(test, app_args, v6, tag):
     return srv, cli, pcap
 
 
+SHARD_RE = re.compile(r"shard (\d) lcore \d+: qps (\d+) tx_queue \S+ rx_delivered (\d+) "
+                      r"tx_frames \d+ rx_from_ring (\d+) tx_to_ring \d+ rx_queue (\S+) "
+                      r"rx_dispatched (\d+)")
+
+
+def rss_case():
+    """write_bw, 16 QPs, into a server with two RX queues and two shards."""
+    name = "write_bw -q 16, server qpairs=2 --shards 2 --shard-rx queues"
+    s_eal = ["--lcores", "0@0,1@1,2@0", f"--file-prefix=dpv_s_{pid}_rss",
+             f"--vdev=net_af_packet0,iface={IF_A},qdisc_bypass=0,qpairs=2"]
+    c_eal = ["-l", "1", f"--file-prefix=dpv_c_{pid}_rss",
+             f"--vdev=net_af_packet0,iface={IF_B},qdisc_bypass=0"]
+    (src, sout, serr), (crc, cout, cerr) = run_pair(
+        exe, "write_bw", s_eal, c_eal, ["-n", "50", "-s", "4096", "-q", "16", "--check"],
+        server_args=["--bind", "10.66.0.1", "--ip", "10.77.0.1", "--shards", "2",
+                     "--shard-rx", "queues", "--idle-sleep-us", "20", "--counters"],
+        client_args=["--ip", "10.77.0.2"],
+        server_prefix=["ip", "netns", "exec", NS_A], client_prefix=["ip", "netns", "exec", NS_B],
+        connect="10.66.0.1")
+    c.ok(crc == 0 and src == 0, f"{name}: both sides exit 0 (client {crc}: "
+                                f"{cerr.strip()[-500:]}; server {src}: {serr.strip()[-500:]})")
+    c.ok("Data check: PASS" in cout and "Data check: PASS" in sout, f"{name}: data check passed")
+    shards = [m.groups() for m in SHARD_RE.finditer(sout)]
+    c.ok([(k, q, rxq) for k, q, _, _, rxq, _ in shards] == [("0", "8", "0"), ("1", "8", "1")],
+         f"{name}: shards 0/1 poll RX queues 0/1 with 8 QPs each ({shards})")
+    if len(shards) == 2:
+        delivered, from_ring, handed = ([int(s[i]) for s in shards] for i in (2, 3, 5))
+        # What a shard took from its own queue: its own QPs' frames
+        # (delivered minus what came by ring) plus what it handed over.
+        polled = [delivered[k] - from_ring[k] + handed[k] for k in (0, 1)]
+        # 16 flows hashed over two queues: all on one queue has odds 2^-15.
+        c.ok(all(n > 0 for n in polled), f"{name}: both RX queues carried frames ({polled})")
+        c.ok(sum(handed) > 0 and sum(handed) == sum(from_ring),
+             f"{name}: frames handed over ({handed}) = frames taken from rings ({from_ring})")
+
+
 try:
     sh("ip", "netns", "add", NS_A)
     sh("ip", "netns", "add", NS_B)
@@ -167,6 +209,7 @@ try:
             c.ok(not errs.stdout.strip(),
                  f"{name}: IPv4: not even the UDP-checksum note "
                  f"({errs.stdout.strip()[:300]})")
+    rss_case()
 finally:
     cleanup()
 c.finish()

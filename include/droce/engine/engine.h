@@ -109,6 +109,19 @@ struct PortConfig {
   // uses them.
   enum class ShardTx : uint8_t { kAuto, kQueues, kRing };
   ShardTx shard_tx = ShardTx::kAuto;
+  // How received frames reach the shards. kAuto: an RX queue per shard
+  // where the PMD offers RSS on the UDP ports (flow_type_rss_offloads) and
+  // enough RX queues, i.e. NICs; RSS is then configured on the UDP ports
+  // (RoCEv2 senders put flow entropy in the source port). Elsewhere one RX
+  // queue, polled by the first shard's lcore. kQueues insists on an RX
+  // queue per shard, spread however the PMD spreads them (RSS, the fanout
+  // hash of net_af_packet with qpairs=N, one rx_pcap file per queue of
+  // net_pcap, the peer's TX queue i on net_memif); ConfigError("shards")
+  // when the PMD has too few. kOne: one RX queue. Either way each lcore
+  // polling a queue hands frames for other shards' QPs over by ring, since
+  // a hash does not choose the shard a QP was put on.
+  enum class ShardRx : uint8_t { kAuto, kQueues, kOne };
+  ShardRx shard_rx = ShardRx::kAuto;
   // The endpoint's link emulation (port rate cap, pacer granularity). The
   // loop reads its clock once per iteration, so the port and the pacers may
   // be booked up to 2 us ahead of it (EndpointConfig::tx_run_ahead_ns);
@@ -233,11 +246,13 @@ struct QpSnapshot {
 
 // One shard of a port: the QPs one worker lcore runs for it.
 struct ShardSnapshot {
-  uint32_t index = 0;  // 0 = the lcore that polls the port's RX queue
+  uint32_t index = 0;  // 0 = the lcore that polls RX queue 0
   unsigned lcore = 0;
   uint32_t qps = 0;
   // TX queue the shard transmits on; -1: through the ring to shard 0.
   int tx_queue = 0;
+  // RX queue the shard polls; -1: it gets frames only through its ring.
+  int rx_queue = 0;
   uint64_t rate_bytes_per_sec = 0;  // its share of the port rate (0 = none)
   endpoint::EndpointCounters endpoint;
   PortCounters port;
