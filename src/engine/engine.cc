@@ -335,6 +335,20 @@ void capture(Shard& s, const uint8_t* data, uint32_t len) {
   ++s.counters.captured;
 }
 
+// Queues in one direction ("TX" or "RX") for a port's shards: one per
+// shard when insisted on (too few is a ConfigError naming "shards") or when
+// automatic and the PMD has enough; else one.
+uint16_t queues_for_shards(std::string_view dir, uint16_t available, size_t nshards,
+                           bool insist, bool automatic, const std::string& port,
+                           std::string_view driver) {
+  if (nshards <= 1) return 1;
+  if (insist && available < nshards)
+    throw ConfigError("shards", fmt::format("port '{}' ({}) has {} {} queue(s), {} shards "
+                                            "asked for one {} queue each",
+                                            port, driver, available, dir, nshards, dir));
+  return (insist || automatic) && available >= nshards ? static_cast<uint16_t>(nshards) : 1;
+}
+
 // Sharded port, on a lcore polling an RX queue: a PFC frame becomes the
 // port's shared pause state (every shard applies it, apply_pfc); the pause
 // ends are computed at the port's full rate, as the frame means them. With
@@ -948,29 +962,17 @@ PortIndex Engine::add_port(const PortConfig& config) {
   // index: a peer that polls one RX queue would miss the others.
   const std::string_view driver = info.driver_name ? info.driver_name : "";
   const bool point_to_point = driver == "net_memif" || driver == "net_ring";
-  if (nshards > 1 && config.shard_tx == PortConfig::ShardTx::kQueues &&
-      info.max_tx_queues < nshards)
-    throw ConfigError("shards", fmt::format("port '{}' ({}) has {} TX queue(s), {} shards "
-                                            "asked for a TX queue each",
-                                            p->name, driver, info.max_tx_queues, nshards));
-  if (nshards > 1 && info.max_tx_queues >= nshards &&
-      (config.shard_tx == PortConfig::ShardTx::kQueues ||
-       (config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point)))
-    p->tx_queues = static_cast<uint16_t>(nshards);
+  p->tx_queues = queues_for_shards(
+      "TX", info.max_tx_queues, nshards, config.shard_tx == PortConfig::ShardTx::kQueues,
+      config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point, p->name, driver);
   // An RX queue per shard (PortConfig::shard_rx): by default only where the
   // PMD spreads frames by RSS on the UDP ports (RoCEv2 senders put the flow
-  // entropy in the source port), asked for, wherever the PMD has the queues.
+  // entropy in the source port); asked for, wherever the PMD has the queues.
   const uint64_t rss_udp = info.flow_type_rss_offloads &
                            (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_NONFRAG_IPV6_UDP);
-  if (nshards > 1 && config.shard_rx == PortConfig::ShardRx::kQueues &&
-      info.max_rx_queues < nshards)
-    throw ConfigError("shards", fmt::format("port '{}' ({}) has {} RX queue(s), {} shards "
-                                            "asked for an RX queue each",
-                                            p->name, driver, info.max_rx_queues, nshards));
-  if (nshards > 1 && info.max_rx_queues >= nshards &&
-      (config.shard_rx == PortConfig::ShardRx::kQueues ||
-       (config.shard_rx == PortConfig::ShardRx::kAuto && rss_udp != 0)))
-    p->rx_queues = static_cast<uint16_t>(nshards);
+  p->rx_queues = queues_for_shards(
+      "RX", info.max_rx_queues, nshards, config.shard_rx == PortConfig::ShardRx::kQueues,
+      config.shard_rx == PortConfig::ShardRx::kAuto && rss_udp != 0, p->name, driver);
   if (p->rx_queues > 1 && rss_udp != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = rss_udp;  // the PMD's default key
