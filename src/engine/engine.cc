@@ -1057,11 +1057,11 @@ PortIndex Engine::add_port(const PortConfig& config) {
     sh->lens.assign(config.burst, 0);
     sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;
     sh->rx_queue = k < p->rx_queues ? static_cast<int>(k) : -1;
-    if (sh->rx_queue >= 0 && nshards > 1) {
-      sh->dispatch_batch.resize(nshards);
+    if (sh->rx_queue >= 0) {
+      sh->rx_free.assign(config.burst, nullptr);
+      sh->dispatch_batch.resize(nshards > 1 ? nshards : 0);
       for (auto& b : sh->dispatch_batch) b.reserve(config.burst);
     }
-    sh->rx_free.assign(config.burst, nullptr);
     if (k > 0 || p->rx_queues > 1) {
       constexpr unsigned kSpSc = RING_F_SP_ENQ | RING_F_SC_DEQ;
       const std::string rx_name = fmt::format("droce_p{}s{}_rx", p->index, k);
