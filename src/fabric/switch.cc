@@ -86,9 +86,38 @@ uint64_t Switch::paused_ns(uint16_t port, uint8_t prio, uint64_t now) const {
 uint64_t Switch::next_event_time() const {
   // Departures started inside receive() are waiting to be emitted.
   if (!outbox_.empty()) return clock_;
-  uint64_t t = kNever;
-  for (const uint64_t n : next_) t = std::min(t, n);
-  return t;
+  uint16_t p;
+  return earliest_port(p);
+}
+
+void Switch::refresh_next(uint16_t p) {
+  const uint64_t t = compute_next(ports_[p]);
+  next_[p] = t;
+  if (min_stale_) return;
+  if (t < min_next_ || (t == min_next_ && p < min_port_)) {
+    min_next_ = t;
+    min_port_ = p;
+  } else if (p == min_port_ && t > min_next_) {
+    min_stale_ = true;  // another port may now be the earliest
+  }
+}
+
+uint64_t Switch::earliest_port(uint16_t& port) const {
+  if (min_stale_) {
+    uint64_t best = kNever;
+    size_t bp = 0;
+    for (size_t i = 0; i < next_.size(); ++i) {
+      if (next_[i] < best) {
+        best = next_[i];
+        bp = i;
+      }
+    }
+    min_next_ = best;
+    min_port_ = static_cast<uint16_t>(bp);
+    min_stale_ = false;
+  }
+  port = min_port_;
+  return min_next_;
 }
 
 uint64_t Switch::compute_next(const Port& port) const {
@@ -122,17 +151,11 @@ uint64_t Switch::compute_next(const Port& port) const {
 
 void Switch::run_until(uint64_t now) {
   for (;;) {
-    uint64_t best = kNever;
-    size_t bp = 0;
-    for (size_t p = 0; p < next_.size(); ++p) {
-      if (next_[p] < best) {
-        best = next_[p];
-        bp = p;
-      }
-    }
+    uint16_t bp;
+    const uint64_t best = earliest_port(bp);
     if (best == kNever || best > now) break;
     clock_ = std::max(clock_, best);
-    process_port(static_cast<uint16_t>(bp), clock_);
+    process_port(bp, clock_);
   }
   clock_ = std::max(clock_, now);
 }

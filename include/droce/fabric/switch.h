@@ -231,7 +231,9 @@ class Switch {
   void run_until(uint64_t now);
   void process_port(uint16_t p, uint64_t t);
   uint64_t compute_next(const Port& port) const;
-  void refresh_next(uint16_t p) { next_[p] = compute_next(ports_[p]); }
+  void refresh_next(uint16_t p);
+  // The earliest of next_ (lowest port on a tie), rescanned when stale.
+  uint64_t earliest_port(uint16_t& port) const;
   bool is_paused(const Port& port, int c, uint64_t t) const {
     return port.pause_until[c] > t && !(port.wd_active >> c & 1);
   }
@@ -250,6 +252,13 @@ class Switch {
   // Each port's cached next event time (compute_next), kept apart from the
   // ports so the per-event scans for the earliest read a few lines.
   std::vector<uint64_t> next_;
+  // The earliest of next_ and its port, as the scan would find it: kept by
+  // refresh_next while it can be (an earlier time, or the same time on a
+  // lower port, takes over), marked stale when the earliest port's own time
+  // moves later. The switch asks for it on every receive and event.
+  mutable uint64_t min_next_ = kNever;
+  mutable uint16_t min_port_ = 0;
+  mutable bool min_stale_ = false;
   std::vector<bool> port_up_;
   uint64_t used_ = 0;
   uint64_t clock_ = 0;
