@@ -7,11 +7,14 @@
 // it, one branch-free comparison of times per level; finding the next event
 // reads the root. Ties need no id comparison: every id under a left child is
 // smaller than every id under its right sibling, so a tie goes left, which
-// is the (time, id) order. Each level is two loads, one compare and two
-// conditional moves; the walk is a chain of dependent levels, so its latency
-// is what counts: packed 128-bit (time << 32 | id) keys (compare with
-// borrow) ran ~4 % slower in the incast bench, and selecting the winner by a
-// computed index (a load that waits for the compare) ~8 % slower.
+// is the (time, id) order. The walk is a chain of dependent levels, so its
+// latency is what counts, not its instructions: the winner is carried up in
+// registers against each level's sibling (walk()). Reading both children
+// back from the tree at each level (each load waiting for the store just
+// made) ran ~7 % slower in the incast bench, packed 128-bit
+// (time << 32 | id) keys compared with borrow ~4 % slower still, and
+// selecting the winner by a computed index (a load that waits for the
+// compare) slower again.
 //
 // The runner reschedules components 1.5 M times for 0.6 M packet events in
 // the 16-to-1 incast bench. The binary heap with lazy deletion this replaces
@@ -91,12 +94,19 @@ class EventQueue {
   };
   static constexpr uint32_t kNone = ~uint32_t{0};
   // Recomputes the nodes above leaf index i: the right child wins only when
-  // strictly earlier.
+  // strictly earlier. The winner so far stays in registers and each level
+  // loads only the sibling, which this walk has not written: the loads do
+  // not wait for the previous level's store, so the chain per level is a
+  // compare and two conditional moves.
   void walk(size_t i) {
-    for (i /= 2; i >= 1; i /= 2) {
-      const Node a = tree_[2 * i], b = tree_[2 * i + 1];
-      const bool right = b.time < a.time;
-      tree_[i] = Node{right ? b.time : a.time, right ? b.id : a.id};
+    Node w = tree_[i];
+    for (; i > 1; i /= 2) {
+      const Node s = tree_[i ^ 1];
+      // w is the right child: the sibling wins ties; else it must be earlier.
+      const bool w_right = i & 1;
+      const bool take = (s.time < w.time) | (w_right & (s.time == w.time));
+      w = Node{take ? s.time : w.time, take ? s.id : w.id};
+      tree_[i / 2] = w;
     }
   }
   uint32_t taken_ = kNone;  // leaf cleared by take_top(), path not yet walked
