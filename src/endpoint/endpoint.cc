@@ -1,6 +1,7 @@
 #include "droce/endpoint/endpoint.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "droce/wire/packet.h"
 
@@ -273,10 +274,12 @@ void Endpoint::maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len) 
 }
 
 void Endpoint::release_paused(uint64_t now) {
-  for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
-    if (held_[p].empty() || paused_until_[p] > now) continue;
+  for (unsigned held = held_mask_; held != 0; held &= held - 1) {
+    const unsigned p = static_cast<unsigned>(std::countr_zero(held));
+    if (paused_until_[p] > now) continue;
     for (QpSlot* s : held_[p]) activate(*s);
     held_[p].clear();
+    held_mask_ &= static_cast<uint8_t>(~(1u << p));
   }
 }
 
@@ -300,6 +303,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
     if (paused_until_[s->priority] > now) {
       s->active = false;
       held_[s->priority].push_back(s);
+      held_mask_ |= static_cast<uint8_t>(1u << s->priority);
       ++counters_.tx_pfc_held;
       continue;
     }
@@ -334,9 +338,8 @@ uint64_t Endpoint::next_deadline() const {
     const uint64_t ra = config_.tx_run_ahead_ns;
     t = std::min(t, port_free_ns_ > ra ? port_free_ns_ - ra : 0);
   }
-  for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
-    if (!held_[p].empty()) t = std::min(t, paused_until_[p]);
-  }
+  for (unsigned held = held_mask_; held != 0; held &= held - 1)
+    t = std::min(t, paused_until_[std::countr_zero(held)]);
   return t;
 }
 

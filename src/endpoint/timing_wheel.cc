@@ -26,6 +26,7 @@ void TimingWheel::schedule(uint32_t id, uint64_t when) {
   slots_[slot].push_back({id, when});
   mark(slot, true);
   ++size_;
+  next_valid_ = false;
 }
 
 size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
@@ -46,7 +47,8 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
             slot.push_back(e);  // same slot as `now`, a little later
           }
         } else {
-          // Parked far-future entry (or one for a later lap): file again.
+          // Parked far-future entry (or one for a later lap): file again
+          // (schedule() drops the cached next deadline).
           --size_;
           const uint64_t saved = current_;
           current_ += granularity_;
@@ -62,6 +64,7 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
     current_ += granularity_;
   }
   if (size_ == 0) current_ = now_slot;
+  if (popped != 0) next_valid_ = false;
   return popped;
 }
 
@@ -79,7 +82,7 @@ uint32_t TimingWheel::first_occupied(uint32_t from) const {
   return from;  // not reached while size_ != 0
 }
 
-uint64_t TimingWheel::next_deadline() const {
+uint64_t TimingWheel::scan_next_deadline() const {
   if (size_ == 0) return UINT64_MAX;
   // Walk occupied slots from the cursor. A slot d slots ahead stands for
   // [current_ + d*g, current_ + (d+1)*g) in this lap; entries in it for a

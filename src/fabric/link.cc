@@ -1,17 +1,22 @@
 #include "droce/fabric/link.h"
 
+#include <iterator>
+
 namespace droce::fabric {
 
 void Link::set_up(bool up) {
   if (!up) {
     counters_.lost_down += in_flight_.size();
-    in_flight_ = {};
+    in_flight_.clear();
   }
   up_ = up;
 }
 
 void Link::enqueue(Packet&& p, uint64_t arrival) {
-  in_flight_.push(InFlight{arrival, seq_++, std::move(p)});
+  // After every packet arriving at or before this one (ties in send order).
+  auto it = in_flight_.end();
+  while (it != in_flight_.begin() && std::prev(it)->arrival > arrival) --it;
+  in_flight_.insert(it, InFlight{arrival, std::move(p)});
 }
 
 void Link::send(Packet&& packet, uint64_t departure_time) {

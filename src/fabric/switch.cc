@@ -5,6 +5,7 @@
 #include "droce/fabric/switch.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "droce/wire/opcode.h"
@@ -66,6 +67,7 @@ Switch::Switch(SwitchConfig cfg) : cfg_(std::move(cfg)), rng_(cfg_.seed) {
     ports_[i].sched = ClassScheduler(ports_[i].cfg.scheduler);
   }
   port_up_.assign(ports_.size(), true);
+  next_.assign(ports_.size(), kNever);
   hash_seed_ = mix_seed(cfg_.seed, cfg_.node_id);
 }
 
@@ -84,9 +86,38 @@ uint64_t Switch::paused_ns(uint16_t port, uint8_t prio, uint64_t now) const {
 uint64_t Switch::next_event_time() const {
   // Departures started inside receive() are waiting to be emitted.
   if (!outbox_.empty()) return clock_;
-  uint64_t t = kNever;
-  for (const Port& p : ports_) t = std::min(t, p.next);
-  return t;
+  uint16_t p;
+  return earliest_port(p);
+}
+
+void Switch::refresh_next(uint16_t p) {
+  const uint64_t t = compute_next(ports_[p]);
+  next_[p] = t;
+  if (min_stale_) return;
+  if (t < min_next_ || (t == min_next_ && p < min_port_)) {
+    min_next_ = t;
+    min_port_ = p;
+  } else if (p == min_port_ && t > min_next_) {
+    min_stale_ = true;  // another port may now be the earliest
+  }
+}
+
+uint64_t Switch::earliest_port(uint16_t& port) const {
+  if (min_stale_) {
+    uint64_t best = kNever;
+    size_t bp = 0;
+    for (size_t i = 0; i < next_.size(); ++i) {
+      if (next_[i] < best) {
+        best = next_[i];
+        bp = i;
+      }
+    }
+    min_next_ = best;
+    min_port_ = static_cast<uint16_t>(bp);
+    min_stale_ = false;
+  }
+  port = min_port_;
+  return min_next_;
 }
 
 uint64_t Switch::compute_next(const Port& port) const {
@@ -94,40 +125,37 @@ uint64_t Switch::compute_next(const Port& port) const {
   if (!port.ctrl.empty())
     t = std::max(port.busy_until, port.ctrl.front().enqueue_time);
   const PfcConfig& pfc = cfg_.pfc;
-  for (size_t c = 0; c < kNumClasses; ++c) {
-    if (!port.q[c].empty()) {
+  // Only classes with a queue, a watchdog or an XOFF can have an event.
+  for (unsigned m = port.queued | port.wd_active | port.xoff_sent; m != 0; m &= m - 1) {
+    const int c = std::countr_zero(m);
+    const unsigned bit = 1u << c;
+    if (port.queued & bit) {
       uint64_t e = std::max(port.busy_until, port.q[c].front().enqueue_time);
       if (is_paused(port, c, e)) e = port.pause_until[c];
       t = std::min(t, e);
-      if (pfc.watchdog_ns && !port.wd_active[c]) {
+      if (pfc.watchdog_ns && !(port.wd_active & bit)) {
         const uint64_t d =
             std::max(port.pause_start[c] + pfc.watchdog_ns, clock_);
         if (is_paused(port, c, d)) t = std::min(t, d);
       }
     }
-    if (port.wd_active[c]) {
+    if (port.wd_active & bit) {
       const uint64_t restore =
           pfc.watchdog_restore_ns ? pfc.watchdog_restore_ns : pfc.watchdog_ns;
       t = std::min(t, port.wd_last_pause[c] + restore);
     }
-    if (port.xoff_sent[c]) t = std::min(t, port.refresh_at[c]);
+    if (port.xoff_sent & bit) t = std::min(t, port.refresh_at[c]);
   }
   return t;
 }
 
 void Switch::run_until(uint64_t now) {
   for (;;) {
-    uint64_t best = kNever;
-    size_t bp = 0;
-    for (size_t p = 0; p < ports_.size(); ++p) {
-      if (ports_[p].next < best) {
-        best = ports_[p].next;
-        bp = p;
-      }
-    }
+    uint16_t bp;
+    const uint64_t best = earliest_port(bp);
     if (best == kNever || best > now) break;
     clock_ = std::max(clock_, best);
-    process_port(static_cast<uint16_t>(bp), clock_);
+    process_port(bp, clock_);
   }
   clock_ = std::max(clock_, now);
 }
@@ -135,27 +163,32 @@ void Switch::run_until(uint64_t now) {
 void Switch::process_port(uint16_t p, uint64_t t) {
   Port& port = ports_[p];
   const PfcConfig& pfc = cfg_.pfc;
-  for (size_t c = 0; c < kNumClasses; ++c) {
+  // In class order, only the classes the checks below can apply to (each
+  // step changes only its own class's bits).
+  const unsigned todo = port.xoff_sent | port.wd_active | (pfc.watchdog_ns ? port.queued : 0);
+  for (unsigned m = todo; m != 0; m &= m - 1) {
+    const size_t c = static_cast<size_t>(std::countr_zero(m));
+    const uint8_t bit = static_cast<uint8_t>(1u << c);
     // Keep the peer paused while we are still above XON: resend XOFF before
     // its timer (pause_quanta) runs out.
-    if (port.xoff_sent[c] && port.refresh_at[c] <= t) {
+    if ((port.xoff_sent & bit) && port.refresh_at[c] <= t) {
       if (port.in_bytes[c] > pfc.xon_bytes) {
         send_pfc(p, static_cast<uint8_t>(c), pfc.pause_quanta, t);
       } else {
         send_pfc(p, static_cast<uint8_t>(c), 0, t);
       }
     }
-    if (port.wd_active[c]) {
+    if (port.wd_active & bit) {
       const uint64_t restore = pfc.watchdog_restore_ns ? pfc.watchdog_restore_ns
                                                        : pfc.watchdog_ns;
-      if (port.wd_last_pause[c] + restore <= t) port.wd_active[c] = false;
+      if (port.wd_last_pause[c] + restore <= t) port.wd_active &= static_cast<uint8_t>(~bit);
     }
-    if (pfc.watchdog_ns && !port.wd_active[c] && !port.q[c].empty() &&
+    if (pfc.watchdog_ns && !(port.wd_active & bit) && (port.queued & bit) &&
         is_paused(port, c, t) && port.pause_start[c] + pfc.watchdog_ns <= t) {
       // PFC storm: the peer has held this priority longer than any healthy
       // congestion episode. Stop honouring it so the deadlock/storm cannot
       // spread upstream.
-      port.wd_active[c] = true;
+      port.wd_active |= bit;
       port.wd_last_pause[c] = t;
       ++port.counters.watchdog_triggers[c];
       port.pause_until[c] = t;  // closes the paused interval
@@ -171,8 +204,9 @@ void Switch::process_port(uint16_t p, uint64_t t) {
     } else {
       uint8_t eligible = 0;
       std::array<uint32_t, kNumClasses> head{};
-      for (size_t c = 0; c < kNumClasses; ++c) {
-        if (port.q[c].empty() || is_paused(port, c, t)) continue;
+      for (unsigned m = port.queued; m != 0; m &= m - 1) {
+        const int c = std::countr_zero(m);
+        if (is_paused(port, c, t)) continue;
         eligible |= static_cast<uint8_t>(1u << c);
         head[c] = static_cast<uint32_t>(port.q[c].front().size());
       }
@@ -249,7 +283,7 @@ void Switch::on_pfc(uint16_t p, std::span<const uint8_t> frame, uint64_t now) {
   for (size_t c = 0; c < kNumClasses; ++c) {
     if (!f.enabled(static_cast<unsigned>(c))) continue;
     const uint16_t q = f.quanta[c];
-    if (port.wd_active[c]) {
+    if (port.wd_active >> c & 1) {
       ++port.counters.pauses_ignored[c];
       if (q) port.wd_last_pause[c] = now;
       continue;
@@ -277,7 +311,7 @@ void Switch::enqueue(uint16_t out, Packet&& pkt, uint64_t now) {
     ++port.counters.down_drops;
     return;
   }
-  if (port.wd_active[c] && cfg_.pfc.watchdog_action == WatchdogAction::kDrop) {
+  if ((port.wd_active >> c & 1) && cfg_.pfc.watchdog_action == WatchdogAction::kDrop) {
     ++qc.watchdog_drops;
     return;
   }
@@ -302,7 +336,8 @@ void Switch::enqueue(uint16_t out, Packet&& pkt, uint64_t now) {
   Port& in = ports_[pkt.ingress_port];
   in.in_bytes[c] += size;
   port.q[c].push_back(std::move(pkt));
-  if ((cfg_.pfc.enabled_priorities >> c & 1) && !in.xoff_sent[c] &&
+  port.queued |= static_cast<uint8_t>(1u << c);
+  if ((cfg_.pfc.enabled_priorities >> c & 1) && !(in.xoff_sent >> c & 1) &&
       in.in_bytes[c] >= cfg_.pfc.xoff_bytes) {
     send_pfc(ports_[out].q[c].back().ingress_port, c, cfg_.pfc.pause_quanta, now);
   }
@@ -313,6 +348,7 @@ Packet Switch::dequeue(Port& port, int c) {
   port.q[c].pop_front();
   port.q_bytes[c] -= pkt.accounted;
   port.bytes -= pkt.accounted;
+  if (port.q[c].empty()) port.queued &= static_cast<uint8_t>(~(1u << c));
   port.sched.sent(c, port.q[c].empty());
   return pkt;
 }
@@ -322,7 +358,7 @@ void Switch::release(Packet& pkt, uint64_t now) {
   Port& in = ports_[pkt.ingress_port];
   const uint8_t c = pkt.tc;
   in.in_bytes[c] -= pkt.accounted;
-  if (in.xoff_sent[c] && in.in_bytes[c] <= cfg_.pfc.xon_bytes)
+  if ((in.xoff_sent >> c & 1) && in.in_bytes[c] <= cfg_.pfc.xon_bytes)
     send_pfc(pkt.ingress_port, c, 0, now);
 }
 
@@ -330,12 +366,12 @@ void Switch::send_pfc(uint16_t p, uint8_t prio, uint16_t quanta, uint64_t now) {
   Port& port = ports_[p];
   if (quanta) {
     const uint64_t pause = wire::pfc_quanta_to_ns(quanta, port.cfg.rate_bps);
-    port.xoff_sent[prio] = true;
+    port.xoff_sent |= static_cast<uint8_t>(1u << prio);
     port.refresh_at[prio] =
         now + std::max<uint64_t>(1, static_cast<uint64_t>(pause * cfg_.pfc.refresh_fraction));
     ++port.counters.tx_xoff;
   } else {
-    port.xoff_sent[prio] = false;
+    port.xoff_sent &= static_cast<uint8_t>(~(1u << prio));
     ++port.counters.tx_xon;
   }
   if (!port.up) return;
@@ -426,6 +462,7 @@ void Switch::flush_class(uint16_t p, int c, uint64_t now, bool watchdog) {
     }
     release(pkt, now);
   }
+  port.queued &= static_cast<uint8_t>(~(1u << c));
   port.sched.emptied(c);
 }
 

@@ -1,7 +1,7 @@
 // The runner: builds hosts (Device + Endpoint + memory), switches (with
 // routes computed by BFS, ECMP groups where several shortest paths exist)
 // and link directions from a Scenario, then runs a discrete-event loop over
-// a heap of component deadlines.
+// the components' next event times (event_queue.h).
 #include "droce/sim/simulator.h"
 
 #include <algorithm>

@@ -94,5 +94,32 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   EXPECT_TRUE(w.empty());
 }
 
+TEST(TimingWheel, CachedNextDeadlineEqualsScan) {
+  // next_deadline() is cached between changes: after interleaved schedules
+  // (near, within the span, parked beyond it, already due) and pops it must
+  // equal an uncached scan every time.
+  std::mt19937_64 rng(11);
+  TimingWheel w(64, 256);
+  std::vector<uint32_t> out;
+  uint64_t now = 0;
+  for (uint32_t step = 0; step < 50000; ++step) {
+    const uint64_t r = rng() % 12;
+    if (r < 5) {
+      const uint64_t ahead = r == 0   ? rng() % 64
+                             : r == 1 ? rng() % 16384
+                             : r == 2 ? rng() % 400000
+                                      : rng() % 2000;
+      const uint64_t when = r == 4 && now > 100 ? now - rng() % 100 : now + ahead;
+      w.schedule(step, when);
+    } else {
+      now += rng() % 400;
+      out.clear();
+      w.pop_due(now, out);
+    }
+    // The value cached at the previous step, unless this step changed it.
+    ASSERT_EQ(w.next_deadline(), w.scan_next_deadline()) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace droce::endpoint

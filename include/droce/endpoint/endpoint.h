@@ -137,6 +137,7 @@ class Endpoint {
   std::vector<uint32_t> due_;
   std::array<uint64_t, wire::kPfcPriorities> paused_until_{};
   std::array<std::vector<QpSlot*>, wire::kPfcPriorities> held_;  // by PFC
+  uint8_t held_mask_ = 0;  // bit p: held_[p] is not empty (read per event)
   std::vector<uint8_t> scratch_;  // INT frames are stripped here
   std::array<wire::IntHop, wire::kIntDefaultMaxHops> hops_{};
   // Per-frame scratch kept here rather than on the stack: both are a few

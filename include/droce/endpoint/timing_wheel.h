@@ -31,9 +31,20 @@ class TimingWheel {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   // Earliest deadline among the scheduled ids; UINT64_MAX when empty.
-  // Finds the first occupied slot from the cursor in a bitmap of occupied
-  // slots (one word test per 64 slots), then the earliest entry in it.
-  uint64_t next_deadline() const;
+  // Cached: the simulator asks after every event of its endpoint, and the
+  // answer only changes when entries are scheduled, popped or re-filed (see
+  // next_valid_); the next call after one of those scans again.
+  uint64_t next_deadline() const {
+    if (!next_valid_) {
+      next_ = scan_next_deadline();
+      next_valid_ = true;
+    }
+    return next_;
+  }
+  // next_deadline() without the cache (tests compare the two): finds the
+  // first occupied slot from the cursor in a bitmap of occupied slots (one
+  // word test per 64 slots), then the earliest entry of this lap in it.
+  uint64_t scan_next_deadline() const;
 
  private:
   struct Entry {
@@ -58,6 +69,12 @@ class TimingWheel {
   std::vector<std::vector<Entry>> slots_;
   std::vector<uint64_t> occupied_;  // bit per slot: has entries
   std::vector<Entry> scratch_;
+  // next_deadline()'s answer while next_valid_. The scan depends on the
+  // entries, their slots and the cursor; moving the cursor over empty slots
+  // leaves its answer as it was (every entry stays in the same lap, slots
+  // keep their order), so only schedule, pop and re-file invalidate.
+  mutable uint64_t next_ = UINT64_MAX;
+  mutable bool next_valid_ = true;
 };
 
 }  // namespace droce::endpoint

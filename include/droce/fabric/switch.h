@@ -188,10 +188,10 @@ class Switch {
   uint64_t paused_ns(uint16_t port, uint8_t prio, uint64_t now) const;
   // Whether this switch currently asserts XOFF towards the peer on `port`.
   bool xoff_asserted(uint16_t port, uint8_t prio) const {
-    return ports_[port].xoff_sent[prio];
+    return ports_[port].xoff_sent >> (prio & 7) & 1;
   }
   bool watchdog_active(uint16_t port, uint8_t prio) const {
-    return ports_[port].wd_active[prio];
+    return ports_[port].wd_active >> (prio & 7) & 1;
   }
   const PortCounters& counters(uint16_t port) const { return ports_[port].counters; }
 
@@ -204,6 +204,10 @@ class Switch {
     PortConfig cfg;
     ClassScheduler sched;
     std::array<std::deque<Packet>, kNumClasses> q;
+    // Per-class state as bit masks (bit c = class c): compute_next and
+    // process_port run per switch event and visit only the classes with
+    // something to do instead of testing eight deques (ten cache lines).
+    uint8_t queued = 0;       // q[c] is not empty
     std::array<uint64_t, kNumClasses> q_bytes{};
     uint64_t bytes = 0;
     std::deque<Packet> ctrl;  // PFC frames: never paused, sent first
@@ -215,22 +219,23 @@ class Switch {
     std::array<uint64_t, kNumClasses> pause_until{};
     std::array<uint64_t, kNumClasses> pause_start{};
     std::array<uint64_t, kNumClasses> paused_total{};
-    std::array<bool, kNumClasses> wd_active{};
+    uint8_t wd_active = 0;    // the PFC watchdog ignores the peer's pauses
     std::array<uint64_t, kNumClasses> wd_last_pause{};
     // Ingress accounting and our own XOFF state (ingress side).
     std::array<uint64_t, kNumClasses> in_bytes{};
-    std::array<bool, kNumClasses> xoff_sent{};
+    uint8_t xoff_sent = 0;    // we assert XOFF towards the peer
     std::array<uint64_t, kNumClasses> refresh_at{};
-    uint64_t next = kNever;   // cached next event time
     PortCounters counters;
   };
 
   void run_until(uint64_t now);
   void process_port(uint16_t p, uint64_t t);
   uint64_t compute_next(const Port& port) const;
-  void refresh_next(uint16_t p) { ports_[p].next = compute_next(ports_[p]); }
+  void refresh_next(uint16_t p);
+  // The earliest of next_ (lowest port on a tie), rescanned when stale.
+  uint64_t earliest_port(uint16_t& port) const;
   bool is_paused(const Port& port, int c, uint64_t t) const {
-    return port.pause_until[c] > t && !port.wd_active[c];
+    return port.pause_until[c] > t && !(port.wd_active >> c & 1);
   }
   void on_pfc(uint16_t p, std::span<const uint8_t> frame, uint64_t now);
   void enqueue(uint16_t out, Packet&& pkt, uint64_t now);
@@ -244,6 +249,16 @@ class Switch {
 
   SwitchConfig cfg_;
   std::vector<Port> ports_;
+  // Each port's cached next event time (compute_next), kept apart from the
+  // ports so the per-event scans for the earliest read a few lines.
+  std::vector<uint64_t> next_;
+  // The earliest of next_ and its port, as the scan would find it: kept by
+  // refresh_next while it can be (an earlier time, or the same time on a
+  // lower port, takes over), marked stale when the earliest port's own time
+  // moves later. The switch asks for it on every receive and event.
+  mutable uint64_t min_next_ = kNever;
+  mutable uint16_t min_port_ = 0;
+  mutable bool min_stale_ = false;
   std::vector<bool> port_up_;
   uint64_t used_ = 0;
   uint64_t clock_ = 0;
