@@ -87,7 +87,11 @@ uint64_t TimingWheel::scan_next_deadline() const {
   // Walk occupied slots from the cursor. A slot d slots ahead stands for
   // [current_ + d*g, current_ + (d+1)*g) in this lap; entries in it for a
   // later lap (or parked far-future ones) do not count there. The first
-  // slot with an entry of this lap holds the earliest deadline.
+  // slot with an entry of this lap holds the earliest deadline of this lap
+  // and of every slot after it; a parked entry in a slot before it may
+  // still be earlier (it was filed a span ahead of an older cursor, so it
+  // is only known to be past its own slot's window), hence the min with
+  // what the slots before held.
   const uint32_t start = slot_index(current_);
   uint64_t later_lap_min = UINT64_MAX;
   uint32_t from = start;
@@ -104,7 +108,7 @@ uint64_t TimingWheel::scan_next_deadline() const {
         later_lap_min = std::min(later_lap_min, e.when);
       }
     }
-    if (this_lap != UINT64_MAX) return std::max(this_lap, current_);
+    if (this_lap != UINT64_MAX) return std::max(std::min(this_lap, later_lap_min), current_);
     visited = ahead + 1;
     from = (slot + 1) & mask_;
   }

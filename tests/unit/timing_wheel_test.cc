@@ -94,6 +94,24 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   EXPECT_TRUE(w.empty());
 }
 
+TEST(TimingWheel, ParkedEntryEarlierThanALaterSlotIsTheNextDeadline) {
+  // Expect: granularity 10, 8 slots (span 80). id 1 at 90 is filed from
+  // cursor 0, beyond the span: parked in slot 7. After the cursor moves to
+  // 60, id 2 at 125 lands in slot 4, which the scan reaches after slot 7.
+  // The next deadline is id 1's 90, not 125, and id 1 pops at 90.
+  TimingWheel w(10, 8, 0);
+  w.schedule(1, 90);
+  std::vector<uint32_t> out;
+  EXPECT_EQ(w.pop_due(50, out), 0u);
+  w.schedule(2, 125);
+  EXPECT_EQ(w.next_deadline(), 90u);
+  EXPECT_EQ(w.scan_next_deadline(), 90u);
+  EXPECT_EQ(w.pop_due(89, out), 0u);
+  EXPECT_EQ(w.pop_due(90, out), 1u);
+  EXPECT_EQ(out, std::vector<uint32_t>{1});
+  EXPECT_EQ(w.next_deadline(), 125u);
+}
+
 TEST(TimingWheel, CachedNextDeadlineEqualsScan) {
   // next_deadline() is cached between changes: after interleaved schedules
   // (near, within the span, parked beyond it, already due) and pops it must
