@@ -22,13 +22,11 @@ usage: engine_bench.py BUILD_DIR [--seconds S]   (ninja -C BUILD bench-engine)
 
 import json
 import os
-import re
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from testpmd_ref import testpmd_mpps
 
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 5
@@ -41,26 +39,8 @@ HDR = 14 + 20 + 8 + 12 + 16 + 4  # Ethernet, IPv4, UDP, BTH, RETH, ICRC
 
 
 def testpmd(vdev, fwd_args, tag, secs):
-    cmd = ["dpdk-testpmd", "-l", "0,1", *EAL, f"--file-prefix=eb_tp_{pid}_{tag}",
-           f"--vdev={vdev}", "--", "--port-topology=loop", "--nb-cores=1",
-           "--stats-period=1", "--auto-start", "--total-num-mbufs=16384",
-           "--mbuf-size=4608", *fwd_args]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
-    time.sleep(secs + 2)
-    p.send_signal(signal.SIGINT)
-    try:
-        out = p.communicate(timeout=20)[0].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out = p.communicate()[0].decode(errors="replace")
-    key = "Tx-pps" if "txonly" in " ".join(fwd_args) else "Rx-pps"
-    samples = [int(x) for x in re.findall(key + r":\s+(\d+)", out)]
-    samples = [s for s in samples if s > 0]
-    samples = samples[1:] or samples  # the first period is partial
-    if not samples:
-        raise SystemExit(f"testpmd gave no {key}:\n{out[-2000:]}")
-    return statistics.median(samples) / 1e6
+    return testpmd_mpps(["-l", "0,1", *EAL, f"--file-prefix=eb_tp_{pid}_{tag}"], vdev,
+                        ["--nb-cores=1", *fwd_args], secs)
 
 
 def droce_rx(payload, count, tag, ring=False):

@@ -24,13 +24,11 @@ usage: shard_rx_bench.py BUILD_DIR [--seconds S] [--payload BYTES (64)]
 
 import json
 import os
-import re
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from testpmd_ref import testpmd_mpps
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from e2e_common import (EP_IP, EP_MAC, PEER_IP, PEER_MAC, reth, request,  # noqa: E402
@@ -99,23 +97,9 @@ def droce(lcores, vdev, args, tag):
 
 
 def testpmd(lcores, vdev, cores, tag):
-    cmd = ["dpdk-testpmd", "--lcores", lcores, *EAL, f"--file-prefix=srb_tp_{pid}_{tag}",
-           f"--vdev={vdev}", "--", "--port-topology=loop", f"--nb-cores={cores}",
-           f"--rxq={cores}", f"--txq={cores}", "--stats-period=1", "--auto-start",
-           "--total-num-mbufs=16384", "--mbuf-size=4608", "--forward-mode=io"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
-    time.sleep(seconds + 2)
-    p.send_signal(signal.SIGINT)
-    try:
-        out = p.communicate(timeout=20)[0].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out = p.communicate()[0].decode(errors="replace")
-    samples = [int(x) for x in re.findall(r"Rx-pps:\s+(\d+)", out)][1:]
-    if not samples:
-        raise SystemExit(f"testpmd gave no Rx-pps:\n{out[-2000:]}")
-    return statistics.median(samples) / 1e6
+    return testpmd_mpps(["--lcores", lcores, *EAL, f"--file-prefix=srb_tp_{pid}_{tag}"], vdev,
+                        ["--forward-mode=io", f"--nb-cores={cores}", f"--rxq={cores}",
+                         f"--txq={cores}"], seconds)
 
 
 paths, cfg = write_inputs()
