@@ -90,15 +90,16 @@ struct PortConfig {
   // fits a 4096-byte-MTU RoCEv2 frame with IPv6, VLAN and every extension
   // header.
   uint32_t mbuf_data_bytes = 4096 + 256;
-  // Worker lcore that polls the port's RX queue (and owns its first
-  // shard); -1 = next worker, round robin.
+  // Worker lcore of the port's first shard, which polls RX queue 0 (the
+  // only one unless shard_rx gives each shard its own); -1 = next worker,
+  // round robin.
   int lcore = -1;
   // Shard the port's QPs over this many worker lcores: the polling lcore
   // first, then the next workers in EAL order (wrapping). 1 = no sharding.
   // At most the number of worker lcores; ConfigError("shards") otherwise.
   uint32_t shards = 1;
-  // Or name the shard lcores: lcores[0] polls RX (overrides `lcore` and
-  // `shards`). Each must be a distinct worker lcore.
+  // Or name the shard lcores: lcores[0] is the first shard's (overrides
+  // `lcore` and `shards`). Each must be a distinct worker lcore.
   std::vector<int> lcores;
   // How a shard other than the polling one transmits. kAuto: a TX queue of
   // its own when the PMD offers one per shard (dev_info.max_tx_queues) and
