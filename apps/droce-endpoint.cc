@@ -391,11 +391,11 @@ int run(int argc, char** argv) {
   app.add_option("--rx-desc", o.rx_desc, "RX descriptors")->check(CLI::Range(1, 32768));
   app.add_option("--tx-desc", o.tx_desc, "TX descriptors")->check(CLI::Range(1, 32768));
   app.add_option("--shards", o.shards,
-                 "shard each port's QPs over N worker lcores (the RX lcore and the "
+                 "shard each port's QPs over N worker lcores (the first shard's lcore and the "
                  "next ones; default 1)");
   app.add_option("--shard-tx", o.shard_tx,
                  "how shards transmit: auto, queues (a TX queue each) or ring (through "
-                 "the RX lcore)");
+                 "the first shard's lcore)");
   app.add_option("--shard-rx", o.shard_rx,
                  "how shards receive: auto (an RX queue each where the NIC has RSS on "
                  "UDP), queues (an RX queue each) or one (one queue, handed over)");
