@@ -96,6 +96,8 @@ struct Options {
   std::string dev = "0";
   std::string ip;
   uint64_t rate_gbps = 0;
+  // Local ACK timeout exponent (IBA 9.7.6.1.3: 4.096 us * 2^N), perftest -u.
+  uint32_t qp_timeout = 14;
   double timeout = 120;
   uint32_t idle_sleep_us = 0;
   std::optional<uint32_t> poll_sleep_us;  // default: 100 (bw), 2 (lat)
@@ -468,6 +470,7 @@ void PerfTest::connect_qps() {
       a.rq_psn = p.remote[i].psn;
       a.sq_psn = p.qps[i].psn;
       a.path_mtu = mtu_enum(o_.mtu);
+      a.timeout = static_cast<uint8_t>(o_.qp_timeout);
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
                                   std::strerror(rc)));
@@ -1164,6 +1167,10 @@ int perf_main(int argc, char** argv) {
   cli.add_option("-d,--dev", o.dev, "DPDK port name or id (default 0)");
   cli.add_option("--ip", o.ip, "source IP in the RoCEv2 headers (IPv4 or IPv6)");
   cli.add_option("--rate-gbps", o.rate_gbps, "port rate cap in Gb/s (default 0: none)");
+  cli.add_option("-u,--qp-timeout", o.qp_timeout,
+                 "local ACK timeout: 4.096 us * 2^N before a retransmission (default 14, "
+                 "67 ms; 0 = none; at most 31)")
+      ->check(CLI::Range(0, 31));
   cli.add_option("--timeout", o.timeout, "give up after this many seconds of no progress "
                                          "(default 120)");
   cli.add_option("--idle-sleep-us", o.idle_sleep_us,

@@ -38,6 +38,8 @@ CASES = [
      "--clients"),
     ("bad --shard-rx", ["--test", "write_bw", "--server", "--shards", "2", "--shard-rx",
                         "rss"], "--shard-rx"),
+    ("qp timeout out of range", ["--test", "write_bw", "--server", "-u", "32"],
+     "--qp-timeout"),
 ]
 for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,

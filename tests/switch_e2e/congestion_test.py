@@ -84,7 +84,14 @@ clis = []
 for i, cli_ip in enumerate(CLIENT_IPS):
     c_cmd = [PERF, "-l", str(i), *EAL, "--file-prefix", f"swe2e_cli{i}_{tag}",
              memif("net_memif0", "client", socks[1 + i]), "--", *common,
-             "--connect", "127.0.0.1", "--ip", cli_ip, "--cc", "dcqcn", "--rate-gbps", "1"]
+             "--connect", "127.0.0.1", "--ip", cli_ip, "--cc", "dcqcn", "--rate-gbps", "1",
+             # 1.07 s before a retransmission, not 67 ms: four processes share
+             # two CPUs here, the switch with client 0. While the scheduler
+             # holds the switch off its CPU, the clients' memif rings fill and
+             # their frames are dropped at TX; with 67 ms, eight timeouts in a
+             # row (a retransmission storm into a full ring) once ended a run
+             # in "retry counter exceeded" (about 1 run in 20).
+             "-u", "18"]
     clis.append(subprocess.Popen(c_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True))
 procs += clis
