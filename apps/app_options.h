@@ -36,6 +36,15 @@ int parse_options(CLI::App& cli, std::vector<char*>& argv, std::string_view app,
   return -1;
 }
 
+// --shard-tx: auto, queues or ring (engine::PortConfig::ShardTx).
+inline engine::PortConfig::ShardTx shard_tx_option(std::string_view v) {
+  using T = engine::PortConfig::ShardTx;
+  if (v == "auto") return T::kAuto;
+  if (v == "queues") return T::kQueues;
+  if (v == "ring") return T::kRing;
+  throw engine::ConfigError("--shard-tx", fmt::format("'{}' is not auto, queues or ring", v));
+}
+
 // --shard-rx: auto, queues or one (engine::PortConfig::ShardRx).
 inline engine::PortConfig::ShardRx shard_rx_option(std::string_view v) {
   using R = engine::PortConfig::ShardRx;

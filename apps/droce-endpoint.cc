@@ -433,12 +433,7 @@ int run(int argc, char** argv) {
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards",
                       fmt::format("{} is out of range 1..128 (1 = no sharding)", o.shards));
-  engine::PortConfig::ShardTx shard_tx;
-  if (o.shard_tx == "auto") shard_tx = engine::PortConfig::ShardTx::kAuto;
-  else if (o.shard_tx == "queues") shard_tx = engine::PortConfig::ShardTx::kQueues;
-  else if (o.shard_tx == "ring") shard_tx = engine::PortConfig::ShardTx::kRing;
-  else
-    throw ConfigError("--shard-tx", fmt::format("'{}' is not auto, queues or ring", o.shard_tx));
+  const engine::PortConfig::ShardTx shard_tx = apps::shard_tx_option(o.shard_tx);
   const engine::PortConfig::ShardRx shard_rx = apps::shard_rx_option(o.shard_rx);
 
   std::vector<MrDef> mr_defs;
