@@ -146,7 +146,6 @@ struct Simulator::Impl {
   size_t next_start = 0;
   EventQueue events;
   uint32_t id_switch0 = 0, id_link0 = 0, id_workload = 0, id_sampler = 0;
-  uint64_t next_sample = kNever;
   std::vector<uint8_t> tracked_tcs;
 
   // The time series, as changes (sample_log.h). Cumulative counters are
