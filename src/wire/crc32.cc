@@ -136,17 +136,43 @@ uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len
   return crc32_update_or_first64_with(crc32_best_impl(), state, data, len, or_mask);
 }
 
-uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
-                                           const uint8_t* or_mask) {
+namespace {
+// The running state after kCrc32Init and the eight 0xFF bytes.
+uint32_t state_after_ones() {
   static const uint32_t after_ones = [] {
     const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
     return crc32_detail::update_slice8(kCrc32Init, ones, sizeof ones);
   }();
+  return after_ones;
+}
+}  // namespace
+
+uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
+                                           const uint8_t* or_mask) {
 #ifdef DROCE_CRC32_X86
   if (impl == Crc32Impl::kVpclmulAvx512)
-    return crc32_detail::update_vpclmul_avx512_ones_or64(data, len, or_mask, after_ones);
+    return crc32_detail::update_vpclmul_avx512_ones_or64(data, len, or_mask, state_after_ones());
 #endif
-  return crc32_update_or_first64_with(impl, after_ones, data, len, or_mask);
+  return crc32_update_or_first64_with(impl, state_after_ones(), data, len, or_mask);
+}
+
+void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const* data,
+                                            const size_t* len, const uint8_t* const* or_mask,
+                                            uint32_t* out, size_t n) {
+#ifdef DROCE_CRC32_X86
+  if (impl == Crc32Impl::kVpclmulAvx512) {
+    crc32_detail::update_vpclmul_avx512_ones_or64_many(data, len, or_mask, state_after_ones(),
+                                                       out, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; ++i)
+    out[i] = crc32_update_ones_or_first64_with(impl, data[i], len[i], or_mask[i]);
+}
+
+void crc32_update_ones_or_first64_many(const uint8_t* const* data, const size_t* len,
+                                       const uint8_t* const* or_mask, uint32_t* out, size_t n) {
+  crc32_update_ones_or_first64_many_with(crc32_best_impl(), data, len, or_mask, out, n);
 }
 
 uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask) {

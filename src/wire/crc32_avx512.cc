@@ -177,6 +177,20 @@ DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* p, s
   return fold_all_but_zeros(state_after_ones, p, len, load512(or_mask));
 }
 
+DROCE_TARGET_AVX512 void update_vpclmul_avx512_ones_or64_many(const uint8_t* const* p,
+                                                              const size_t* len,
+                                                              const uint8_t* const* or_mask,
+                                                              uint32_t state_after_ones,
+                                                              uint32_t* out, size_t n) {
+  // The short path inlined in a loop: no call, return or vzeroupper between
+  // one message's reduction and the next one's loads.
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = len[i] > 64 && len[i] <= 124
+                 ? short_ones_or64(p[i], len[i], or_mask[i])
+                 : fold_all_but_zeros(state_after_ones, p[i], len[i], load512(or_mask[i]));
+  }
+}
+
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,
                                                    size_t len) {
   // Below one zmm of data the 128-bit code is as good.

@@ -25,6 +25,10 @@ uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t 
 // the state after the eight 0xFF bytes, which lengths over 124 start from.
 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const uint8_t* or_mask,
                                          uint32_t state_after_ones);
+// update_vpclmul_avx512_ones_or64 for n messages (crc32_update_ones_or_first64_many).
+void update_vpclmul_avx512_ones_or64_many(const uint8_t* const* data, const size_t* len,
+                                          const uint8_t* const* or_mask,
+                                          uint32_t state_after_ones, uint32_t* out, size_t n);
 // crc32_zeros (crc32.h) for n a multiple of 64, 64 <= n <= kZeroShiftMax.
 uint32_t zeros_pclmul(uint32_t state, size_t n);
 constexpr size_t kZeroShiftMax = 160 * 64;  // a 9000-byte jumbo frame's payload fits

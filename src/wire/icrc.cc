@@ -43,6 +43,43 @@ alignas(64) constexpr FirstMasks kFirstMasks;
 
 }  // namespace
 
+namespace {
+// The layouts whose masked fields all lie in the first 64 bytes, long
+// enough to be CRCed in place with the masks OR-ed in.
+bool in_place(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
+  return len_before_icrc >= 64 && (ipv6 || (l3[0] & 0x0F) * 4 == kIpv4Size);
+}
+}  // namespace
+
+void icrc_check_many(const IcrcCheck* checks, bool* ok, size_t n) {
+  constexpr size_t kChunk = 32;
+  const uint8_t* data[kChunk];
+  size_t len[kChunk];
+  const uint8_t* masks[kChunk];
+  uint32_t state[kChunk];
+  size_t which[kChunk];
+  while (n > 0) {
+    const size_t m = n < kChunk ? n : kChunk;
+    size_t k = 0;
+    for (size_t i = 0; i < m; ++i) {
+      const IcrcCheck& c = checks[i];
+      if (in_place(c.l3, c.len_before_icrc, c.ipv6)) {
+        data[k] = c.l3;
+        len[k] = c.len_before_icrc;
+        masks[k] = c.ipv6 ? kFirstMasks.v6 : kFirstMasks.v4;
+        which[k++] = i;
+      } else {
+        ok[i] = icrc_compute(c.l3, c.len_before_icrc, c.ipv6) == c.carried;
+      }
+    }
+    crc32_update_ones_or_first64_many(data, len, masks, state, k);
+    for (size_t j = 0; j < k; ++j) ok[which[j]] = crc32_finish(state[j]) == checks[which[j]].carried;
+    checks += m;
+    ok += m;
+    n -= m;
+  }
+}
+
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   // Only the fixed headers hold variant fields, so mask a small copy of them
   // and run the CRC over the rest of the packet in place.
@@ -50,7 +87,7 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   const size_t headers_len = ip_len + kUdpSize + kBthSize;
   if (kPseudoLrhSize + headers_len > kMaxMasked || headers_len > len_before_icrc)
     return 0;
-  if (len_before_icrc >= 64 && (ipv6 || ip_len == kIpv4Size)) {
+  if (in_place(l3, len_before_icrc, ipv6)) {
     return crc32_finish(crc32_update_ones_or_first64(l3, len_before_icrc,
                                                      ipv6 ? kFirstMasks.v6 : kFirstMasks.v4));
   }

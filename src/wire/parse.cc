@@ -214,9 +214,9 @@ ParseError parse(std::span<const uint8_t> f, ParsedPacket& out,
 
 ParseError verify_icrc(std::span<const uint8_t> f, ParsedPacket& pkt) {
   pkt.icrc_checked = true;
-  const uint32_t want = icrc_compute(f.data() + pkt.l3_offset,
-                                     pkt.frame_length - kIcrcSize - pkt.l3_offset, pkt.ipv6());
-  return want == pkt.icrc ? ParseError::kOk : ParseError::kBadIcrc;
+  const IcrcCheck c = icrc_check(f, pkt);
+  return icrc_compute(c.l3, c.len_before_icrc, c.ipv6) == c.carried ? ParseError::kOk
+                                                                     : ParseError::kBadIcrc;
 }
 
 }  // namespace droce::wire

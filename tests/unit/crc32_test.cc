@@ -293,4 +293,39 @@ TEST(Crc32, OnesPrefixedShortPathReadsNothingBeforeItsBuffers) {
 }
 
 }  // namespace
+TEST(Crc32, ManyEqualsOneAtATime) {
+  std::vector<uint8_t> buf(9000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 31 + 7);
+  std::vector<uint8_t> tail_zeros(4096 + 64, 0);
+  tail_zeros[3] = 9;
+  alignas(64) uint8_t mask[64] = {};
+  mask[1] = mask[8] = 0xFF;
+  std::vector<const uint8_t*> data, masks;
+  std::vector<size_t> len;
+  for (size_t n = 64; n <= 300; ++n) {
+    data.push_back(buf.data() + n % 13);
+    len.push_back(n);
+    masks.push_back(mask);
+  }
+  for (size_t n : {1024u, 4096u, 4160u, 8999u - 13}) {
+    data.push_back(buf.data() + 13);
+    len.push_back(n);
+    masks.push_back(mask);
+  }
+  data.push_back(tail_zeros.data());
+  len.push_back(tail_zeros.size());
+  masks.push_back(mask);
+  for (auto impl : {Crc32Impl::kSliceBy8, Crc32Impl::kPclmul,
+                    Crc32Impl::kVpclmulAvx512}) {
+    if (!crc32_impl_supported(impl)) continue;
+    std::vector<uint32_t> out(data.size());
+    crc32_update_ones_or_first64_many_with(impl, data.data(), len.data(), masks.data(),
+                                                 out.data(), data.size());
+    for (size_t i = 0; i < data.size(); ++i)
+      EXPECT_EQ(out[i], crc32_update_ones_or_first64_with(Crc32Impl::kBitwise,
+                                                                data[i], len[i], masks[i]))
+          << to_string(impl) << " length " << len[i];
+  }
+}
+
 }  // namespace droce::wire

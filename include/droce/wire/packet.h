@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "droce/wire/headers.h"
+#include "droce/wire/icrc.h"
 #include "droce/wire/opcode.h"
 
 namespace droce::wire {
@@ -116,5 +117,13 @@ ParseError parse(std::span<const uint8_t> frame, ParsedPacket& out,
 // checks their ICRCs back to back, so the CPU overlaps the CRCs' latency
 // chains. Sets pkt.icrc_checked; kOk or kBadIcrc.
 ParseError verify_icrc(std::span<const uint8_t> frame, ParsedPacket& pkt);
+// The same check as an IcrcCheck, for icrc_check_many over a burst (the
+// caller sets pkt.icrc_checked if it wants it). Inline: a call returning
+// the struct through memory cost a store-forwarding stall per frame.
+inline IcrcCheck icrc_check(std::span<const uint8_t> frame, const ParsedPacket& pkt) {
+  return {frame.data() + pkt.l3_offset,
+          static_cast<uint32_t>(pkt.frame_length - kIcrcSize - pkt.l3_offset), pkt.ipv6(),
+          pkt.icrc};
+}
 
 }  // namespace droce::wire
