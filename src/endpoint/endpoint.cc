@@ -132,10 +132,21 @@ void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now) {
   deliver(pkt, now, hop_count, echo);
 }
 
+Endpoint::QpSlot* Endpoint::predict(std::span<const uint8_t> frame, wire::PredictedWrite& w) {
+  const size_t bth = wire::predicted_bth_offset(frame);
+  if (bth == 0) return nullptr;
+  QpSlot* s = slot(wire::load_be24(frame.data() + bth + 5));  // BTH DestQP
+  return s && wire::rx_template_match(s->qp->rx_template(), frame, w) ? s : nullptr;
+}
+
 void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, uint64_t now) {
-  // Frames the fast path accepted (parsed, ICRC good); the rest take
-  // receive(), which parses again and counts the exact reason.
-  std::array<bool, kRxBatch> fast;
+  // Each frame takes one of three ways: predicted (its QP's header template
+  // matched: a plain RDMA WRITE ONLY, wire/rx_template.h), parsed (parse()
+  // accepted it), or receive() at its place in the order for everything
+  // else (PFC, INT, a failed check, a predicted frame the QP turns down),
+  // which parses again and counts the exact reason.
+  std::array<QpSlot*, kRxBatch> predicted;
+  std::array<bool, kRxBatch> parsed;
   while (!frames.empty()) {
     // Large frames in small groups: a group's frames should still be in
     // L1 when they are placed (32 x 4 KiB would not be; 4 x 4 KiB is).
@@ -143,34 +154,61 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     while (n < std::min(frames.size(), kRxBatch) && bytes + frames[n].size() <= kRxBatchBytes)
       bytes += frames[n++].size();
     for (size_t i = 0; i < n; ++i) {
-      fast[i] = !wire::is_pfc(frames[i]) &&
-                wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) == wire::ParseError::kOk;
+      predicted[i] = config_.header_prediction ? predict(frames[i], rx_predicted_[i]) : nullptr;
+      parsed[i] = !predicted[i] && !wire::is_pfc(frames[i]) &&
+                  wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) ==
+                      wire::ParseError::kOk;
     }
+    // The ICRCs in one pass: independent CRC chains the CPU overlaps. A
+    // frame failing its check goes to receive(), which counts it.
+    auto& checks = rx_icrc_checks_;
+    std::array<uint8_t, kRxBatch> checked;  // frame index of checks[j]
+    size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (fast[i]) fast[i] = wire::verify_icrc(frames[i], rx_batch_[i]) == wire::ParseError::kOk;
+      if (predicted[i])
+        checks[k] = wire::icrc_check(predicted[i]->qp->rx_template(), frames[i], rx_predicted_[i]);
+      else if (parsed[i])
+        checks[k] = wire::icrc_check(frames[i], rx_batch_[i]);
+      else
+        continue;
+      checked[k++] = static_cast<uint8_t>(i);
+    }
+    std::array<bool, kRxBatch> icrc_ok;
+    wire::icrc_check_many(checks.data(), icrc_ok.data(), k);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t i = checked[j];
+      if (!icrc_ok[j]) {
+        predicted[i] = nullptr;
+        parsed[i] = false;
+      } else if (parsed[i]) {
+        rx_batch_[i].icrc_checked = true;
+      }
     }
     // A run of frames for one QP wakes its scheduling (round robin, timer
     // wheel) once, after the run, not per frame; anything else in between
     // ends the run first, so QPs are woken in the order frame by frame gives.
     QpSlot* run = nullptr;
-    uint32_t run_qpn = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (!fast[i]) {
-        if (run) schedule_slot(run_qpn, *run);
+      QpSlot* s = nullptr;
+      if (predicted[i] && predicted[i]->qp->try_write_only(rx_predicted_[i])) {
+        s = predicted[i];
+        ++counters_.rx_delivered;
+      } else if (parsed[i]) {
+        s = deliver_to_qp(rx_batch_[i], now, 0, false);
+      } else {
+        if (run) schedule_slot(*run);
         run = nullptr;
         receive(frames[i], now);
         continue;
       }
       ++counters_.rx_frames;
       counters_.rx_bytes += frames[i].size();
-      QpSlot* s = deliver_to_qp(rx_batch_[i], now, 0, false);
       if (s != run) {
-        if (run) schedule_slot(run_qpn, *run);
+        if (run) schedule_slot(*run);
         run = s;
-        run_qpn = rx_batch_[i].dest_qp;
       }
     }
-    if (run) schedule_slot(run_qpn, *run);
+    if (run) schedule_slot(*run);
     frames = frames.subspan(n);
   }
 }
@@ -217,12 +255,12 @@ std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
 
 void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
                        bool echo) {
-  if (QpSlot* s = deliver_to_qp(pkt, now, hop_count, echo)) schedule_slot(pkt.dest_qp, *s);
+  if (QpSlot* s = deliver_to_qp(pkt, now, hop_count, echo)) schedule_slot(*s);
 }
 
-void Endpoint::schedule_slot(uint32_t qpn, QpSlot& s) {
+void Endpoint::schedule_slot(QpSlot& s) {
   activate(s);
-  file_timer(qpn, s);
+  file_timer(s.qp->qpn(), s);
 }
 
 Endpoint::QpSlot* Endpoint::deliver_to_qp(const wire::ParsedPacket& pkt, uint64_t now,

@@ -56,13 +56,6 @@ int Device::dereg_mr(MemoryRegion* mr) {
   return 0;
 }
 
-const MemoryRegion* Device::find_mr(uint32_t key) const {
-  const size_t slot = key >> 8;
-  if (slot >= mrs_.size() || !mrs_[slot]) return nullptr;
-  const MemoryRegion* mr = mrs_[slot].get();
-  return mr->lkey() == key ? mr : nullptr;
-}
-
 CompletionQueue* Device::create_cq(uint32_t capacity) {
   cqs_.push_back(std::make_unique<CompletionQueue>(capacity));
   return cqs_.back().get();

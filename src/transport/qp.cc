@@ -116,6 +116,10 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sack_window = a.sack_window;
       attr_.np_min_time_between_cnps_ns = a.np_min_time_between_cnps_ns;
       attr_.cnp_dscp = a.cnp_dscp;
+      if (type_ != QpType::kUd)
+        rx_template_ = wire::make_write_only_template(
+            attr_.path, qpn_,
+            type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
       mtu_ = mtu;
       epsn_ = a.rq_psn;
       msn_ = 0;
@@ -304,17 +308,6 @@ bool QueuePair::scatter_sges(const Sge* sge, uint32_t num, uint64_t offset,
 bool QueuePair::scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src,
                         uint32_t len) const {
   return scatter_sges(w.sge.data(), w.num_sge, offset, src, len);
-}
-
-AccessCheck QueuePair::check_remote(uint32_t rkey, uint64_t va, uint64_t len,
-                                    uint32_t access, const MemoryRegion** out) const {
-  const MemoryRegion* mr = device_.find_mr(rkey);
-  // IBA 10.6.3.2: the R_Key must name a valid region of the QP's PD.
-  if (!mr || mr->pd() != pd_ || !mr->remote_valid()) return AccessCheck::kBadKey;
-  if (!mr->allows(access)) return AccessCheck::kNoPermission;
-  if (!mr->translate(va, len)) return AccessCheck::kOutOfRange;
-  *out = mr;
-  return AccessCheck::kOk;
 }
 
 int QueuePair::post_send(const SendWr& wr) {

@@ -20,6 +20,17 @@ namespace {
 constexpr uint32_t kGrhSize = 40;  // IBA 11.4.1.2: UD receive buffers start with a GRH
 }
 
+AccessCheck QueuePair::check_remote(uint32_t rkey, uint64_t va, uint64_t len,
+                                    uint32_t access, const MemoryRegion** out) const {
+  const MemoryRegion* mr = device_.find_mr(rkey);
+  // IBA 10.6.3.2: the R_Key must name a valid region of the QP's PD.
+  if (!mr || mr->pd() != pd_ || !mr->remote_valid()) return AccessCheck::kBadKey;
+  if (!mr->allows(access)) return AccessCheck::kNoPermission;
+  if (!mr->translate(va, len)) return AccessCheck::kOutOfRange;
+  *out = mr;
+  return AccessCheck::kOk;
+}
+
 void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
   ++counters_.rx_request_packets;
   if (type_ == QpType::kUd) return on_request_ud(pkt);
@@ -205,8 +216,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           in_msg_ = InMsg::kNone;
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
-        if (!mr->virtual_payload())
-          std::memcpy(mr->translate(write_va_ + offset, len), pkt.payload, len);
+        place_write(*mr, write_va_ + offset, pkt.payload, len);
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
@@ -284,16 +294,62 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
     default:
       return reject(pkt, NakCode::kInvalidRequest, uc);
   }
+  advance_after_request(pkt.psn, pkt.ack_req, uc);
+  return true;
+}
+
+void QueuePair::advance_after_request(uint32_t psn, bool ack_req, bool uc) {
   epsn_ = wire::psn_add(epsn_, 1);
   if (!uc) {
     // Coalesced ACKs (IBA 9.7.5.1.2 lets the responder acknowledge several
     // packets with one ACK): on AckReq, or every ack_every_n packets.
     ++unacked_;
-    if (pkt.ack_req || (attr_.ack_every_n && unacked_ >= attr_.ack_every_n)) {
-      queue_ack(pkt.psn);
+    if (ack_req || (attr_.ack_every_n && unacked_ >= attr_.ack_every_n)) {
+      queue_ack(psn);
       unacked_ = 0;
     }
   }
+}
+
+void QueuePair::place_write(const MemoryRegion& mr, uint64_t va, const uint8_t* src,
+                            uint32_t len) {
+  if (!mr.virtual_payload()) std::memcpy(mr.translate(va, len), src, len);
+}
+
+// The predicted case of on_packet() -> on_request() -> execute() for an RDMA
+// WRITE ONLY: every condition under which those would do anything but place
+// the payload and move on sends the frame there instead. The
+// receive-path test drives both ways with the same frames and compares.
+bool QueuePair::try_write_only(const wire::PredictedWrite& w) {
+  const bool uc = type_ == QpType::kUc;
+  // on_packet(): states that take requests; on_request(): a responder that
+  // has not failed, the expected PSN (for UC too: no resynchronisation).
+  if (state_ != QpState::kRtr && state_ != QpState::kRts && state_ != QpState::kSqd &&
+      state_ != QpState::kSqe)
+    return false;
+  if (responder_fatal_ || w.psn != epsn_) return false;
+  // execute(): no message in progress (else an opcode sequence error), a
+  // non-empty payload that is the whole DMA length within the MTU, room
+  // for an answer, the QP's and the region's write access (IBA 9.7.5.2,
+  // 10.6.3). Selective repeat's write contexts are left to execute().
+  if (in_msg_ != InMsg::kNone || w.payload_length == 0 || w.payload_length != w.dma_length ||
+      w.payload_length > mtu_ || attr_.recovery != Recovery::kGoBackN)
+    return false;
+  if (!uc && resp_count_ + 2 > resp_.size()) return false;
+  if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE)) return false;
+  const MemoryRegion* mr = nullptr;
+  if (check_remote(w.rkey, w.va, w.dma_length, IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk)
+    return false;
+  // What execute() leaves behind for a WRITE ONLY.
+  ++counters_.rx_request_packets;
+  write_first_psn_ = w.psn;
+  write_va_ = w.va;
+  write_length_ = w.dma_length;
+  write_rkey_ = w.rkey;
+  place_write(*mr, w.va, w.payload, w.payload_length);
+  msn_ = wire::psn_add(msn_, 1);
+  advance_after_request(w.psn, w.ack_req, uc);
+  if (!uc) nak_seq_sent_ = false;
   return true;
 }
 

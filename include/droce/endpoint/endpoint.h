@@ -48,6 +48,11 @@ struct EndpointConfig {
   // Echo INT records (HPCC, Li et al. SIGCOMM 2019 section 3.2) from the
   // last data packet of a QP on the ACKs it sends back.
   bool echo_int = true;
+  // Header prediction in receive_burst (wire/rx_template.h): a plain RDMA
+  // WRITE ONLY is matched against its QP's header template instead of being
+  // parsed. Off: every frame is parsed (the same effects, slower; for
+  // comparison in tests and benches).
+  bool header_prediction = true;
 };
 
 class Endpoint {
@@ -68,10 +73,12 @@ class Endpoint {
   // input is counted and dropped.
   void receive(std::span<const uint8_t> frame, uint64_t now);
   // The same for a burst, in order, with the same counters and effects as
-  // receive() frame by frame. Plain RoCEv2 frames are parsed first, then
-  // their ICRCs checked back to back (independent CRC chains the CPU
-  // overlaps), then delivered; anything else (PFC, INT, a frame that fails
-  // a check) goes through receive() at its place in the order.
+  // receive() frame by frame. Plain RoCEv2 frames are parsed first (an
+  // RDMA WRITE ONLY its QP predicts, by a compare against the QP's header
+  // template instead), then their ICRCs checked back to back (independent
+  // CRC chains the CPU overlaps), then delivered; anything else (PFC, INT,
+  // a frame that fails a check) goes through receive() at its place in the
+  // order.
   void receive_burst(std::span<const std::span<const uint8_t>> frames, uint64_t now);
   static constexpr size_t kRxBatch = 32;
   static constexpr size_t kRxBatchBytes = 16 * 1024;
@@ -106,6 +113,8 @@ class Endpoint {
     size_t echo_count = 0;
   };
   QpSlot* slot(uint32_t qpn);
+  // The slot whose header template `frame` matches (filling `w`), or null.
+  QpSlot* predict(std::span<const uint8_t> frame, wire::PredictedWrite& w);
   void activate(QpSlot& s);
   void file_timer(uint32_t qpn, QpSlot& s);
   uint64_t slot_deadline(const QpSlot& s) const;
@@ -120,7 +129,7 @@ class Endpoint {
   // unknown QPN), then the QP's wake-up (round robin and timer wheel).
   QpSlot* deliver_to_qp(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
                         bool echo);
-  void schedule_slot(uint32_t qpn, QpSlot& s);
+  void schedule_slot(QpSlot& s);
   void maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len);
   void release_paused(uint64_t now);
 
@@ -144,6 +153,8 @@ class Endpoint {
   // hundred bytes whose zero-initialisation per frame showed in profiles.
   wire::ParsedPacket rx_packet_;
   std::array<wire::ParsedPacket, kRxBatch> rx_batch_;
+  std::array<wire::PredictedWrite, kRxBatch> rx_predicted_;
+  std::array<wire::IcrcCheck, kRxBatch> rx_icrc_checks_;
   cc::IntRecord int_record_;
 };
 

@@ -48,7 +48,13 @@ class Device {
   int destroy_qp(QueuePair* qp);
 
   QueuePair* find_qp(uint32_t qpn) const;
-  const MemoryRegion* find_mr(uint32_t key) const;
+  // Inline: every RDMA request's key check goes through it.
+  const MemoryRegion* find_mr(uint32_t key) const {
+    const size_t slot = key >> 8;
+    if (slot >= mrs_.size() || !mrs_[slot]) return nullptr;
+    const MemoryRegion* mr = mrs_[slot].get();
+    return mr->lkey() == key ? mr : nullptr;
+  }
   // Calls f(QueuePair&) for each QP.
   template <class F>
   void for_each_qp(F&& f) {

@@ -32,6 +32,7 @@
 #include "droce/transport/wqe.h"
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
+#include "droce/wire/rx_template.h"
 
 namespace droce::transport {
 
@@ -172,6 +173,16 @@ class QueuePair {
   int post_recv(const RecvWr& wr);
 
   void on_packet(const wire::ParsedPacket& pkt, uint64_t now);
+  // Header prediction (wire/rx_template.h): the RDMA WRITE ONLY requests
+  // this QP's peer sends, as a template; set when the path is (INIT->RTR),
+  // matches nothing before that and for UD.
+  const wire::RxTemplate& rx_template() const { return rx_template_; }
+  // on_packet() for a request rx_template() matched whose ICRC is good,
+  // when it is the plain case: the expected PSN, no message in progress, an
+  // access the QP and the R_Key's region grant, room for the ACK. Returns
+  // false, having changed nothing, in every other case; the caller then
+  // parses the frame and calls on_packet(), which applies the full rules.
+  bool try_write_only(const wire::PredictedWrite& w);
   size_t produce(uint64_t now, std::span<uint8_t> buf);
   bool has_work(uint64_t now) const;
   uint64_t next_deadline() const;
@@ -254,6 +265,11 @@ class QueuePair {
   // Executes the in-order request at epsn_; returns false when it was
   // NAKed/RNR-NAKed or dropped (epsn_ not advanced).
   bool execute(const wire::ParsedPacket& pkt, bool uc);
+  // The end of every executed request: the expected PSN moves on and an RC
+  // QP queues an ACK when one is due (coalesced, IBA 9.7.5.1.2).
+  void advance_after_request(uint32_t psn, bool ack_req, bool uc);
+  // RDMA WRITE bytes into a region the access check returned.
+  static void place_write(const MemoryRegion& mr, uint64_t va, const uint8_t* src, uint32_t len);
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);
@@ -280,6 +296,7 @@ class QueuePair {
   uint32_t mtu_ = 1024;
   QpCounters counters_;
   CcHooks cc_;
+  wire::RxTemplate rx_template_;
 
   // Send queue (ring; the counters only grow, index = counter % size).
   std::vector<SendWqe> sq_;
