@@ -9,6 +9,7 @@
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
 #include "droce/wire/psn.h"
+#include "prefetch.h"
 
 namespace droce::transport {
 
@@ -205,8 +206,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           in_msg_ = InMsg::kNone;
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
-        if (!mr->virtual_payload())
+        if (!mr->virtual_payload()) {
           std::memcpy(mr->translate(write_va_ + offset, len), pkt.payload, len);
+          // The message's next packet lands right after this one (prefetch.h).
+          const uint64_t ahead = next_packet_bytes(offset + len, len, write_length_);
+          if (uint8_t* next = ahead ? mr->translate(write_va_ + offset + len, ahead) : nullptr)
+            prefetch_for_write(next, ahead);
+        }
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
