@@ -11,6 +11,7 @@
 #include "droce/transport/device.h"
 #include "droce/transport/requester.h"
 #include "droce/wire/psn.h"
+#include "prefetch.h"
 
 namespace droce::transport {
 
@@ -276,7 +277,13 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
     const MemoryRegion* mr = device_.find_mr(s.lkey);
     const uint8_t* src = mr ? mr->translate(s.addr + offset, n) : nullptr;
     if (!src) return false;
-    if (!mr->virtual_payload()) std::memcpy(dst, src, n);
+    if (!mr->virtual_payload()) {
+      std::memcpy(dst, src, n);
+      // The message's next packet reads on from here (prefetch.h).
+      const uint64_t ahead = next_packet_bytes(offset + n, n, s.length);
+      if (const uint8_t* next = ahead ? mr->translate(s.addr + offset + n, ahead) : nullptr)
+        prefetch_for_read(next, ahead);
+    }
     dst += n;
     len -= n;
     offset = 0;

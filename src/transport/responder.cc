@@ -9,6 +9,7 @@
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
 #include "droce/wire/psn.h"
+#include "prefetch.h"
 
 namespace droce::transport {
 
@@ -217,6 +218,12 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
         place_write(*mr, write_va_ + offset, pkt.payload, len);
+        if (!mr->virtual_payload()) {
+          // The message's next packet lands right after this one (prefetch.h).
+          const uint64_t ahead = next_packet_bytes(offset + len, len, write_length_);
+          if (uint8_t* next = ahead ? mr->translate(write_va_ + offset + len, ahead) : nullptr)
+            prefetch_for_write(next, ahead);
+        }
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
