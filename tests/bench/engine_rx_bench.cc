@@ -41,25 +41,16 @@
 #include "droce/endpoint/endpoint.h"
 #include "droce/transport/device.h"
 #include "droce/wire/build.h"
+#include "write_stream.h"
 
 namespace {
 
 using namespace droce;
 
-constexpr uint32_t kQpn = 0x11;
-constexpr uint32_t kPeerQpn = 0x22;
-constexpr uint32_t kKey = 0x100;
-constexpr uint64_t kIova = 0x10000;
-
-wire::PathSpec path_in() {  // the peer -> us
-  wire::PathSpec p;
-  p.src_mac = {0x02, 0, 0, 0, 0, 0x02};
-  p.dst_mac = {0x02, 0, 0, 0, 0, 0x01};
-  p.src_ip = wire::IpAddress::v4(0xC0A84D02);
-  p.dst_ip = wire::IpAddress::v4(0xC0A84D01);
-  p.udp_src_port = 0xC123;
-  return p;
-}
+using bench::kIova;
+using bench::kKey;
+using bench::kQpn;
+using bench::connect;
 
 int gen(const char* out, size_t payload, uint32_t count) {
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
@@ -71,15 +62,7 @@ int gen(const char* out, size_t payload, uint32_t count) {
   std::vector<uint8_t> data(payload), frame(payload + 256);
   for (size_t i = 0; i < payload; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
   for (uint32_t psn = 0; psn < count; ++psn) {
-    wire::TransportSpec t;
-    t.opcode = IBV_OPCODE_RC | IBV_OPCODE_RDMA_WRITE_ONLY;
-    t.dest_qp = kQpn;
-    t.psn = psn;
-    t.ack_req = true;
-    t.reth_va = kIova + uint64_t{psn} * payload;
-    t.reth_rkey = kKey;
-    t.reth_dma_length = static_cast<uint32_t>(payload);
-    const size_t n = wire::build_packet(path_in(), t, data, frame);
+    const size_t n = bench::write_only_frame(psn, data, frame);
     pcap_pkthdr h{};
     h.caplen = h.len = static_cast<uint32_t>(n);
     pcap_dump(reinterpret_cast<u_char*>(d), &h, frame.data());
@@ -87,25 +70,6 @@ int gen(const char* out, size_t payload, uint32_t count) {
   pcap_dump_close(d);
   pcap_close(dead);
   return 0;
-}
-
-void connect(transport::QueuePair& qp) {
-  transport::QpAttr a;
-  const wire::PathSpec in = path_in();
-  a.path.src_mac = in.dst_mac;
-  a.path.dst_mac = in.src_mac;
-  a.path.src_ip = in.dst_ip;
-  a.path.dst_ip = in.src_ip;
-  a.dest_qpn = kPeerQpn;
-  a.rq_psn = 0;
-  a.path_mtu = IBV_MTU_4096;
-  for (auto s : {transport::QpState::kReset, transport::QpState::kInit,
-                 transport::QpState::kRtr, transport::QpState::kRts})
-    if (s != transport::QpState::kReset || qp.state() != transport::QpState::kReset)
-      if (qp.modify(s, a) != 0) {
-        fmt::print(stderr, "modify to {} failed\n", transport::to_string(s));
-        std::exit(1);
-      }
 }
 
 // The frames of a gen file, each in an mbuf of `pool`.

@@ -23,39 +23,18 @@
 #include "droce/endpoint/endpoint.h"
 #include "droce/transport/device.h"
 #include "droce/wire/build.h"
+#include "write_stream.h"
 
 namespace {
 
 using namespace droce;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kQpn = 0x11;
-constexpr uint32_t kKey = 0x100;
-constexpr uint64_t kIova = 0x10000;
+using bench::kIova;
+using bench::kKey;
+using bench::kQpn;
+using bench::connect;
 constexpr uint32_t kFrames = 256;
-
-wire::PathSpec peer_to_us() {
-  wire::PathSpec p;
-  p.src_mac = {0x02, 0, 0, 0, 0, 0x02};
-  p.dst_mac = {0x02, 0, 0, 0, 0, 0x01};
-  p.src_ip = wire::IpAddress::v4(0xC0A84D02);
-  p.dst_ip = wire::IpAddress::v4(0xC0A84D01);
-  return p;
-}
-
-void connect(transport::QueuePair& qp) {
-  const wire::PathSpec in = peer_to_us();
-  transport::QpAttr a;
-  a.path.src_mac = in.dst_mac;
-  a.path.dst_mac = in.src_mac;
-  a.path.src_ip = in.dst_ip;
-  a.path.dst_ip = in.src_ip;
-  a.dest_qpn = 0x22;
-  a.path_mtu = IBV_MTU_4096;
-  if (qp.state() != transport::QpState::kReset) qp.modify(transport::QpState::kReset, a);
-  for (auto s : {transport::QpState::kInit, transport::QpState::kRtr, transport::QpState::kRts})
-    if (qp.modify(s, a) != 0) std::exit(1);
-}
 
 struct Result {
   double ns_per_frame;
@@ -120,16 +99,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<uint8_t>> frames;
   std::vector<uint8_t> data(payload, 0x5A);
   for (uint32_t psn = 0; psn < kFrames; ++psn) {
-    wire::TransportSpec t;
-    t.opcode = IBV_OPCODE_RC | IBV_OPCODE_RDMA_WRITE_ONLY;
-    t.dest_qp = kQpn;
-    t.psn = psn;
-    t.ack_req = true;
-    t.reth_va = kIova + uint64_t{psn} * payload;
-    t.reth_rkey = kKey;
-    t.reth_dma_length = static_cast<uint32_t>(payload);
     std::vector<uint8_t> f(payload + 256);
-    f.resize(wire::build_packet(peer_to_us(), t, data, f));
+    f.resize(bench::write_only_frame(psn, data, f));
     frames.push_back(std::move(f));
   }
   // memcpy of the same frames into one buffer: the cost of touching them.

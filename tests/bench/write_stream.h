@@ -1,0 +1,68 @@
+// What the receive benches (engine_rx_bench.cc, receive_bench.cc) feed a
+// responder: a stream of RC RDMA WRITE ONLY frames to one QP, PSN i writing
+// at offset i * payload of one memory region, AckReq set on each, and the
+// QP that takes them (RTS, expecting PSN 0, 4096 MTU).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <span>
+
+#include "droce/transport/qp.h"
+#include "droce/wire/build.h"
+
+namespace droce::bench {
+
+constexpr uint32_t kQpn = 0x11;
+constexpr uint32_t kPeerQpn = 0x22;
+constexpr uint32_t kKey = 0x100;
+constexpr uint64_t kIova = 0x10000;
+
+// The peer -> us.
+inline wire::PathSpec peer_to_us() {
+  wire::PathSpec p;
+  p.src_mac = {0x02, 0, 0, 0, 0, 0x02};
+  p.dst_mac = {0x02, 0, 0, 0, 0, 0x01};
+  p.src_ip = wire::IpAddress::v4(0xC0A84D02);
+  p.dst_ip = wire::IpAddress::v4(0xC0A84D01);
+  p.udp_src_port = 0xC123;
+  return p;
+}
+
+// Frame `psn` of the stream into `out`; returns its length.
+inline size_t write_only_frame(uint32_t psn, std::span<const uint8_t> payload,
+                               std::span<uint8_t> out) {
+  wire::TransportSpec t;
+  t.opcode = IBV_OPCODE_RC | IBV_OPCODE_RDMA_WRITE_ONLY;
+  t.dest_qp = kQpn;
+  t.psn = psn;
+  t.ack_req = true;
+  t.reth_va = kIova + uint64_t{psn} * payload.size();
+  t.reth_rkey = kKey;
+  t.reth_dma_length = static_cast<uint32_t>(payload.size());
+  return wire::build_packet(peer_to_us(), t, payload, out);
+}
+
+// (RESET ->) INIT -> RTR -> RTS, expecting PSN 0 from the stream's sender;
+// exits on a refused transition.
+inline void connect(transport::QueuePair& qp) {
+  transport::QpAttr a;
+  const wire::PathSpec in = peer_to_us();
+  a.path.src_mac = in.dst_mac;
+  a.path.dst_mac = in.src_mac;
+  a.path.src_ip = in.dst_ip;
+  a.path.dst_ip = in.src_ip;
+  a.dest_qpn = kPeerQpn;
+  a.rq_psn = 0;
+  a.path_mtu = IBV_MTU_4096;
+  for (auto s : {transport::QpState::kReset, transport::QpState::kInit,
+                 transport::QpState::kRtr, transport::QpState::kRts})
+    if (s != transport::QpState::kReset || qp.state() != transport::QpState::kReset)
+      if (qp.modify(s, a) != 0) {
+        fmt::print(stderr, "modify to {} failed\n", transport::to_string(s));
+        std::exit(1);
+      }
+}
+
+}  // namespace droce::bench
