@@ -15,18 +15,10 @@
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 #include "droce/wire/psn.h"
+#include "fuzz_check.h"
 
 namespace droce::wire {
 namespace {
-
-#define FUZZ_CHECK(cond)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::fprintf(stderr, "parse_fuzz: check failed at %s:%d: %s\n",   \
-                   __FILE__, __LINE__, #cond);                          \
-      std::abort();                                                     \
-    }                                                                   \
-  } while (0)
 
 PathSpec path_from(const ParsedPacket& p) {
   PathSpec s;

@@ -42,21 +42,13 @@
 #include "droce/endpoint/endpoint.h"
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
+#include "fuzz_check.h"
 
 namespace droce::fuzz {
 namespace {
 
 using transport::QpState;
 using transport::QpType;
-
-#define FUZZ_CHECK(cond)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::fprintf(stderr, "predict_fuzz: check failed at %s:%d: %s\n", \
-                   __FILE__, __LINE__, #cond);                          \
-      std::abort();                                                     \
-    }                                                                   \
-  } while (0)
 
 constexpr size_t kGuard = 4096, kLenA = 16384, kLenB = 4096;
 constexpr uint64_t kIovaA = 0x10000, kIovaB = 0x40000;

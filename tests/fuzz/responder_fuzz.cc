@@ -23,21 +23,13 @@
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 #include "responder_fuzz.h"
+#include "fuzz_check.h"
 
 namespace droce::fuzz {
 namespace {
 
 using transport::QpState;
 using transport::QpType;
-
-#define FUZZ_CHECK(cond)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "responder_fuzz: check failed at %s:%d: %s\n", \
-                   __FILE__, __LINE__, #cond);                            \
-      std::abort();                                                       \
-    }                                                                     \
-  } while (0)
 
 constexpr uint64_t kTotal = kGuard + kLenA + kLenB + kGuard;
 
