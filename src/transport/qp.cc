@@ -390,6 +390,12 @@ void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
     ++counters_.rx_dropped_bad_state;
     return;
   }
+  // IBA 10.9 (partitioning): a packet whose P_Key does not match the QP's
+  // is dropped and counted, whatever it carries.
+  if (!wire::pkeys_match(pkt.pkey, attr_.pkey)) {
+    ++counters_.rx_dropped_bad_pkey;
+    return;
+  }
   const wire::OpcodeInfo& info = *pkt.info;
   if (info.op_class == wire::OpClass::kCnp) {
     // RoCEv2 annex A17.9.3: the reaction point lowers its rate.

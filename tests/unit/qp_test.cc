@@ -90,6 +90,35 @@ TEST(Qp, QpnsAre24BitUniqueAndSkipReserved) {
   EXPECT_EQ(d.find_qp(1), nullptr);
 }
 
+TEST(Qp, PacketOfAnotherPartitionIsDropped) {
+  // The QP's P_Key is the default full member 0xFFFF.
+  QpBench b;
+  b.post_recv(1, 0, 64);
+  auto t = req(IBV_OPCODE_RC_SEND_ONLY, 500);
+  t.pkey = 0x8001;  // another partition
+  b.feed(t);
+  t.pkey = 0x0000;  // the invalid key
+  b.feed(t);
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_pkey, 2u);
+  EXPECT_EQ(b.qp_->expected_psn(), 500u);
+  EXPECT_TRUE(b.poll().empty());
+  t.pkey = 0x7FFF;  // a limited member of the QP's partition: accepted
+  b.feed(t);
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_pkey, 2u);
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  EXPECT_EQ(b.poll().size(), 1u);
+}
+
+TEST(Qp, PartitionKeysMatchAsIbaSays) {
+  EXPECT_TRUE(wire::pkeys_match(0xFFFF, 0xFFFF));
+  EXPECT_TRUE(wire::pkeys_match(0x7FFF, 0xFFFF));   // limited and full
+  EXPECT_TRUE(wire::pkeys_match(0x8123, 0x0123));
+  EXPECT_FALSE(wire::pkeys_match(0x7FFF, 0x7FFF));  // two limited members
+  EXPECT_FALSE(wire::pkeys_match(0x8001, 0x8002));  // other partitions
+  EXPECT_FALSE(wire::pkeys_match(0x8000, 0x8000));  // the invalid partition
+  EXPECT_FALSE(wire::pkeys_match(0x0000, 0x8000));
+}
+
 TEST(Qp, WrongTransportOpcodeIsDropped) {
   QpBench b;
   b.post_recv(1, 0, 64);

@@ -106,6 +106,14 @@ struct UdpHeader {
 };
 static_assert(sizeof(UdpHeader) == kUdpSize);
 
+// Partition keys (IBA 10.9): bit 15 is full membership, the low 15 bits the
+// partition. Two keys match when their partitions are equal and not the
+// invalid partition 0, and at least one of them is a full member (two
+// limited members of a partition may not talk to each other).
+constexpr bool pkeys_match(uint16_t a, uint16_t b) {
+  return (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && ((a | b) & 0x8000) != 0;
+}
+
 // Base Transport Header, IBA 9.2 (figure 85 in vol. 1 rel. 1.4).
 struct Bth {
   uint8_t raw[kBthSize];
