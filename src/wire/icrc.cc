@@ -41,14 +41,12 @@ struct FirstMasks {
 };
 alignas(64) constexpr FirstMasks kFirstMasks;
 
-}  // namespace
-
-namespace {
 // The layouts whose masked fields all lie in the first 64 bytes, long
 // enough to be CRCed in place with the masks OR-ed in.
 bool in_place(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   return len_before_icrc >= 64 && (ipv6 || (l3[0] & 0x0F) * 4 == kIpv4Size);
 }
+
 }  // namespace
 
 void icrc_check_many(const IcrcCheck* checks, bool* ok, size_t n) {

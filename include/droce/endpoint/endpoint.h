@@ -75,10 +75,10 @@ class Endpoint {
   // The same for a burst, in order, with the same counters and effects as
   // receive() frame by frame. Plain RoCEv2 frames are parsed first (an
   // RDMA WRITE ONLY its QP predicts, by a compare against the QP's header
-  // template instead), then their ICRCs checked back to back (independent
+  // template instead), then their ICRCs checked in one pass (independent
   // CRC chains the CPU overlaps), then delivered; anything else (PFC, INT,
-  // a frame that fails a check) goes through receive() at its place in the
-  // order.
+  // a frame that fails a check or that its QP turns down) goes through
+  // receive() at its place in the order.
   void receive_burst(std::span<const std::span<const uint8_t>> frames, uint64_t now);
   static constexpr size_t kRxBatch = 32;
   static constexpr size_t kRxBatchBytes = 16 * 1024;
