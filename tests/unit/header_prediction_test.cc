@@ -424,8 +424,9 @@ TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
     EXPECT_EQ(w1[i].opcode, w2[i].opcode);
     EXPECT_EQ(w1[i].qp_num, w2[i].qp_num);
   }
-  // The mix reached both ways: many frames predicted and placed, and every
-  // kind of refusal.
+  // The mix reached what it is meant to: many frames delivered (the plain
+  // ones predicted; that the fast path ran is shown by taking any of its
+  // checks out, which fails this test), and every kind of refusal.
   const auto& c = predicted.ep->counters();
   EXPECT_GT(c.rx_delivered, 3000u);
   EXPECT_GT(c.rx_malformed, 100u);
