@@ -1,5 +1,6 @@
 #include "droce/fabric/link.h"
 
+#include <cstddef>
 #include <iterator>
 
 namespace droce::fabric {
@@ -14,9 +15,14 @@ void Link::set_up(bool up) {
 
 void Link::enqueue(Packet&& p, uint64_t arrival) {
   // After every packet arriving at or before this one (ties in send order).
+  size_t at = in_flight_.size();
+  if (at == 0 || in_flight_.back().arrival <= arrival) {
+    in_flight_.push_back(InFlight{arrival, std::move(p)});
+    return;
+  }
   auto it = in_flight_.end();
-  while (it != in_flight_.begin() && std::prev(it)->arrival > arrival) --it;
-  in_flight_.insert(it, InFlight{arrival, std::move(p)});
+  while (it != in_flight_.begin() && std::prev(it)->arrival > arrival) --it, --at;
+  in_flight_.insert_at(at, InFlight{arrival, std::move(p)});
 }
 
 void Link::send(Packet&& packet, uint64_t departure_time) {

@@ -5,9 +5,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
+#include "droce/fabric/fifo.h"
 #include "droce/fabric/packet.h"
 #include "droce/fabric/rng.h"
 
@@ -112,7 +112,7 @@ class Link {
   // packet arrives after those already in flight and is appended; others
   // are inserted after the last one arriving no later (enqueue). A heap
   // (as before) cost a sift per send and per delivery, for the same order.
-  std::deque<InFlight> in_flight_;
+  Fifo<InFlight> in_flight_;
 };
 
 }  // namespace droce::fabric

@@ -16,12 +16,12 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <stdexcept>
 #include <vector>
 
 #include "droce/fabric/ecn.h"
+#include "droce/fabric/fifo.h"
 #include "droce/fabric/packet.h"
 #include "droce/fabric/rng.h"
 #include "droce/fabric/routing.h"
@@ -203,14 +203,14 @@ class Switch {
   struct Port {
     PortConfig cfg;
     ClassScheduler sched;
-    std::array<std::deque<Packet>, kNumClasses> q;
+    std::array<Fifo<Packet>, kNumClasses> q;
     // Per-class state as bit masks (bit c = class c): compute_next and
     // process_port run per switch event and visit only the classes with
-    // something to do instead of testing eight deques (ten cache lines).
+    // something to do instead of testing eight queues (ten cache lines).
     uint8_t queued = 0;       // q[c] is not empty
     std::array<uint64_t, kNumClasses> q_bytes{};
     uint64_t bytes = 0;
-    std::deque<Packet> ctrl;  // PFC frames: never paused, sent first
+    Fifo<Packet> ctrl;  // PFC frames: never paused, sent first
     uint64_t busy_until = 0;
     uint64_t ser_rem = 0;     // serialization remainder, bit-ns units
     uint64_t tx_total = 0;    // bytes sent (INT tx_bytes)
