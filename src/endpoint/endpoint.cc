@@ -196,7 +196,7 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
       } else if (parsed[i]) {
         s = deliver_to_qp(rx_batch_[i], now, 0, false);
       } else {
-        if (run) schedule_slot(*run);
+        if (run) schedule_slot(*run, now);
         run = nullptr;
         receive(frames[i], now);
         continue;
@@ -204,11 +204,11 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
       ++counters_.rx_frames;
       counters_.rx_bytes += frames[i].size();
       if (s != run) {
-        if (run) schedule_slot(*run);
+        if (run) schedule_slot(*run, now);
         run = s;
       }
     }
-    if (run) schedule_slot(*run);
+    if (run) schedule_slot(*run, now);
     frames = frames.subspan(n);
   }
 }
@@ -255,11 +255,18 @@ std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
 
 void Endpoint::deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
                        bool echo) {
-  if (QpSlot* s = deliver_to_qp(pkt, now, hop_count, echo)) schedule_slot(*s);
+  if (QpSlot* s = deliver_to_qp(pkt, now, hop_count, echo)) schedule_slot(*s, now);
 }
 
-void Endpoint::schedule_slot(QpSlot& s) {
-  activate(s);
+void Endpoint::schedule_slot(QpSlot& s, uint64_t now) {
+  // Only a QP with something to send joins the round robin. Most packets
+  // a responder takes queue no answer (ACKs are coalesced), and a QP that
+  // joined anyway only left it again in transmit() after producing nothing,
+  // at the cost of a wake-up of its own: in the simulator's 16-to-1 incast
+  // the receiver was woken once per data packet to send nothing.
+  // has_work() is the QP's gate for produce() (qp.h), so nothing that
+  // produce() would send is left waiting; timers are filed as before.
+  if (s.qp->has_work(now)) activate(s);
   file_timer(s.qp->qpn(), s);
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -373,6 +374,53 @@ void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
 TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
   expect_burst_matches_frame_by_frame(64);
   expect_burst_matches_frame_by_frame(4096);
+}
+
+// A received request that queues no answer (no AckReq: the ACK is
+// coalesced) must not wake the endpoint: before, the QP joined the round
+// robin anyway and next_deadline() asked for a wake-up that sent nothing,
+// one per data packet at an incast's receiver. The request that does ask
+// for an ACK wakes it, and the ACK goes out.
+TEST(Endpoint, OnlyARequestThatQueuesAnAnswerWakesTheResponder) {
+  EndpointConfig cfg;
+  Host a(cfg, 4 * 4096), b(cfg, 4 * 4096);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(100'000'000'000));
+  b.ep->attach(*qb, fixed_rate(100'000'000'000));
+  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()), 4 * 4096, a.mr->lkey()};
+  transport::SendWr wr;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
+  wr.rkey = b.mr->rkey();
+  ASSERT_EQ(a.ep->post_send(*qa, wr), 0);
+  std::vector<std::vector<uint8_t>> storage(8, std::vector<uint8_t>(4200));
+  std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
+  std::vector<uint32_t> lens(bufs.size());
+  // FIRST, MIDDLE, MIDDLE, LAST (only LAST has AckReq), as A's pacing allows.
+  std::vector<std::vector<uint8_t>> frames;
+  uint64_t t = 0;
+  for (; frames.size() < 4 && t < 1'000'000; t = std::max(t + 1, a.ep->next_deadline())) {
+    const size_t n = a.ep->transmit(t, bufs, lens);
+    for (size_t i = 0; i < n; ++i) frames.emplace_back(bufs[i].begin(), bufs[i].begin() + lens[i]);
+  }
+  ASSERT_EQ(frames.size(), 4u);
+  const uint64_t at = t + kDelayNs;  // all four arrive together
+  // b has nothing of its own to send (attach() lets a QP look once): after
+  // one look, nothing is due until a packet comes.
+  ASSERT_EQ(b.ep->transmit(0, bufs, lens), 0u);
+  ASSERT_GT(b.ep->next_deadline(), at);
+  for (size_t i = 0; i < 3; ++i) {
+    b.ep->receive(frames[i], at);
+    EXPECT_GT(b.ep->next_deadline(), at) << "woken by packet " << i;
+  }
+  b.ep->receive(frames[3], at);
+  EXPECT_LE(b.ep->next_deadline(), at);
+  ASSERT_EQ(b.ep->transmit(at, bufs, lens), 1u);
+  EXPECT_EQ(qb->counters().rx_request_packets, 4u);
+  EXPECT_EQ(std::memcmp(a.memory.data(), b.memory.data(), 4 * 4096), 0);
 }
 
 TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {

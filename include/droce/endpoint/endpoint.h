@@ -129,7 +129,7 @@ class Endpoint {
   // unknown QPN), then the QP's wake-up (round robin and timer wheel).
   QpSlot* deliver_to_qp(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count,
                         bool echo);
-  void schedule_slot(QpSlot& s);
+  void schedule_slot(QpSlot& s, uint64_t now);
   void maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len);
   void release_paused(uint64_t now);
 
