@@ -386,7 +386,7 @@ int QueuePair::post_recv(const RecvWr& wr) {
 
 void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
   if (!pkt.info || !pkt.info->supported) return;
-  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr) {
+  if (!receives()) {
     ++counters_.rx_dropped_bad_state;
     return;
   }

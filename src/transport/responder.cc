@@ -32,6 +32,78 @@ AccessCheck QueuePair::check_remote(uint32_t rkey, uint64_t va, uint64_t len,
   return AccessCheck::kOk;
 }
 
+// The checks and steps of execute() that the predicted path
+// (try_write_only) shares. `inline`: the library is compiled as
+// position-independent code, where the compiler does not inline a function
+// with external linkage unless told, and these run per packet.
+
+// The RETH of a WRITE (first/only) or READ request: the QP must grant the
+// access, the length must be a legal message size, and a non-empty range
+// must lie in an MR of this PD that grants it (IBA 9.7.5.1.3 / 10.6.3).
+// The region found is left in `*checked` (untouched for a zero length).
+inline std::optional<NakCode> QueuePair::check_reth_of(uint32_t access, uint32_t rkey,
+                                                       uint64_t va, uint32_t dma_length,
+                                                       const MemoryRegion** checked) const {
+  if (!(attr_.qp_access_flags & access)) return NakCode::kRemoteAccessError;
+  if (dma_length > kMaxMessageBytes) return NakCode::kInvalidRequest;
+  if (dma_length > 0 && check_remote(rkey, va, dma_length, access, checked) != AccessCheck::kOk)
+    return NakCode::kRemoteAccessError;
+  return std::nullopt;
+}
+
+// Opcode sequence (IBA 9.7.5.2.2): middle and last continue the message in
+// progress, of the same operation; first and only start one, when none is.
+inline bool QueuePair::in_sequence(Operation op, Position pos) const {
+  const bool cont = pos == Position::kMiddle || pos == Position::kLast;
+  if (in_msg_ == InMsg::kNone) return !cont;
+  const bool same = (in_msg_ == InMsg::kSend && op == Operation::kSend) ||
+                    (in_msg_ == InMsg::kWrite && op == Operation::kWrite);
+  return cont && same;
+}
+
+// Payload length rules (IBA 9.7.5.2): first and middle packets carry
+// exactly the path MTU; last carries 1..MTU; only carries 0..MTU.
+inline bool QueuePair::legal_payload_length(Position pos, uint32_t len) const {
+  return len <= mtu_ && !((pos == Position::kFirst || pos == Position::kMiddle) && len != mtu_) &&
+         !(pos == Position::kLast && len == 0);
+}
+
+inline void QueuePair::start_write(uint32_t psn, uint64_t va, uint32_t length, uint32_t rkey) {
+  write_first_psn_ = psn;
+  write_va_ = va;
+  write_length_ = length;
+  write_rkey_ = rkey;
+  in_msg_ = InMsg::kWrite;
+}
+
+// Offset from the PSN distance to the first packet: exact because every
+// packet but the last carries exactly one MTU.
+inline uint64_t QueuePair::write_offset(uint32_t psn) const {
+  return uint64_t{wire::psn_distance(write_first_psn_, psn)} * mtu_;
+}
+
+// The payload agrees with the RETH DMA length `length` (IBA 9.7.5.2): it
+// stays inside, and the last packet ends exactly there.
+inline bool QueuePair::write_fits(uint64_t offset, uint32_t len, uint64_t length, bool last) {
+  return offset + len <= length && (!last || offset + len == length);
+}
+
+inline void QueuePair::place_write(const MemoryRegion& mr, uint64_t offset,
+                                   const uint8_t* src, uint32_t len) {
+  if (mr.virtual_payload()) return;
+  std::memcpy(mr.translate(write_va_ + offset, len), src, len);
+  // The message's next packet lands right after this one (prefetch.h).
+  const uint64_t ahead = next_packet_bytes(offset + len, len, write_length_);
+  if (uint8_t* next = ahead ? mr.translate(write_va_ + offset + len, ahead) : nullptr)
+    prefetch_for_write(next, ahead);
+}
+
+inline void QueuePair::finish_write() {
+  in_msg_ = InMsg::kNone;
+  msn_ = wire::psn_add(msn_, 1);
+  if (attr_.recovery == Recovery::kSelectiveRepeat) retire_write_contexts(wire::psn_add(epsn_, 1));
+}
+
 void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
   ++counters_.rx_request_packets;
   if (type_ == QpType::kUd) return on_request_ud(pkt);
@@ -66,51 +138,27 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   const Operation op = info.operation;
   const Position pos = info.position;
   const uint32_t len = pkt.payload_length;
-  // The RETH of a WRITE (first/only) or READ request: the QP must grant the
-  // access, the length must be a legal message size, and a non-empty range
-  // must lie in an MR of this PD that grants it (IBA 9.7.5.1.3 / 10.6.3).
-  // The region found is left in `checked` (null for a zero-length RETH).
+  // The region a RETH check found (null for a zero-length RETH).
   const MemoryRegion* checked = nullptr;
-  auto check_reth = [&](uint32_t access) -> std::optional<NakCode> {
-    if (!(attr_.qp_access_flags & access)) return NakCode::kRemoteAccessError;
-    if (pkt.reth_dma_length > kMaxMessageBytes) return NakCode::kInvalidRequest;
-    if (pkt.reth_dma_length > 0 &&
-        check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length, access, &checked) !=
-            AccessCheck::kOk)
-      return NakCode::kRemoteAccessError;
-    return std::nullopt;
+  auto check_reth = [&](uint32_t access) {
+    return check_reth_of(access, pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length, &checked);
   };
-  // Keep one slot for a NAK: an answer we cannot queue is a request we did
-  // not receive (the requester retransmits it).
-  if (!uc && resp_count_ + 2 > resp_.size()) {
+  if (!uc && !room_for_answer()) {
     ++counters_.rx_response_queue_full;
     return false;
   }
-  // Opcode sequence (IBA 9.7.5.2.2: middle and last continue the
-  // message in progress; first and only start one).
-  const bool cont = pos == Position::kMiddle || pos == Position::kLast;
-  if (in_msg_ != InMsg::kNone) {
-    const bool same = (in_msg_ == InMsg::kSend && op == Operation::kSend) ||
-                      (in_msg_ == InMsg::kWrite && op == Operation::kWrite);
-    if (!cont || !same) {
-      if (uc) {
-        // UC: the previous message lost its tail; drop it and start over
-        // with this packet if it begins a message.
-        in_msg_ = InMsg::kNone;
-        ++counters_.rx_dropped_uc;
-        if (cont) return false;
-      } else {
-        return reject(pkt, NakCode::kInvalidRequest, uc);
-      }
+  if (!in_sequence(op, pos)) {
+    if (uc && in_msg_ != InMsg::kNone) {
+      // UC: the previous message lost its tail; drop it and start over
+      // with this packet if it begins a message.
+      in_msg_ = InMsg::kNone;
+      ++counters_.rx_dropped_uc;
+      if (pos == Position::kMiddle || pos == Position::kLast) return false;
+    } else {
+      return reject(pkt, NakCode::kInvalidRequest, uc);
     }
-  } else if (cont) {
-    return reject(pkt, NakCode::kInvalidRequest, uc);
   }
-  // Payload length rules (IBA 9.7.5.2): first and middle packets carry
-  // exactly the path MTU; last carries 1..MTU; only carries 0..MTU.
-  if (len > mtu_ || ((pos == Position::kFirst || pos == Position::kMiddle) && len != mtu_) ||
-      (pos == Position::kLast && len == 0))
-    return reject(pkt, NakCode::kInvalidRequest, uc);
+  if (!legal_payload_length(pos, len)) return reject(pkt, NakCode::kInvalidRequest, uc);
 
   switch (op) {
     case Operation::kSend: {
@@ -175,11 +223,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
     case Operation::kWrite: {
       if (pos == Position::kFirst || pos == Position::kOnly) {
         if (const auto nak = check_reth(IBV_ACCESS_REMOTE_WRITE)) return reject(pkt, *nak, uc);
-        write_first_psn_ = pkt.psn;
-        write_va_ = pkt.reth_va;
-        write_length_ = pkt.reth_dma_length;
-        write_rkey_ = pkt.reth_rkey;
-        in_msg_ = InMsg::kWrite;
+        start_write(pkt.psn, pkt.reth_va, pkt.reth_dma_length, pkt.reth_rkey);
         // Selective repeat: remember the RETH so later packets of this
         // message can be placed out of order. No free context only means
         // they will not be (they are dropped and resent as holes).
@@ -189,12 +233,8 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
                               write_length_, write_rkey_};
         }
       }
-      // Offset from the PSN distance to the first packet: exact because
-      // every packet but the last carries exactly one MTU.
-      const uint64_t offset = uint64_t{wire::psn_distance(write_first_psn_, pkt.psn)} * mtu_;
-      if (offset + len > write_length_ ||
-          (info.is_last_or_only() && offset + len != write_length_)) {
-        // The payload disagrees with the RETH DMA length (IBA 9.7.5.2).
+      const uint64_t offset = write_offset(pkt.psn);
+      if (!write_fits(offset, len, write_length_, info.is_last_or_only())) {
         in_msg_ = InMsg::kNone;
         return reject(pkt, NakCode::kInvalidRequest, uc);
       }
@@ -217,13 +257,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           in_msg_ = InMsg::kNone;
           return reject(pkt, NakCode::kRemoteAccessError, uc);
         }
-        place_write(*mr, write_va_ + offset, pkt.payload, len);
-        if (!mr->virtual_payload()) {
-          // The message's next packet lands right after this one (prefetch.h).
-          const uint64_t ahead = next_packet_bytes(offset + len, len, write_length_);
-          if (uint8_t* next = ahead ? mr->translate(write_va_ + offset + len, ahead) : nullptr)
-            prefetch_for_write(next, ahead);
-        }
+        place_write(*mr, offset, pkt.payload, len);
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
@@ -232,10 +266,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
                         IBV_WC_WITH_IMM, pkt.imm_data, 0, 0);
           ++rq_head_;
         }
-        in_msg_ = InMsg::kNone;
-        msn_ = wire::psn_add(msn_, 1);
-        if (attr_.recovery == Recovery::kSelectiveRepeat)
-          retire_write_contexts(wire::psn_add(epsn_, 1));
+        finish_write();
       }
       break;
     }
@@ -318,11 +349,6 @@ void QueuePair::advance_after_request(uint32_t psn, bool ack_req, bool uc) {
   }
 }
 
-void QueuePair::place_write(const MemoryRegion& mr, uint64_t va, const uint8_t* src,
-                            uint32_t len) {
-  if (!mr.virtual_payload()) std::memcpy(mr.translate(va, len), src, len);
-}
-
 // The predicted case of on_packet() -> on_request() -> execute() for an RDMA
 // WRITE ONLY: every condition under which those would do anything but place
 // the payload and move on sends the frame there instead. The
@@ -331,30 +357,24 @@ bool QueuePair::try_write_only(const wire::PredictedWrite& w) {
   const bool uc = type_ == QpType::kUc;
   // on_packet(): states that take requests; on_request(): a responder that
   // has not failed, the expected PSN (for UC too: no resynchronisation).
-  if (state_ != QpState::kRtr && state_ != QpState::kRts && state_ != QpState::kSqd &&
-      state_ != QpState::kSqe)
-    return false;
-  if (responder_fatal_ || w.psn != epsn_) return false;
+  if (!receives() || responder_fatal_ || w.psn != epsn_) return false;
   // execute(): no message in progress (else an opcode sequence error), a
   // non-empty payload that is the whole DMA length within the MTU, room
   // for an answer, the QP's and the region's write access (IBA 9.7.5.2,
   // 10.6.3). Selective repeat's write contexts are left to execute().
-  if (in_msg_ != InMsg::kNone || w.payload_length == 0 || w.payload_length != w.dma_length ||
-      w.payload_length > mtu_ || attr_.recovery != Recovery::kGoBackN)
+  if (attr_.recovery != Recovery::kGoBackN || (!uc && !room_for_answer())) return false;
+  if (!in_sequence(Operation::kWrite, Position::kOnly) ||
+      !legal_payload_length(Position::kOnly, w.payload_length) || w.payload_length == 0)
     return false;
-  if (!uc && resp_count_ + 2 > resp_.size()) return false;
-  if (!(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE)) return false;
   const MemoryRegion* mr = nullptr;
-  if (check_remote(w.rkey, w.va, w.dma_length, IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk)
+  if (check_reth_of(IBV_ACCESS_REMOTE_WRITE, w.rkey, w.va, w.dma_length, &mr) ||
+      !write_fits(0, w.payload_length, w.dma_length, true))
     return false;
-  // What execute() leaves behind for a WRITE ONLY.
+  // What execute() does for a WRITE ONLY, and on_request() after it.
   ++counters_.rx_request_packets;
-  write_first_psn_ = w.psn;
-  write_va_ = w.va;
-  write_length_ = w.dma_length;
-  write_rkey_ = w.rkey;
-  place_write(*mr, w.va, w.payload, w.payload_length);
-  msn_ = wire::psn_add(msn_, 1);
+  start_write(w.psn, w.va, w.dma_length, w.rkey);
+  place_write(*mr, 0, w.payload, w.payload_length);
+  finish_write();
   advance_after_request(w.psn, w.ack_req, uc);
   if (!uc) nak_seq_sent_ = false;
   return true;
