@@ -33,7 +33,7 @@ AccessCheck QueuePair::check_remote(uint32_t rkey, uint64_t va, uint64_t len,
 }
 
 // The checks and steps of execute() that the predicted path
-// (try_write_only) shares. `inline`: the library is compiled as
+// (try_predicted_write) shares. `inline`: the library is compiled as
 // position-independent code, where the compiler does not inline a function
 // with external linkage unless told, and these run per packet.
 
@@ -350,31 +350,45 @@ void QueuePair::advance_after_request(uint32_t psn, bool ack_req, bool uc) {
 }
 
 // The predicted case of on_packet() -> on_request() -> execute() for an RDMA
-// WRITE ONLY: every condition under which those would do anything but place
-// the payload and move on sends the frame there instead. The
-// receive-path test drives both ways with the same frames and compares.
-bool QueuePair::try_write_only(const wire::PredictedWrite& w) {
+// WRITE without immediate (ONLY, FIRST, MIDDLE, LAST): every condition under
+// which those would do anything but place the payload and move on sends the
+// frame there instead, so this tests, then acts through the same functions.
+// `w` comes from rx_template_match: a WRITE without immediate of this QP's
+// transport. The receive-path test drives both ways with the same frames
+// and compares.
+bool QueuePair::try_predicted_write(const wire::PredictedWrite& w) {
   const bool uc = type_ == QpType::kUc;
+  const wire::OpcodeInfo& info = wire::opcode_info(w.opcode);
+  const Position pos = info.position;
+  const uint32_t len = w.payload_length;
   // on_packet(): states that take requests; on_request(): a responder that
   // has not failed, the expected PSN (for UC too: no resynchronisation).
   if (!receives() || responder_fatal_ || w.psn != epsn_) return false;
-  // execute(): no message in progress (else an opcode sequence error), a
-  // non-empty payload that is the whole DMA length within the MTU, room
-  // for an answer, the QP's and the region's write access (IBA 9.7.5.2,
-  // 10.6.3). Selective repeat's write contexts are left to execute().
+  // execute(): room for an answer; the opcode in sequence (IBA 9.7.5.2.2:
+  // no message in progress for FIRST/ONLY, a WRITE for MIDDLE/LAST; UC's
+  // restart on a lost tail is left to execute()); the payload length rule
+  // for the position, and not empty (an empty ONLY places nothing: rare,
+  // left to execute()). Selective repeat's write contexts are left to it.
   if (attr_.recovery != Recovery::kGoBackN || (!uc && !room_for_answer())) return false;
-  if (!in_sequence(Operation::kWrite, Position::kOnly) ||
-      !legal_payload_length(Position::kOnly, w.payload_length) || w.payload_length == 0)
+  if (!in_sequence(Operation::kWrite, pos) || !legal_payload_length(pos, len) || len == 0)
     return false;
+  // The RETH's access (FIRST/ONLY, IBA 9.7.5.1.3, 10.6.3) or the message's
+  // region at this packet's offset (MIDDLE/LAST); the payload inside the
+  // DMA length, the last packet ending it (IBA 9.7.5.2).
+  const bool first = info.is_first_or_only();
   const MemoryRegion* mr = nullptr;
-  if (check_reth_of(IBV_ACCESS_REMOTE_WRITE, w.rkey, w.va, w.dma_length, &mr) ||
-      !write_fits(0, w.payload_length, w.dma_length, true))
+  const uint64_t offset = first ? 0 : write_offset(w.psn);
+  if (first ? check_reth_of(IBV_ACCESS_REMOTE_WRITE, w.rkey, w.va, w.dma_length, &mr).has_value()
+            : check_remote(write_rkey_, write_va_ + offset, len, IBV_ACCESS_REMOTE_WRITE, &mr) !=
+                  AccessCheck::kOk)
     return false;
-  // What execute() does for a WRITE ONLY, and on_request() after it.
+  if (!write_fits(offset, len, first ? w.dma_length : write_length_, info.is_last_or_only()))
+    return false;
+  // What execute() does for such a WRITE packet, and on_request() after it.
   ++counters_.rx_request_packets;
-  start_write(w.psn, w.va, w.dma_length, w.rkey);
-  place_write(*mr, 0, w.payload, w.payload_length);
-  finish_write();
+  if (first) start_write(w.psn, w.va, w.dma_length, w.rkey);
+  place_write(*mr, offset, w.payload, len);
+  if (info.is_last_or_only()) finish_write();
   advance_after_request(w.psn, w.ack_req, uc);
   if (!uc) nak_seq_sent_ = false;
   return true;

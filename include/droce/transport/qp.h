@@ -174,16 +174,18 @@ class QueuePair {
   int post_recv(const RecvWr& wr);
 
   void on_packet(const wire::ParsedPacket& pkt, uint64_t now);
-  // Header prediction (wire/rx_template.h): the RDMA WRITE ONLY requests
-  // this QP's peer sends, as a template; set when the path is (INIT->RTR),
-  // matches nothing before that and for UD.
+  // Header prediction (wire/rx_template.h): the RDMA WRITE requests (no
+  // immediate) this QP's peer sends, as a template; set when the path is
+  // (INIT->RTR), matches nothing before that and for UD.
   const wire::RxTemplate& rx_template() const { return rx_template_; }
   // on_packet() for a request rx_template() matched whose ICRC is good,
-  // when it is the plain case: the expected PSN, no message in progress, an
-  // access the QP and the R_Key's region grant, room for the ACK. Returns
-  // false, having changed nothing, in every other case; the caller then
-  // parses the frame and calls on_packet(), which applies the full rules.
-  bool try_write_only(const wire::PredictedWrite& w);
+  // when it is the plain case: the expected PSN, the opcode in sequence
+  // with the message in progress, a payload length right for its position
+  // and the DMA length, an access the QP and the region grant, room for
+  // the ACK, go-back-N. Returns false, having changed nothing, in every
+  // other case; the caller then parses the frame and calls on_packet(),
+  // which applies the full rules.
+  bool try_predicted_write(const wire::PredictedWrite& w);
   size_t produce(uint64_t now, std::span<uint8_t> buf);
   bool has_work(uint64_t now) const;
   uint64_t next_deadline() const;
@@ -273,7 +275,7 @@ class QueuePair {
   // The end of every executed request: the expected PSN moves on and an RC
   // QP queues an ACK when one is due (coalesced, IBA 9.7.5.1.2).
   void advance_after_request(uint32_t psn, bool ack_req, bool uc);
-  // Pieces of execute() the predicted path (try_write_only) uses too, so
+  // Pieces of execute() the predicted path (try_predicted_write) uses too, so
   // both apply the same rules and leave the same state.
   bool room_for_answer() const { return resp_count_ + 2 <= resp_.size(); }
   std::optional<wire::NakCode> check_reth_of(uint32_t access, uint32_t rkey, uint64_t va,
