@@ -609,6 +609,10 @@ struct Twins {
   void burst(size_t q, const std::vector<Packet>& packets) {
     std::vector<std::vector<uint8_t>> frames;
     for (const Packet& p : packets) frames.push_back(packet(predicted, q, p));
+    feed(frames);
+  }
+
+  void feed(const std::vector<std::vector<uint8_t>>& frames) {
     std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
     predicted.ep->receive_burst(views, now);
     parsed.ep->receive_burst(views, now);
@@ -783,12 +787,15 @@ TEST(HeaderPredictionMessages, LostRepeatedAndResentPackets) {
 }
 
 // After a fatal NAK the responder executes nothing more (IBA 9.9.3), even
-// the right packet in the same burst.
+// a packet that would be in order in the same burst: here a new message
+// at the NAKed PSN (the bad one ended the message in progress).
 TEST(HeaderPredictionMessages, NothingAfterAFatalNak) {
   Twins t;
-  t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}, W{kMiddle, 1, kMtu - 4}, W{kMiddle, 1, kMtu, 0, 0, 0x5A}});
+  t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}, W{kMiddle, 1, kMtu - 4},
+              W{kOnly, 1, 64, 8192, 64, 0x5A}});
   EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
-  EXPECT_EQ(t.predicted.memory[kMtu], 0);
+  EXPECT_EQ(t.counters(0).rx_dropped_bad_state, 1u);
+  EXPECT_EQ(t.predicted.memory[8192], 0);
   t.expect_same();
 }
 
@@ -816,6 +823,38 @@ TEST(HeaderPredictionMessages, AccessIsCheckedPerPacket) {
     t.parsed.ep->receive_burst(std::span(&view, 1), t.now);
     t.drain();
     EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
+    t.expect_same();
+  }
+  {
+    // Invalidated from another QP (SEND with Invalidate, IBA 10.6.7.2)
+    // while the WRITE is in progress: the key still names a region, which
+    // no longer grants remote access.
+    Twins t;
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}});
+    std::vector<std::vector<uint8_t>> frames;
+    for (Responder* r : {&t.predicted, &t.parsed}) {
+      const transport::Sge sge{40 * 1024, 64, r->mr->lkey()};
+      ASSERT_EQ(r->qps[3]->post_recv({.wr_id = 1, .sg_list = std::span(&sge, 1)}), 0);
+    }
+    wire::TransportSpec ts;
+    ts.opcode = wire::kOpRcSendOnlyWithInvalidate;
+    ts.dest_qp = t.predicted.qps[3]->qpn();
+    ts.psn = 1000;
+    ts.ieth_rkey = t.predicted.mr->rkey();
+    std::vector<uint8_t> payload(16, 0x31), f(300);
+    f.resize(wire::build_packet(reversed(t.predicted.qps[3]->attr().path), ts, payload, f));
+    frames.push_back(f);
+    frames.push_back(packet(t.predicted, 0, W{kMiddle, 1, kMtu, 0, 0, 0x77}));
+    t.feed(frames);
+    EXPECT_FALSE(t.predicted.mr->remote_valid());
+    EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
+    EXPECT_EQ(t.predicted.memory[kMtu], 0);
+    t.expect_same();
+  }
+  {
+    Twins t;  // kind 3: a QP that grants no remote write at all
+    t.burst(3, {W{kFirst, 0, kMtu, 0, 2048}, W{kLast, 1, kMtu}});
+    EXPECT_EQ(t.counters(3).naks_remote_access_sent, 1u);
     t.expect_same();
   }
   for (bool stale : {true, false}) {
