@@ -7,8 +7,6 @@
 #include <emmintrin.h>
 #endif
 
-#include "droce/wire/opcode.h"
-
 namespace droce::wire {
 
 namespace {
@@ -59,6 +57,21 @@ bool headers_equal(const RxTemplate& t, const uint8_t* f) {
 #endif
 }
 
+// What the opcode table says of an opcode other than WRITE ONLY: a WRITE
+// without immediate (those with one consume a receive WQE: the general
+// path), its position, a RETH or not (IBA 9.3.2). Not inlined, so the
+// WRITE ONLY path of rx_template_match keeps its few registers.
+struct WriteShape {
+  bool ok;
+  bool reth;
+  Position position;
+};
+[[gnu::noinline]] WriteShape write_shape(uint8_t opcode) {
+  const OpcodeInfo& info = opcode_info(opcode);
+  return {info.operation == Operation::kWrite && !(info.ext & kExtImmDt),
+          (info.ext & kExtReth) != 0, info.position};
+}
+
 }  // namespace
 
 RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
@@ -106,6 +119,7 @@ RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcod
   // destination QP. FECN/BECN and the reserved bits, AckReq and the PSN vary.
   t.bth_offset = static_cast<uint8_t>(at);
   fixed_bits(t, at, 0xE0, opcode_base);
+  t.write_only = static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY);
   fixed_bits(t, at + 1, 0x3F, 0);
   fixed_be16(t, at + 2, pkey);
   uint8_t q[3];
@@ -120,13 +134,16 @@ bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, Predicte
   if (t.words == 0 || f.size() < (t.words > 8 ? 80u : 64u)) return false;
   if (!headers_equal(t, f.data())) return false;
   // The transport matched; the operation must be an RDMA WRITE without
-  // immediate (those with one consume a receive WQE: the general path).
-  // The opcode table says which carry a RETH (FIRST and ONLY, IBA 9.3.2).
+  // immediate. WRITE ONLY, the bulk at small sizes where every instruction
+  // shows, is known by one compare; the other opcodes ask the table.
   const uint8_t* bth = f.data() + t.bth_offset;
-  const OpcodeInfo& info = opcode_info(bth[0]);
-  if (info.operation != Operation::kWrite || (info.ext & kExtImmDt)) return false;
-  const size_t payload_off = size_t{t.bth_offset} + kBthSize + info.ext_length();
-  if (f.size() < payload_off + kIcrcSize) return false;
+  WriteShape shape{true, true, Position::kOnly};
+  if (bth[0] != t.write_only) {
+    shape = write_shape(bth[0]);
+    if (!shape.ok) return false;
+  }
+  const bool reth = shape.reth;
+  const size_t payload_off = size_t{t.bth_offset} + kBthSize + (reth ? kRethSize : 0);
   const uint8_t* l3 = f.data() + t.l3_offset;
   size_t l3_end;
   if (t.ipv6) {
@@ -146,10 +163,10 @@ bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, Predicte
   // Pad count 0 (the template): the payload is whole 4-byte words (IBA 9.2.5).
   const size_t len = l3_end - kIcrcSize - payload_off;
   if (len % 4 != 0) return false;
-  out.opcode = bth[0];
+  out.position = shape.position;
   out.psn = load_be24(bth + 9);
   out.ack_req = bth[8] & 0x80;
-  if (info.ext & kExtReth) {
+  if (reth) {
     const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
     out.va = reth->va();
     out.rkey = reth->rkey();

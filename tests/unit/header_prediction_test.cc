@@ -120,10 +120,10 @@ TEST(RxTemplate, MatchesTheQpsWritesInEveryLayout) {
         const wire::IcrcCheck cb = wire::icrc_check(t, bad, w);
         wire::icrc_check_many(&cb, &ok, 1);
         EXPECT_FALSE(ok);
-        // The opcode, for the QP to judge the message sequence by, and no
+        // The position, for the QP to judge the message sequence by, and no
         // stale RETH fields where the frame has none.
         ASSERT_TRUE(wire::rx_template_match(t, f, w));
-        EXPECT_EQ(w.opcode, base | op);
+        EXPECT_EQ(w.position, wire::opcode_info(static_cast<uint8_t>(base | op)).position);
         if (op == IBV_OPCODE_RDMA_WRITE_MIDDLE || op == IBV_OPCODE_RDMA_WRITE_LAST) {
           EXPECT_EQ(w.va, 0u);
           EXPECT_EQ(w.rkey, 0u);

@@ -290,7 +290,13 @@ class QueuePair {
   uint64_t write_offset(uint32_t psn) const;
   static bool write_fits(uint64_t offset, uint32_t len, uint64_t length, bool last);
   void place_write(const MemoryRegion& mr, uint64_t offset, const uint8_t* src, uint32_t len);
+  void prefetch_next_packet(const MemoryRegion& mr, uint64_t offset, uint32_t len);
   void finish_write();
+  // try_predicted_write for the packet position kPos; for FIRST, MIDDLE
+  // and LAST (not inlined: see try_predicted_write).
+  template <wire::Position kPos>
+  bool try_write_packet(const wire::PredictedWrite& w);
+  [[gnu::noinline]] bool try_message_packet(const wire::PredictedWrite& w);
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);

@@ -22,6 +22,7 @@
 
 #include "droce/wire/build.h"
 #include "droce/wire/icrc.h"
+#include "droce/wire/opcode.h"
 
 namespace droce::wire {
 
@@ -35,6 +36,7 @@ struct RxTemplate {
   uint8_t l3_offset = 0;     // IP header
   uint8_t bth_offset = 0;
   bool ipv6 = false;
+  uint8_t write_only = 0;  // the RDMA WRITE ONLY opcode of the transport
 };
 
 // The template for RDMA WRITE requests without immediate (ONLY, FIRST,
@@ -46,7 +48,9 @@ RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcod
 
 // The fields of a matched frame that vary per packet.
 struct PredictedWrite {
-  uint8_t opcode = 0;  // one of the four WRITE opcodes of the template's transport
+  // The opcode's position: one of the four RDMA WRITEs without immediate
+  // of the template's transport (ONLY, FIRST, MIDDLE, LAST).
+  Position position = Position::kNone;
   uint32_t psn = 0;
   bool ack_req = false;
   uint64_t va = 0;     // the RETH (FIRST and ONLY; 0 otherwise)
