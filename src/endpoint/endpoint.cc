@@ -141,7 +141,7 @@ Endpoint::QpSlot* Endpoint::predict(std::span<const uint8_t> frame, wire::Predic
 
 void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, uint64_t now) {
   // Each frame takes one of three ways: predicted (its QP's header template
-  // matched: a plain RDMA WRITE ONLY, wire/rx_template.h), parsed (parse()
+  // matched: a plain RDMA WRITE packet, wire/rx_template.h), parsed (parse()
   // accepted it), or receive() at its place in the order for everything
   // else (PFC, INT, a failed check, a predicted frame the QP turns down),
   // which parses again and counts the exact reason.
@@ -190,7 +190,7 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     QpSlot* run = nullptr;
     for (size_t i = 0; i < n; ++i) {
       QpSlot* s = nullptr;
-      if (predicted[i] && predicted[i]->qp->try_write_only(rx_predicted_[i])) {
+      if (predicted[i] && predicted[i]->qp->try_predicted_write(rx_predicted_[i])) {
         s = predicted[i];
         ++counters_.rx_delivered;
       } else if (parsed[i]) {

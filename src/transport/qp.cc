@@ -118,7 +118,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.np_min_time_between_cnps_ns = a.np_min_time_between_cnps_ns;
       attr_.cnp_dscp = a.cnp_dscp;
       if (type_ != QpType::kUd)
-        rx_template_ = wire::make_write_only_template(
+        rx_template_ = wire::make_write_template(
             attr_.path, qpn_,
             type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
       mtu_ = mtu;
@@ -386,7 +386,7 @@ int QueuePair::post_recv(const RecvWr& wr) {
 
 void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
   if (!pkt.info || !pkt.info->supported) return;
-  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr) {
+  if (!receives()) {
     ++counters_.rx_dropped_bad_state;
     return;
   }

@@ -7,7 +7,6 @@
 #include <emmintrin.h>
 #endif
 
-
 namespace droce::wire {
 
 namespace {
@@ -58,10 +57,25 @@ bool headers_equal(const RxTemplate& t, const uint8_t* f) {
 #endif
 }
 
+// What the opcode table says of an opcode other than WRITE ONLY: a WRITE
+// without immediate (those with one consume a receive WQE: the general
+// path), its position, a RETH or not (IBA 9.3.2). Not inlined, so the
+// WRITE ONLY path of rx_template_match keeps its few registers.
+struct WriteShape {
+  bool ok;
+  bool reth;
+  Position position;
+};
+[[gnu::noinline]] WriteShape write_shape(uint8_t opcode) {
+  const OpcodeInfo& info = opcode_info(opcode);
+  return {info.operation == Operation::kWrite && !(info.ext & kExtImmDt),
+          (info.ext & kExtReth) != 0, info.position};
+}
+
 }  // namespace
 
-RxTemplate make_write_only_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
-                                    uint16_t pkey) {
+RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
+                               uint16_t pkey) {
   RxTemplate t;
   // Ethernet: MACs are not compared (parse() does not; a router rewrites
   // them). The EtherType, and with a tag its VID, fix the layout.
@@ -100,10 +114,12 @@ RxTemplate make_write_only_template(const PathSpec& path, uint32_t qpn, uint8_t 
   // UDP: any source port (the peer's entropy), RoCEv2's destination port.
   fixed_be16(t, at + 2, kRoceV2Port);
   at += kUdpSize;
-  // BTH (IBA 9.2): opcode, pad count 0 and TVer 0 (SE and M vary), P_Key,
+  // BTH (IBA 9.2): the opcode's transport bits (the operation, one of four,
+  // is checked in match), pad count 0 and TVer 0 (SE and M vary), P_Key,
   // destination QP. FECN/BECN and the reserved bits, AckReq and the PSN vary.
   t.bth_offset = static_cast<uint8_t>(at);
-  fixed_bits(t, at, 0xFF, static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY));
+  fixed_bits(t, at, 0xE0, opcode_base);
+  t.write_only = static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY);
   fixed_bits(t, at + 1, 0x3F, 0);
   fixed_be16(t, at + 2, pkey);
   uint8_t q[3];
@@ -115,11 +131,19 @@ RxTemplate make_write_only_template(const PathSpec& path, uint32_t qpn, uint8_t 
 }
 
 bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, PredictedWrite& out) {
-  const size_t payload_off = size_t{t.bth_offset} + kBthSize + kRethSize;
-  if (t.words == 0 || f.size() < payload_off + kIcrcSize ||
-      f.size() < (t.words > 8 ? 80u : 64u))
-    return false;
+  if (t.words == 0 || f.size() < (t.words > 8 ? 80u : 64u)) return false;
   if (!headers_equal(t, f.data())) return false;
+  // The transport matched; the operation must be an RDMA WRITE without
+  // immediate. WRITE ONLY, the bulk at small sizes where every instruction
+  // shows, is known by one compare; the other opcodes ask the table.
+  const uint8_t* bth = f.data() + t.bth_offset;
+  WriteShape shape{true, true, Position::kOnly};
+  if (bth[0] != t.write_only) {
+    shape = write_shape(bth[0]);
+    if (!shape.ok) return false;
+  }
+  const bool reth = shape.reth;
+  const size_t payload_off = size_t{t.bth_offset} + kBthSize + (reth ? kRethSize : 0);
   const uint8_t* l3 = f.data() + t.l3_offset;
   size_t l3_end;
   if (t.ipv6) {
@@ -139,13 +163,19 @@ bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, Predicte
   // Pad count 0 (the template): the payload is whole 4-byte words (IBA 9.2.5).
   const size_t len = l3_end - kIcrcSize - payload_off;
   if (len % 4 != 0) return false;
-  const uint8_t* bth = f.data() + t.bth_offset;
-  const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
+  out.position = shape.position;
   out.psn = load_be24(bth + 9);
   out.ack_req = bth[8] & 0x80;
-  out.va = reth->va();
-  out.rkey = reth->rkey();
-  out.dma_length = reth->dma_length();
+  if (reth) {
+    const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
+    out.va = reth->va();
+    out.rkey = reth->rkey();
+    out.dma_length = reth->dma_length();
+  } else {
+    out.va = 0;
+    out.rkey = 0;
+    out.dma_length = 0;
+  }
   out.payload = f.data() + payload_off;
   out.payload_length = static_cast<uint32_t>(len);
   out.frame_length = static_cast<uint32_t>(l3_end);

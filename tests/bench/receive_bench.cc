@@ -1,29 +1,39 @@
 // The endpoint's receive path without DPDK: Endpoint::receive_burst over
-// RC RDMA WRITE ONLY frames already in memory (hot in cache, 32 per burst,
-// as the engine's poll loop hands them over), then Endpoint::transmit for
-// the coalesced ACKs. Once with header prediction (wire/rx_template.h) and
-// once with every frame parsed, side by side in one run, so the ratio holds
-// on a noisy machine; memcpy of the same frames is printed as a yardstick.
+// RC RDMA WRITE frames already in memory (hot in cache, 32 per burst, as
+// the engine's poll loop hands them over), then Endpoint::transmit for the
+// coalesced ACKs. Once with header prediction (wire/rx_template.h) and once
+// with every frame parsed, side by side in one run, so the ratio holds on a
+// noisy machine; memcpy of the same frames is printed as a yardstick.
 //
 //   droce-bench-receive [PAYLOAD, default 64] [SECONDS per way, default 2] [predicted]
+//                       [--message BYTES]
 //
-// `predicted` runs only the header-prediction way, with no parsed run and
-// no memcpy yardstick beside it (for profiling it).
+// Each frame carries PAYLOAD bytes. By default every frame is a WRITE ONLY
+// (the QP's path MTU is 4096). `--message BYTES` sends WRITE messages of
+// BYTES instead, a multiple of PAYLOAD, each as FIRST, MIDDLE..., LAST
+// frames of PAYLOAD bytes: the QP's path MTU is then PAYLOAD, which must be
+// one (256, 512, 1024, 2048 or 4096). `predicted` runs only the
+// header-prediction way, with no parsed run and no memcpy yardstick beside
+// it (for profiling it).
 //
 // The QP is reset after every pass over the frames (PSNs must not repeat);
-// the bench checks every pass placed every frame.
+// a pass is at least 256 frames and whole messages. The bench checks every
+// pass placed every frame.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "droce/cc/registry.h"
 #include "droce/endpoint/endpoint.h"
 #include "droce/transport/device.h"
+#include "droce/transport/requester.h"
 #include "droce/wire/build.h"
 #include "write_stream.h"
 
@@ -36,7 +46,7 @@ using bench::kIova;
 using bench::kKey;
 using bench::kQpn;
 using bench::connect;
-constexpr uint32_t kFrames = 256;
+constexpr uint32_t kMinFrames = 256;  // per pass
 
 struct Result {
   double ns_per_frame;
@@ -44,8 +54,9 @@ struct Result {
   bool all_placed;
 };
 
-Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, bool predict,
-           double seconds) {
+Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, ibv_mtu mtu,
+           bool predict, double seconds) {
+  const size_t n_frames = frames.size();
   transport::Device dev;
   endpoint::EndpointConfig ec;
   ec.port_rate_bytes_per_sec = 0;
@@ -53,7 +64,7 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, bool
   endpoint::Endpoint ep(dev, ec);
   auto* pd = dev.alloc_pd();
   auto* cq = dev.create_cq(1024);
-  std::vector<uint8_t> mem(payload * kFrames + 64);
+  std::vector<uint8_t> mem(payload * n_frames + 64);
   dev.reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
              kIova, kKey);
   transport::QpInitAttr init;
@@ -61,7 +72,7 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, bool
   init.send_cq = init.recv_cq = cq;
   transport::QueuePair* qp = dev.create_qp(init, kQpn);
   ep.attach(*qp, cc::make_algorithm("none", {}, 100'000'000'000ull / 8));
-  connect(*qp);
+  connect(*qp, mtu);
   ep.notify(kQpn);
 
   std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
@@ -73,13 +84,13 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, bool
   const auto t0 = Clock::now();
   const auto end = t0 + std::chrono::duration<double>(seconds);
   while (Clock::now() < end) {
-    for (size_t i = 0; i < kFrames; i += 32) {
-      ep.receive_burst(std::span(views).subspan(i, 32), ++now);
+    for (size_t i = 0; i < n_frames; i += 32) {
+      ep.receive_burst(std::span(views).subspan(i, std::min<size_t>(32, n_frames - i)), ++now);
       ep.transmit(now, tx, lens);
     }
-    done += kFrames;
-    all_placed = all_placed && qp->expected_psn() == kFrames;
-    connect(*qp);
+    done += n_frames;
+    all_placed = all_placed && qp->expected_psn() == n_frames;
+    connect(*qp, mtu);
     ep.notify(kQpn);
   }
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
@@ -88,21 +99,52 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, bool
 
 }  // namespace
 
+// The path MTU enum for `bytes`, if it is one (IBA 9.7.5.1.4).
+std::optional<ibv_mtu> mtu_of(size_t bytes) {
+  for (ibv_mtu m : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096})
+    if (bytes == transport::mtu_bytes(m)) return m;
+  return std::nullopt;
+}
+
+int usage(const char* argv0) {
+  fmt::print(stderr,
+             "usage: {} [PAYLOAD 4..4096, a multiple of 4] [SECONDS > 0] [predicted] "
+             "[--message BYTES]\n"
+             "  --message BYTES: WRITE messages of BYTES (a multiple of PAYLOAD, at most 1 MiB) "
+             "in frames of PAYLOAD bytes, which must then be a path MTU "
+             "(256, 512, 1024, 2048, 4096)\n",
+             argv0);
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  const size_t payload = argc > 1 ? std::strtoul(argv[1], nullptr, 0) : 64;
-  const double seconds = argc > 2 ? std::strtod(argv[2], nullptr) : 2.0;
-  const bool only_predicted = argc > 3 && std::strcmp(argv[3], "predicted") == 0;
-  if (payload == 0 || payload > 4096 || payload % 4 != 0 || seconds <= 0 ||
-      (argc > 3 && !only_predicted) || argc > 4) {
-    fmt::print(stderr, "usage: {} [PAYLOAD 4..4096, a multiple of 4] [SECONDS > 0] [predicted]\n",
-               argv[0]);
-    return 2;
+  std::vector<std::string> args;
+  size_t message = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--message") == 0) {
+      if (i + 1 == argc) return usage(argv[0]);
+      message = std::strtoul(argv[++i], nullptr, 0);
+      if (message == 0) return usage(argv[0]);
+    } else {
+      args.emplace_back(argv[i]);
+    }
   }
+  const size_t payload = args.size() > 0 ? std::strtoul(args[0].c_str(), nullptr, 0) : 64;
+  const double seconds = args.size() > 1 ? std::strtod(args[1].c_str(), nullptr) : 2.0;
+  const bool only_predicted = args.size() > 2 && args[2] == "predicted";
+  if (payload == 0 || payload > 4096 || payload % 4 != 0 || seconds <= 0 ||
+      (args.size() > 2 && !only_predicted) || args.size() > 3)
+    return usage(argv[0]);
+  if (message == 0) message = payload;
+  const auto path_mtu = message == payload ? std::optional(IBV_MTU_4096) : mtu_of(payload);
+  if (!path_mtu || message % payload != 0 || message > (1u << 20)) return usage(argv[0]);
+  const auto packets = static_cast<uint32_t>(message / payload);
+  const uint32_t n_frames = (kMinFrames + packets - 1) / packets * packets;
   std::vector<std::vector<uint8_t>> frames;
   std::vector<uint8_t> data(payload, 0x5A);
-  for (uint32_t psn = 0; psn < kFrames; ++psn) {
+  for (uint32_t psn = 0; psn < n_frames; ++psn) {
     std::vector<uint8_t> f(payload + 256);
-    f.resize(bench::write_only_frame(psn, data, f));
+    f.resize(bench::write_message_frame(psn, packets, data, f));
     frames.push_back(std::move(f));
   }
   // The yardstick and the parsed run first, as the figures in
@@ -118,19 +160,30 @@ int main(int argc, char** argv) {
     while (Clock::now() - m0 < std::chrono::duration<double>(seconds / 4)) {
       for (const auto& f : frames) std::memcpy(sink.data(), f.data(), f.size());
       asm volatile("" ::"r"(sink.data()) : "memory");
-      copies += kFrames;
+      copies += n_frames;
     }
     memcpy_ns = std::chrono::duration<double, std::nano>(Clock::now() - m0).count() / copies;
-    parsed = run(frames, payload, false, seconds);
+    parsed = run(frames, payload, *path_mtu, false, seconds);
   }
-  const Result predicted = run(frames, payload, true, seconds);
-  fmt::print("receive_burst + transmit, RC WRITE ONLY {} B payload ({} B frames), "
-             "{} frames in memory:\n", payload, frames[0].size(), kFrames);
+  const Result predicted = run(frames, payload, *path_mtu, true, seconds);
+  if (packets == 1)
+    fmt::print("receive_burst + transmit, RC WRITE ONLY {} B payload ({} B frames), "
+               "{} frames in memory:\n", payload, frames[0].size(), n_frames);
+  else
+    fmt::print("receive_burst + transmit, RC WRITE {} B messages, {} packets of {} B payload "
+               "({} B frames, MTU {}), {} frames in memory:\n",
+               message, packets, payload, frames[0].size(), payload, n_frames);
+  // Placed bytes per ns are GB/s; printed for messages, where that is the
+  // figure that matters.
+  const auto placed = [&](const Result& r) {
+    return packets == 1 ? std::string()
+                        : fmt::format("  {:6.2f} GB/s", static_cast<double>(payload) / r.ns_per_frame);
+  };
   if (parsed)
-    fmt::print("  every frame parsed : {:6.1f} ns/frame  {:6.2f} Mpps\n", parsed->ns_per_frame,
-               1e3 / parsed->ns_per_frame);
-  fmt::print("  header prediction  : {:6.1f} ns/frame  {:6.2f} Mpps", predicted.ns_per_frame,
-             1e3 / predicted.ns_per_frame);
+    fmt::print("  every frame parsed : {:6.1f} ns/frame  {:6.2f} Mpps{}\n", parsed->ns_per_frame,
+               1e3 / parsed->ns_per_frame, placed(*parsed));
+  fmt::print("  header prediction  : {:6.1f} ns/frame  {:6.2f} Mpps{}", predicted.ns_per_frame,
+             1e3 / predicted.ns_per_frame, placed(predicted));
   if (parsed) fmt::print("  ({:.2f}x)", parsed->ns_per_frame / predicted.ns_per_frame);
   fmt::print("\n");
   if (parsed) fmt::print("  memcpy of the frame: {:6.1f} ns/frame\n", memcpy_ns);

@@ -1,7 +1,8 @@
 // What the receive benches (engine_rx_bench.cc, receive_bench.cc) feed a
 // responder: a stream of RC RDMA WRITE ONLY frames to one QP, PSN i writing
 // at offset i * payload of one memory region, AckReq set on each, and the
-// QP that takes them (RTS, expecting PSN 0, 4096 MTU).
+// QP that takes them (RTS, expecting PSN 0, 4096 MTU unless told). Or the
+// same bytes as multi-packet WRITE messages (write_message_frame).
 #pragma once
 
 #include <fmt/format.h>
@@ -44,9 +45,32 @@ inline size_t write_only_frame(uint32_t psn, std::span<const uint8_t> payload,
   return wire::build_packet(peer_to_us(), t, payload, out);
 }
 
+// Frame `psn` of a stream of RDMA WRITE messages of `packets` packets each
+// (FIRST, MIDDLE..., LAST; ONLY when 1), every packet carrying
+// payload.size() bytes (the path MTU, IBA 9.7.5.1.4), packet i again writing
+// at offset i * payload. AckReq on each message's last packet, as a
+// requester that does not ask for ACKs mid-message sets it.
+inline size_t write_message_frame(uint32_t psn, uint32_t packets,
+                                  std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  const uint32_t k = psn % packets;
+  const bool first = k == 0, last = k == packets - 1;
+  wire::TransportSpec t;
+  t.opcode = IBV_OPCODE_RC | (first && last ? IBV_OPCODE_RDMA_WRITE_ONLY
+                              : first       ? IBV_OPCODE_RDMA_WRITE_FIRST
+                              : last        ? IBV_OPCODE_RDMA_WRITE_LAST
+                                            : IBV_OPCODE_RDMA_WRITE_MIDDLE);
+  t.dest_qp = kQpn;
+  t.psn = psn;
+  t.ack_req = last;
+  t.reth_va = kIova + uint64_t{psn} * payload.size();  // FIRST and ONLY carry a RETH
+  t.reth_rkey = kKey;
+  t.reth_dma_length = static_cast<uint32_t>(packets * payload.size());
+  return wire::build_packet(peer_to_us(), t, payload, out);
+}
+
 // (RESET ->) INIT -> RTR -> RTS, expecting PSN 0 from the stream's sender;
 // exits on a refused transition.
-inline void connect(transport::QueuePair& qp) {
+inline void connect(transport::QueuePair& qp, ibv_mtu mtu = IBV_MTU_4096) {
   transport::QpAttr a;
   const wire::PathSpec in = peer_to_us();
   a.path.src_mac = in.dst_mac;
@@ -55,7 +79,7 @@ inline void connect(transport::QueuePair& qp) {
   a.path.dst_ip = in.src_ip;
   a.dest_qpn = kPeerQpn;
   a.rq_psn = 0;
-  a.path_mtu = IBV_MTU_4096;
+  a.path_mtu = mtu;
   for (auto s : {transport::QpState::kReset, transport::QpState::kInit,
                  transport::QpState::kRtr, transport::QpState::kRts})
     if (s != transport::QpState::kReset || qp.state() != transport::QpState::kReset)

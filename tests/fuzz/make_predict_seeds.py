@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Seeds for predict_fuzz (its input format is in predict_fuzz.cc): runs of
-in-order RDMA WRITE ONLY requests to each QP, and the same with the usual
-trouble (duplicates, gaps, other keys and opcodes, lengths that disagree,
-bytes flipped with and without the checksums fixed). Writes
-corpus/predict/*; run it again only to change the seeds."""
+in-order RDMA WRITE ONLY requests to each QP, in-order multi-packet WRITE
+messages to each QP at each MTU, and both with the usual trouble
+(duplicates, gaps, other keys and opcodes, lengths that disagree, bytes
+flipped with and without the checksums fixed). Writes corpus/predict/*;
+run it again only to change the seeds."""
 import os
 import random
 
@@ -23,6 +24,16 @@ def record(qp, psn_step=4, key=0, other_op=None, fix=False, end=False, timers=Fa
     for off, x in muts:
         rec += bytes([off >> 8 & 255, off & 255, x])
     return rec
+
+
+MESSAGE = 7  # other_op: a packet of the QP's multi-packet message
+
+
+def message_record(qp, packets=4, last_words=64, va=0, off=0, psn_step=4, **kw):
+    """A packet of a message of `packets` (2..9) packets whose last carries
+    `last_words` words; off != 0 breaks it (see predict_fuzz.cc)."""
+    return record(qp, psn_step=psn_step, other_op=MESSAGE, va=va,
+                  length=(packets - 2) << 8 | (last_words - 1), dma=128 + off, **kw)
 
 
 def seed(name, setup, records):
@@ -53,3 +64,36 @@ for n in range(8):
             dma=128 + (rng.choice([-4, 4]) if kind == 8 else 0),
             muts=[(rng.randrange(200), 1 << rng.randrange(8))] if kind in (5, 9) else ()))
     seed(f"mixed_{n}", rng.randrange(8), recs)
+
+# Messages in order: every QP, every MTU (setup bits 0-1), a burst ending
+# now and then, a whole message or two per QP.
+for qp in range(4):
+    for mtu in range(4):
+        packets = 2 + (qp + mtu) % 4
+        recs = [message_record(qp, packets=packets, last_words=1 + 7 * mtu, va=512 * qp,
+                               end=(i % 5 == 4))
+                for i in range(2 * packets)]
+        seed(f"messages_qp{qp}_mtu{mtu}", mtu | 4 * (mtu & 1), recs)
+# Messages in trouble: lost, repeated and early packets, a FIRST whose DMA
+# length is off, a MIDDLE or LAST of the wrong length, another opcode or a
+# WRITE ONLY cutting in, bad keys, bytes flipped.
+for n in range(8):
+    recs = []
+    for i in range(24):
+        qp = rng.randrange(4)
+        kind = rng.randrange(12)
+        if kind == 0:
+            recs.append(record(qp, other_op=rng.randrange(7), end=rng.random() < 0.2))
+            continue
+        recs.append(message_record(
+            qp,
+            packets=rng.randrange(2, 10),
+            last_words=rng.randrange(1, 257),
+            va=rng.randrange(16384),
+            off={1: 4, 2: -1, 3: 1}.get(kind, 0),
+            psn_step={4: 3, 5: 5, 6: 6}.get(kind, 4),
+            key={7: 1, 8: 2}.get(kind, 0),
+            fix=kind == 9,
+            end=rng.random() < 0.2,
+            muts=[(rng.randrange(120), 1 << rng.randrange(8))] if kind in (9, 10) else ()))
+    seed(f"messages_mixed_{n}", rng.randrange(8), recs)

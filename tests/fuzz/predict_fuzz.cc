@@ -4,11 +4,12 @@
 // memory, get the same bursts; they must stay identical.
 //
 // Random bytes almost never match a QP's template, so frames are built:
-// RDMA WRITE ONLY requests (or a neighbouring opcode) to one of four QPs,
-// from fuzzed fields (PSN distance from the expected PSN, VA, key, length,
-// DMA length), then fuzzed bytes are XOR-ed in anywhere in the frame, with
-// or without the checksums made right again. That walks the edge of every
-// check the template and QueuePair::try_write_only make.
+// RDMA WRITE ONLY requests (or a neighbouring opcode), or the packets of
+// multi-packet WRITE messages, to one of four QPs, from fuzzed fields (PSN
+// distance from the expected PSN, VA, key, length, DMA length), then fuzzed
+// bytes are XOR-ed in anywhere in the frame, with or without the checksums
+// made right again. That walks the edge of every check the template and
+// QueuePair::try_predicted_write make.
 //
 // Input: one setup byte (bits 0-1: path MTU 256/1024/2048/4096; bit 2: the
 // responder ACKs every 3rd packet), then records until the bytes run out:
@@ -20,8 +21,16 @@
 //                  IPv4 checksum and ICRC after the XORs; bit 6: end the
 //                  burst after this frame; bit 7: +200 ms and timers.
 //   psn: bits 0-3 the PSN's distance from the next one, plus 4; bit 4
-//        AckReq; bits 5-7 the opcode when ctrl bit 4 asks for one.
+//        AckReq; bits 5-7 the opcode when ctrl bit 4 asks for one (kOpcodes;
+//        7: a packet of a multi-packet message, below).
 //   len: payload bytes (mod 4097); dma: DMA length = len + dma - 128.
+//
+// A message packet is the one at its PSN of the QP's current message (a
+// WRITE of FIRST, MIDDLE..., LAST at the path MTU); a PSN outside it starts
+// a new one there, of 2 + (len hi & 7) packets, the last carrying
+// 4 * (1 + len lo % (MTU / 4)) bytes, at VA as above, all in order. Then
+// dma - 128, if not 0, goes wrong on purpose: FIRST's DMA length is off by
+// that much, a MIDDLE's or LAST's payload by that many words.
 //
 // Checks (abort on failure, on top of ASan/UBSan): after every burst the
 // answers (frame bytes), both endpoints' counters, every QP's counters and
@@ -29,6 +38,7 @@
 // MR A changed.
 //
 // Built only with -Dfuzz=true (clang, see docs/FUZZING.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -158,15 +168,24 @@ struct Side {
   }
 };
 
-constexpr uint8_t kOpcodes[8] = {
+constexpr uint8_t kOpcodes[7] = {
     IBV_OPCODE_RDMA_WRITE_ONLY, IBV_OPCODE_RDMA_WRITE_FIRST, IBV_OPCODE_RDMA_WRITE_MIDDLE,
     IBV_OPCODE_RDMA_WRITE_LAST, IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
-    IBV_OPCODE_SEND_ONLY, IBV_OPCODE_RDMA_READ_REQUEST, IBV_OPCODE_RDMA_WRITE_ONLY};
+    IBV_OPCODE_SEND_ONLY, IBV_OPCODE_RDMA_READ_REQUEST};
+constexpr uint8_t kMessagePacket = 7;
+
+// The multi-packet WRITE message a QP's sender is in (message packets).
+struct Message {
+  uint32_t first_psn = 0;
+  uint32_t packets = 0;  // 0: none yet
+  uint32_t last_len = 0;
+  uint64_t va = 0;
+};
 
 // One record's frame for `s`'s QPs (both sides have the same QPNs, paths
 // and expected PSNs, so a frame built from one fits the other).
 std::vector<uint8_t> build(const Side& s, const uint8_t* r, const uint8_t* muts, size_t n_mut,
-                           uint32_t pending_psn[kQps]) {
+                           uint32_t pending_psn[kQps], Message messages[kQps]) {
   const uint8_t ctrl = r[0];
   const int q = ctrl & 3;
   const transport::QueuePair& qp = *s.qp[q];
@@ -175,7 +194,8 @@ std::vector<uint8_t> build(const Side& s, const uint8_t* r, const uint8_t* muts,
   std::swap(from.src_ip, from.dst_ip);
   const uint8_t base = qp.type() == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC;
   wire::TransportSpec t;
-  t.opcode = static_cast<uint8_t>(base | ((ctrl & 0x10) ? kOpcodes[r[1] >> 5] : kOpcodes[0]));
+  const uint8_t op_sel = (ctrl & 0x10) ? r[1] >> 5 : 0;
+  t.opcode = static_cast<uint8_t>(base | (op_sel == kMessagePacket ? 0 : kOpcodes[op_sel]));
   t.dest_qp = qp.qpn();
   t.psn = wire::psn_add(pending_psn[q], static_cast<uint32_t>((r[1] & 15) - 4) & wire::kPsnMask);
   t.ack_req = r[1] & 0x10;
@@ -184,11 +204,32 @@ std::vector<uint8_t> build(const Side& s, const uint8_t* r, const uint8_t* muts,
                 : key_sel == 2 ? s.stale_key : 0;
   const uint64_t iova = key_sel == 1 ? kIovaB : kIovaA;
   t.reth_va = iova + ((uint64_t{r[2]} << 8 | r[3]) % (kLenA + 64));
-  const uint32_t len = (uint32_t{r[4]} << 8 | r[5]) % 4097;
+  uint32_t len = (uint32_t{r[4]} << 8 | r[5]) % 4097;
   t.reth_dma_length = len + r[6] - 128;
-  std::vector<uint8_t> payload(len);
-  for (uint32_t i = 0; i < len; ++i) payload[i] = static_cast<uint8_t>(i * 7 + r[1]);
-  std::vector<uint8_t> f(len + 256);
+  if (op_sel == kMessagePacket) {
+    const uint32_t mtu = qp.mtu();
+    Message& m = messages[q];
+    uint32_t k = wire::psn_distance(m.first_psn, t.psn);
+    if (m.packets == 0 || k >= m.packets) {
+      m = Message{t.psn, 2 + (r[4] & 7u), 4 * (1 + r[5] % (mtu / 4)), t.reth_va};
+      k = 0;
+    }
+    const bool last = k + 1 == m.packets;
+    t.opcode = static_cast<uint8_t>(base | (k == 0  ? IBV_OPCODE_RDMA_WRITE_FIRST
+                                            : last ? IBV_OPCODE_RDMA_WRITE_LAST
+                                                   : IBV_OPCODE_RDMA_WRITE_MIDDLE));
+    t.reth_va = m.va;
+    t.reth_dma_length = (m.packets - 1) * mtu + m.last_len;
+    len = last ? m.last_len : mtu;
+    const int off = r[6] - 128;  // 0: as planned
+    if (k == 0)
+      t.reth_dma_length += off;
+    else
+      len = static_cast<uint32_t>(std::max<int>(0, static_cast<int>(len) + 4 * off));
+  }
+  std::vector<uint8_t> payload(wire::opcode_info(t.opcode).payload ? len : 0);
+  for (uint32_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 7 + r[1]);
+  std::vector<uint8_t> f(payload.size() + 256);
   f.resize(wire::build_packet(from, t, payload, f));
   if (f.empty()) return f;
   if (wire::psn_diff(t.psn, pending_psn[q]) >= 0) pending_psn[q] = wire::psn_add(t.psn, 1);
@@ -212,6 +253,7 @@ void run(const uint8_t* data, size_t size) {
   --size;
   uint64_t now = 1;
   uint32_t pending_psn[kQps];
+  Message messages[kQps];
   for (int q = 0; q < kQps; ++q) pending_psn[q] = a.qp[q]->expected_psn();
   std::vector<std::vector<uint8_t>> burst;
   auto flush = [&] {
@@ -228,7 +270,7 @@ void run(const uint8_t* data, size_t size) {
     const size_t n_mut = std::min<size_t>(data[7], 8);
     const size_t rec = 8 + 3 * n_mut;
     if (size < rec) break;
-    std::vector<uint8_t> f = build(a, data, data + 8, n_mut, pending_psn);
+    std::vector<uint8_t> f = build(a, data, data + 8, n_mut, pending_psn, messages);
     if (!f.empty()) burst.push_back(std::move(f));
     const uint8_t ctrl = data[0];
     if ((ctrl & 0x40) || burst.size() == endpoint::Endpoint::kRxBatch) flush();

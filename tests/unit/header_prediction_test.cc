@@ -1,10 +1,11 @@
 // Header prediction (wire/rx_template.h, Endpoint::receive_burst): the
-// template matches exactly the plain RDMA WRITE ONLY frames of its QP's peer,
-// and an endpoint with prediction behaves exactly like one that parses every
-// frame (counters, placed bytes, answers, completions) over a random mix of
-// frames and QP kinds.
+// template matches exactly the plain RDMA WRITE frames (ONLY, FIRST, MIDDLE,
+// LAST) of its QP's peer, and an endpoint with prediction behaves exactly
+// like one that parses every frame (counters, placed bytes, answers,
+// completions) over a random mix of frames, messages and QP kinds.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "droce/cc/registry.h"
@@ -77,17 +78,22 @@ struct Layout {
 };
 constexpr Layout kLayouts[] = {{false, false}, {false, true}, {true, false}, {true, true}};
 
-TEST(RxTemplate, MatchesTheQpsWriteOnlyInEveryLayout) {
+constexpr uint8_t kWriteOps[] = {IBV_OPCODE_RDMA_WRITE_ONLY, IBV_OPCODE_RDMA_WRITE_FIRST,
+                                 IBV_OPCODE_RDMA_WRITE_MIDDLE, IBV_OPCODE_RDMA_WRITE_LAST};
+
+TEST(RxTemplate, MatchesTheQpsWritesInEveryLayout) {
   for (const Layout l : kLayouts) {
     for (uint8_t base : {uint8_t{IBV_OPCODE_RC}, uint8_t{IBV_OPCODE_UC}}) {
-      SCOPED_TRACE(::testing::Message() << "v6 " << l.v6 << " vlan " << l.vlan << " base "
-                                        << int{base});
       const wire::PathSpec ours = our_path(l.v6, l.vlan);
-      const wire::RxTemplate t = wire::make_write_only_template(ours, kQpn, base, 0xFFFF);
-      for (uint32_t len : {4u, 64u, 1024u, 4096u}) {
-        const auto f =
-            write_only(reversed(ours), static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_ONLY),
-                       77 + len, len);
+      const wire::RxTemplate t = wire::make_write_template(ours, kQpn, base, 0xFFFF);
+      for (const uint8_t op : kWriteOps) {
+      for (uint32_t len : {4u, 8u, 64u, 1024u, 4096u}) {
+        // Without a RETH, 4 bytes make an IPv4 frame under the 64 bytes the
+        // compare reads (OnlyPlainWritesMatch).
+        if (len == 4 && !(wire::opcode_info(op).ext & wire::kExtReth)) continue;
+        SCOPED_TRACE(::testing::Message() << "v6 " << l.v6 << " vlan " << l.vlan << " base "
+                                          << int{base} << " op " << int{op} << " len " << len);
+        const auto f = write_only(reversed(ours), static_cast<uint8_t>(base | op), 77 + len, len);
         ASSERT_GT(wire::predicted_bth_offset(f), 0u);
         EXPECT_EQ(wire::load_be24(f.data() + wire::predicted_bth_offset(f) + 5), kQpn);
         wire::PredictedWrite w;
@@ -114,9 +120,45 @@ TEST(RxTemplate, MatchesTheQpsWriteOnlyInEveryLayout) {
         const wire::IcrcCheck cb = wire::icrc_check(t, bad, w);
         wire::icrc_check_many(&cb, &ok, 1);
         EXPECT_FALSE(ok);
+        // The position, for the QP to judge the message sequence by, and no
+        // stale RETH fields where the frame has none.
+        ASSERT_TRUE(wire::rx_template_match(t, f, w));
+        EXPECT_EQ(w.position, wire::opcode_info(static_cast<uint8_t>(base | op)).position);
+        if (op == IBV_OPCODE_RDMA_WRITE_MIDDLE || op == IBV_OPCODE_RDMA_WRITE_LAST) {
+          EXPECT_EQ(w.va, 0u);
+          EXPECT_EQ(w.rkey, 0u);
+          EXPECT_EQ(w.dma_length, 0u);
+        }
+      }
       }
     }
   }
+}
+
+// The operations the template leaves to parse(): every opcode of the QP's
+// transport but the four RDMA WRITEs without immediate, and a padded LAST
+// (pad count 0 is fixed; such a LAST ends a message of odd length, rare)
+// or one so short that the frame is under the 64 bytes the compare reads.
+TEST(RxTemplate, OnlyPlainWritesMatch) {
+  const wire::PathSpec ours = our_path(false, false);
+  const wire::RxTemplate t = wire::make_write_template(ours, kQpn, IBV_OPCODE_RC, 0xFFFF);
+  wire::PredictedWrite w;
+  for (int op = 0; op < 32; ++op) {
+    if (!wire::opcode_info(static_cast<uint8_t>(op)).supported) continue;
+    const bool plain = op == IBV_OPCODE_RDMA_WRITE_ONLY || op == IBV_OPCODE_RDMA_WRITE_FIRST ||
+                       op == IBV_OPCODE_RDMA_WRITE_MIDDLE || op == IBV_OPCODE_RDMA_WRITE_LAST;
+    const bool payload = wire::opcode_info(static_cast<uint8_t>(op)).payload;
+    const auto f = write_only(reversed(ours), static_cast<uint8_t>(op), 9, payload ? 64 : 0);
+    ASSERT_FALSE(f.empty()) << op;
+    EXPECT_EQ(wire::rx_template_match(t, f, w), plain) << wire::opcode_info(static_cast<uint8_t>(op)).name;
+  }
+  EXPECT_FALSE(wire::rx_template_match(
+      t, write_only(reversed(ours), IBV_OPCODE_RC_RDMA_WRITE_LAST, 9, 63), w)) << "pad";
+  const auto short_last = write_only(reversed(ours), IBV_OPCODE_RC_RDMA_WRITE_LAST, 9, 4);
+  ASSERT_LT(short_last.size(), 64u);
+  EXPECT_FALSE(wire::rx_template_match(t, short_last, w)) << "under 64 bytes";
+  EXPECT_TRUE(wire::rx_template_match(
+      t, write_only(reversed(ours), IBV_OPCODE_RC_RDMA_WRITE_LAST, 9, 8), w)) << "64 bytes";
 }
 
 // One byte changed in an IPv4 frame (checksums refreshed): what the template
@@ -124,7 +166,7 @@ TEST(RxTemplate, MatchesTheQpsWriteOnlyInEveryLayout) {
 TEST(RxTemplate, FieldsThatMayVaryAndFieldsThatMayNot) {
   const wire::PathSpec ours = our_path(false, false);
   const wire::RxTemplate t =
-      wire::make_write_only_template(ours, kQpn, IBV_OPCODE_RC, 0xFFFF);
+      wire::make_write_template(ours, kQpn, IBV_OPCODE_RC, 0xFFFF);
   const auto good = write_only(reversed(ours), IBV_OPCODE_RC_RDMA_WRITE_ONLY, 5, 64);
   constexpr size_t kIp = 14, kUdp = 34, kBth = 42;
   struct Case {
@@ -149,7 +191,12 @@ TEST(RxTemplate, FieldsThatMayVaryAndFieldsThatMayNot) {
       {"destination IP", kIp + 19, 0x01, false},
       {"UDP source port", kUdp + 1, 0x55, true},
       {"UDP destination port", kUdp + 3, 0x01, false},
-      {"opcode: WRITE FIRST", kBth, IBV_OPCODE_RDMA_WRITE_ONLY ^ IBV_OPCODE_RDMA_WRITE_FIRST, false},
+      {"opcode: WRITE FIRST", kBth, IBV_OPCODE_RDMA_WRITE_ONLY ^ IBV_OPCODE_RDMA_WRITE_FIRST, true},
+      {"opcode: WRITE ONLY with immediate", kBth,
+       IBV_OPCODE_RDMA_WRITE_ONLY ^ IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE, false},
+      {"opcode: SEND ONLY", kBth, IBV_OPCODE_RDMA_WRITE_ONLY ^ IBV_OPCODE_SEND_ONLY, false},
+      {"opcode: READ request", kBth, IBV_OPCODE_RDMA_WRITE_ONLY ^ IBV_OPCODE_RDMA_READ_REQUEST,
+       false},
       {"opcode: UC", kBth, IBV_OPCODE_UC, false},
       {"solicited event", kBth + 1, 0x80, true},
       {"MigReq", kBth + 1, 0x40, true},
@@ -190,7 +237,7 @@ TEST(RxTemplate, FieldsThatMayVaryAndFieldsThatMayNot) {
   EXPECT_FALSE(wire::rx_template_match(t, pkey, w)) << "another P_Key";
   // A VLAN tag with another VID, or a frame of the other layout.
   const wire::PathSpec tagged = our_path(false, true);
-  const wire::RxTemplate tt = wire::make_write_only_template(tagged, kQpn, IBV_OPCODE_RC, 0xFFFF);
+  const wire::RxTemplate tt = wire::make_write_template(tagged, kQpn, IBV_OPCODE_RC, 0xFFFF);
   EXPECT_FALSE(wire::rx_template_match(tt, good, w)) << "untagged frame, tagged template";
   wire::PathSpec other_vid = reversed(tagged);
   other_vid.vlan_id = 0x124;
@@ -302,34 +349,89 @@ struct Responder {
   }
 };
 
-// A random frame for one of the responder's QPs: mostly the WRITE ONLY the
-// template predicts, at or near the expected PSN, with every kind of flaw
-// the predicted path must hand to parse() or the QP must turn down.
+// What a requester sends one QP: RDMA WRITE messages of one packet (ONLY)
+// or two to six (FIRST, MIDDLE..., LAST at the QP's MTU), each packet
+// planned once by its PSN, so a go-back-N resend repeats it exactly.
+struct Planned {
+  uint8_t op = 0;  // IBV_OPCODE_RDMA_WRITE_*, without the transport
+  uint64_t va = 0;  // the message's RETH
+  uint32_t dma_length = 0;
+  uint32_t len = 0;  // this packet's payload
+};
+
+struct Sender {
+  uint32_t next_psn = 1000;
+  std::map<uint32_t, Planned> plan;  // PSNs stay far from the wrap here
+
+  // The packet at `psn`; a PSN not planned starts a new message there (what
+  // was planned after it is forgotten).
+  const Planned& at(std::mt19937& rng, uint32_t psn, uint32_t mtu) {
+    if (auto it = plan.find(psn); it != plan.end()) return it->second;
+    plan.erase(plan.lower_bound(psn), plan.end());
+    auto pick = [&](uint32_t n) { return rng() % n; };
+    const uint32_t packets = pick(3) == 0 ? 1 : 2 + pick(5);
+    // A one-packet message is small (the template's own case); a last
+    // packet is a whole number of words, now and then not (a pad).
+    const uint32_t last = packets == 1   ? 4 * (1 + pick(16))
+                          : pick(8) == 0 ? 1 + pick(mtu)
+                                         : 4 * (1 + pick(mtu / 4));
+    const uint32_t total = (packets - 1) * mtu + last;
+    const uint64_t va = pick(48 * 1024 - total + 1);
+    for (uint32_t k = 0; k < packets; ++k) {
+      Planned& p = plan[psn + k];
+      p.op = packets == 1    ? IBV_OPCODE_RDMA_WRITE_ONLY
+             : k == 0        ? IBV_OPCODE_RDMA_WRITE_FIRST
+             : k + 1 < packets ? IBV_OPCODE_RDMA_WRITE_MIDDLE
+                               : IBV_OPCODE_RDMA_WRITE_LAST;
+      p.va = va;
+      p.dma_length = total;
+      p.len = k + 1 < packets ? mtu : last;
+    }
+    return plan[psn];
+  }
+};
+
+// A random frame for one of the responder's QPs: mostly the next packet of
+// the sender's plan, at or near the expected PSN, with every kind of flaw
+// the predicted path must hand to parse() or the QP must turn down, inside
+// messages too (lost, repeated, reordered packets, wrong lengths, a DMA
+// length the packets do not add up to, another opcode cutting in).
 std::vector<uint8_t> random_frame(std::mt19937& rng, const Responder& r, size_t qp_index,
-                                  uint32_t& next_psn) {
+                                  Sender& sender) {
   const transport::QueuePair& qp = *r.qps[qp_index];
   const wire::PathSpec from = reversed(qp.attr().path);
   const uint8_t base = qp.type() == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC;
+  const uint32_t mtu = qp.mtu();
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const int flaw = pick(56);
+  uint32_t psn = sender.next_psn;
+  if (flaw == 0) psn = wire::psn_add(psn, wire::kPsnMask);  // duplicate
+  if (flaw == 1) psn = wire::psn_add(psn, 1 + pick(3));     // gap (reordered or lost)
+  if (flaw == 23) psn = sender.next_psn = wire::psn_add(psn, 1);  // one lost on the way
+  const Planned p = sender.at(rng, psn, mtu);
   wire::TransportSpec t;
-  t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_ONLY);
+  t.opcode = static_cast<uint8_t>(base | p.op);
   t.dest_qp = qp.qpn();
-  t.psn = next_psn;
+  t.psn = psn;
   t.ack_req = pick(4) == 0;
-  uint32_t len = 4u * static_cast<uint32_t>(1 + pick(16));
+  uint32_t len = p.len;
   t.reth_rkey = r.mr->rkey();
-  t.reth_va = static_cast<uint64_t>(pick(47 * 1024));
-  const int flaw = pick(40);
+  t.reth_va = p.va;
+  t.reth_dma_length = p.dma_length;
   switch (flaw) {
-    case 0: t.psn = wire::psn_add(next_psn, wire::kPsnMask); break;  // duplicate
-    case 1: t.psn = wire::psn_add(next_psn, 3); break;               // gap
     case 2: t.reth_rkey = r.stale_rkey; break;
     case 3: t.reth_rkey = r.read_only->rkey(); break;
     case 4: t.reth_va = 48 * 1024 - 2; break;                        // out of range
     case 5: len = 0; break;
-    case 6: len = 2048; break;                                       // over the MTU
-    case 7: t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_FIRST); len = 1024; break;
+    case 6: len = p.op == IBV_OPCODE_RDMA_WRITE_ONLY ? 2048 : (len + 4) & ~3u; break;  // long
+    case 20: len = len > 4 ? (len - 4) & ~3u : len; break;           // short
+    case 7:  // another message cuts in
+      t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_FIRST);
+      len = mtu;
+      t.reth_dma_length = 2 * mtu;
+      break;
     case 8: t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_LAST); break;
+    case 22: t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_MIDDLE); break;
     case 9: t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_SEND_ONLY); break;
     case 10:
       if (base == IBV_OPCODE_RC) {
@@ -337,18 +439,26 @@ std::vector<uint8_t> random_frame(std::mt19937& rng, const Responder& r, size_t 
         t.reth_dma_length = 512;
       }
       break;
-    case 11: t.opcode = static_cast<uint8_t>(base | IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE); break;
+    case 11:
+      t.opcode = static_cast<uint8_t>(
+          base | (p.op == IBV_OPCODE_RDMA_WRITE_LAST ? IBV_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE
+                                                     : IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE));
+      break;
+    case 12: t.reth_dma_length += 4; break;  // the packets fall short of it
+    case 21: t.reth_dma_length -= 4; break;  // the packets run past it
     default: break;
   }
-  if (t.opcode != IBV_OPCODE_RC_RDMA_READ_REQUEST) t.reth_dma_length = len;
-  if (flaw == 12) t.reth_dma_length = len + 4;
-  std::vector<uint8_t> payload(t.opcode == IBV_OPCODE_RC_RDMA_READ_REQUEST ? 0 : len);
+  // The frame as built must be one (build_packet pads only a last packet).
+  const wire::OpcodeInfo& info = wire::opcode_info(t.opcode);
+  if (!info.is_last_or_only()) len &= ~3u;
+  std::vector<uint8_t> payload(info.payload ? len : 0);
   for (auto& b : payload) b = static_cast<uint8_t>(rng());
   wire::PathSpec path = from;
   if (flaw == 13) path.ecn = wire::Ecn::kCe;
   if (flaw == 14) path.dscp = 26;
   std::vector<uint8_t> f(payload.size() + 256);
   f.resize(wire::build_packet(path, t, payload, f));
+  EXPECT_FALSE(f.empty()) << "flaw " << flaw;
   const size_t l3 = path.vlan ? 18 : 14;
   switch (flaw) {
     case 15: f[f.size() - 1] ^= 0x01; break;                // ICRC
@@ -360,28 +470,34 @@ std::vector<uint8_t> random_frame(std::mt19937& rng, const Responder& r, size_t 
   // The sender's next PSN: on after a frame the responder takes, and
   // sometimes after one it refuses (the frames after it then arrive out of
   // order, as after a loss).
-  if (flaw >= 19 || flaw == 13 || flaw == 14 || flaw == 17 || pick(3) == 0)
-    next_psn = wire::psn_add(next_psn, 1);
+  if (flaw >= 23 || flaw == 13 || flaw == 14 || flaw == 17 || pick(3) == 0)
+    sender.next_psn = wire::psn_add(sender.next_psn, 1);
   return f;
 }
 
 TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
   Responder predicted(true), parsed(false);
   std::mt19937 rng(20261129);
-  std::vector<uint32_t> next_psn(predicted.qps.size(), 1000);
+  std::vector<Sender> senders(predicted.qps.size());
   uint64_t now = 1;
   int reconnects = 0;
   std::vector<std::vector<uint8_t>> burst;
-  for (int round = 0; round < 400; ++round) {
+  for (int round = 0; round < 600; ++round) {
     burst.clear();
     // Each burst starts where the responder expects it (a go-back-N sender
     // that went back at once), so the mix keeps reaching in-order frames.
-    for (size_t q = 0; q < next_psn.size(); ++q) next_psn[q] = predicted.qps[q]->expected_psn();
+    for (size_t q = 0; q < senders.size(); ++q)
+      senders[q].next_psn = predicted.qps[q]->expected_psn();
     const size_t n = 1 + rng() % endpoint::Endpoint::kRxBatch;
     for (size_t i = 0; i < n; ++i) {
       // Runs of one QP (as bursts mostly are) and mixes.
       const size_t q = rng() % 3 == 0 ? rng() % predicted.qps.size() : round % predicted.qps.size();
-      burst.push_back(random_frame(rng, predicted, q, next_psn[q]));
+      burst.push_back(random_frame(rng, predicted, q, senders[q]));
+    }
+    // Now and then two neighbours swapped on the way (reordered packets).
+    if (n > 1 && rng() % 4 == 0) {
+      const size_t i = rng() % (n - 1);
+      std::swap(burst[i], burst[i + 1]);
     }
     std::vector<std::span<const uint8_t>> views(burst.begin(), burst.end());
     predicted.ep->receive_burst(views, now);
@@ -390,13 +506,14 @@ TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
     now += 10'000;
     for (size_t q = 0; q < predicted.qps.size(); ++q) {
       ASSERT_EQ(predicted.qps[q]->state(), parsed.qps[q]->state());
-      if (predicted.qps[q]->state() == QpState::kErr && round < 300) {
+      if (predicted.qps[q]->state() == QpState::kErr && round < 500) {
         ++reconnects;
-        predicted.connect(q, next_psn[q]);
-        parsed.connect(q, next_psn[q]);
+        predicted.connect(q, senders[q].next_psn);
+        parsed.connect(q, senders[q].next_psn);
+        senders[q].plan.clear();  // a new connection starts a new message
       }
     }
-    if (round == 300) {
+    if (round == 500) {
       // A QP that errs from here on: neither way may touch its memory.
       ASSERT_EQ(predicted.qps[0]->modify(QpState::kErr, {}), 0);
       ASSERT_EQ(parsed.qps[0]->modify(QpState::kErr, {}), 0);
@@ -441,8 +558,339 @@ TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
   EXPECT_GT(predicted.qps[1]->counters().rx_request_packets, 500u);  // UC
   EXPECT_GT(predicted.qps[2]->counters().rx_request_packets, 500u);  // selective repeat
   EXPECT_GT(predicted.qps[4]->counters().rx_request_packets, 500u);  // RTR
-  EXPECT_GT(predicted.qps[0]->counters().rx_dropped_bad_state, 50u);  // after round 300
+  EXPECT_GT(predicted.qps[0]->counters().rx_dropped_bad_state, 50u);  // after round 500
   EXPECT_GT(predicted.qps[2]->counters().rx_ooo_accepted, 10u);
+}
+
+// ---------------------------------------------------------------------------
+// Multi-packet messages, one precondition of try_predicted_write at a time:
+// the frames are ones the predicted path would take if that check were
+// missing, and must end as the general path ends them.
+
+constexpr uint32_t kMtu = 1024;  // Responder's QPs
+
+// One WRITE packet to QP `q` of `r`: `op` without the transport bits, the
+// RETH (FIRST/ONLY) from va/dma_length and `rkey` (0: the writable MR).
+struct Packet {
+  uint8_t op;
+  uint32_t psn;  // from the QP's starting PSN (1000)
+  uint32_t len;
+  uint64_t va = 0;
+  uint32_t dma_length = 0;
+  uint8_t fill = 0x11;  // payload bytes: fill + i
+  uint32_t rkey = 0;
+};
+
+std::vector<uint8_t> packet(const Responder& r, size_t q, const Packet& p) {
+  const transport::QueuePair& qp = *r.qps[q];
+  const uint8_t base = qp.type() == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC;
+  wire::TransportSpec t;
+  t.opcode = static_cast<uint8_t>(base | p.op);
+  t.dest_qp = qp.qpn();
+  t.psn = 1000 + p.psn;
+  t.ack_req = p.op == IBV_OPCODE_RDMA_WRITE_LAST || p.op == IBV_OPCODE_RDMA_WRITE_ONLY;
+  t.reth_va = p.va;
+  t.reth_rkey = p.rkey ? p.rkey : r.mr->rkey();
+  t.reth_dma_length = p.dma_length;
+  std::vector<uint8_t> payload(p.len);
+  for (uint32_t i = 0; i < p.len; ++i) payload[i] = static_cast<uint8_t>(p.fill + i);
+  std::vector<uint8_t> f(p.len + 256);
+  f.resize(wire::build_packet(reversed(qp.attr().path), t, payload, f));
+  EXPECT_FALSE(f.empty());
+  return f;
+}
+
+// Two responders, one predicting and one parsing, fed the same bursts;
+// after each burst their answers must be equal, and at any time the rest.
+struct Twins {
+  Responder predicted{true}, parsed{false};
+  uint64_t now = 1;
+
+  void burst(size_t q, const std::vector<Packet>& packets) {
+    std::vector<std::vector<uint8_t>> frames;
+    for (const Packet& p : packets) frames.push_back(packet(predicted, q, p));
+    feed(frames);
+  }
+
+  void feed(const std::vector<std::vector<uint8_t>>& frames) {
+    std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
+    predicted.ep->receive_burst(views, now);
+    parsed.ep->receive_burst(views, now);
+    drain();
+  }
+
+  // Every answer out (the pacer spaces them), the same both ways.
+  void drain() {
+    for (int i = 0; i < 8; ++i, now += 10'000)
+      EXPECT_EQ(predicted.answers(now), parsed.answers(now));
+  }
+
+  void expect_same() {
+    std::vector<std::pair<std::string, uint64_t>> c1, c2;
+    auto both = [&](auto&& each) {
+      c1.clear();
+      c2.clear();
+      each(predicted, c1);
+      each(parsed, c2);
+      EXPECT_EQ(c1, c2);
+    };
+    both([](Responder& r, auto& c) {
+      r.ep->counters().for_each([&](std::string_view k, uint64_t v) { c.emplace_back(k, v); });
+      for (auto* qp : r.qps) {
+        qp->counters().for_each([&](std::string_view k, uint64_t v) { c.emplace_back(k, v); });
+        c.emplace_back("epsn", qp->expected_psn());
+        c.emplace_back("msn", qp->msn());
+        c.emplace_back("state", static_cast<uint64_t>(qp->state()));
+      }
+    });
+    EXPECT_EQ(predicted.memory, parsed.memory);
+  }
+
+  const transport::QpCounters& counters(size_t q) const { return predicted.qps[q]->counters(); }
+};
+
+using W = Packet;
+constexpr uint8_t kFirst = IBV_OPCODE_RDMA_WRITE_FIRST, kMiddle = IBV_OPCODE_RDMA_WRITE_MIDDLE,
+                  kLast = IBV_OPCODE_RDMA_WRITE_LAST, kOnly = IBV_OPCODE_RDMA_WRITE_ONLY;
+
+// The plain case, RC and UC: messages placed whole and in place, one after
+// the other (the MSN moves at each LAST), in one burst and across bursts.
+TEST(HeaderPredictionMessages, InOrderMessagesArePlacedInPlace) {
+  for (size_t q : {0u, 1u}) {
+    Twins t;
+    t.burst(q, {W{kFirst, 0, kMtu, 100, 2560, 0x20}, W{kMiddle, 1, kMtu, 0, 0, 0x40},
+                W{kLast, 2, 512, 0, 0, 0x60}, W{kOnly, 3, 64, 8000, 64, 0x80},
+                W{kFirst, 4, kMtu, 9000, 2048, 0xA0}});
+    t.burst(q, {W{kLast, 5, kMtu, 0, 0, 0xC0}});
+    t.expect_same();
+    const auto& m = t.predicted.memory;
+    EXPECT_EQ(m[100], 0x20);
+    EXPECT_EQ(m[100 + kMtu], 0x40);
+    EXPECT_EQ(m[100 + 2 * kMtu], 0x60);
+    EXPECT_EQ(m[100 + 2 * kMtu + 511], static_cast<uint8_t>(0x60 + 511));
+    EXPECT_EQ(m[100 + 2 * kMtu + 512], 0);
+    EXPECT_EQ(m[8000], 0x80);
+    EXPECT_EQ(m[9000 + kMtu], 0xC0);
+    EXPECT_EQ(t.predicted.qps[q]->msn(), 3u);
+    EXPECT_EQ(t.predicted.qps[q]->expected_psn(), 1006u);
+  }
+}
+
+// Opcode sequence (IBA 9.7.5.2.2): a MIDDLE or LAST with no message in
+// progress, and a FIRST or ONLY inside one, are invalid requests on RC;
+// UC drops the message cut short and starts the new one (IBA 9.8.3).
+TEST(HeaderPredictionMessages, OpcodeOutOfSequence) {
+  {
+    Twins t;  // after a whole message: no message in progress
+    t.burst(0, {W{kOnly, 0, 64, 0, 64}, W{kMiddle, 1, kMtu}});
+    EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
+    t.expect_same();
+  }
+  {
+    Twins t;
+    t.burst(0, {W{kOnly, 0, 64, 0, 64}, W{kLast, 1, 64}});
+    EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
+    t.expect_same();
+  }
+  for (uint8_t cut_in : {kFirst, kOnly}) {
+    Twins t;
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}, W{cut_in, 1, kMtu, 4096, cut_in == kOnly ? kMtu : 2048}});
+    EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
+    t.expect_same();
+  }
+  for (uint8_t send : {uint8_t{IBV_OPCODE_SEND_MIDDLE}, uint8_t{IBV_OPCODE_SEND_LAST}}) {
+    Twins t;  // another operation continuing the WRITE
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 2048}, W{send, 1, kMtu}});
+    EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
+    t.expect_same();
+  }
+  {
+    Twins t;  // UC: the new message is taken, the old one counted lost
+    t.burst(1, {W{kFirst, 0, kMtu, 0, 3072}, W{kFirst, 1, kMtu, 4096, 2048, 0x33},
+                W{kLast, 2, kMtu, 0, 0, 0x44}});
+    EXPECT_EQ(t.counters(1).rx_dropped_uc, 1u);
+    EXPECT_EQ(t.predicted.qps[1]->msn(), 1u);
+    EXPECT_EQ(t.predicted.memory[4096 + kMtu], 0x44);
+    t.expect_same();
+  }
+}
+
+// Payload lengths (IBA 9.7.5.2): FIRST and MIDDLE carry exactly the MTU,
+// LAST 1..MTU; on RC a NAK, on UC the message is dropped.
+TEST(HeaderPredictionMessages, WrongPacketLengths) {
+  const std::vector<std::vector<Packet>> cases = {
+      {W{kFirst, 0, kMtu - 4, 0, 2044}},                                  // short FIRST
+      {W{kFirst, 0, kMtu, 0, 3068}, W{kMiddle, 1, kMtu - 4}},            // short MIDDLE
+      {W{kFirst, 0, kMtu, 0, 2048 + 4}, W{kLast, 1, kMtu + 4}},          // LAST over the MTU
+  };
+  for (size_t q : {0u, 1u}) {
+    for (const auto& c : cases) {
+      Twins t;
+      t.burst(q, c);
+      // What a well-formed message would have left: nothing at the end.
+      if (q == 0) {
+        EXPECT_EQ(t.counters(q).naks_invalid_request_sent, 1u);
+      } else {
+        EXPECT_EQ(t.counters(q).rx_dropped_uc, 1u);
+      }
+      t.expect_same();
+    }
+  }
+}
+
+// The RETH DMA length against the packets (IBA 9.7.5.2): a MIDDLE or LAST
+// running past it, a LAST ending short of it, a FIRST longer than it.
+TEST(HeaderPredictionMessages, PacketsDisagreeWithTheDmaLength) {
+  const std::vector<std::vector<Packet>> cases = {
+      {W{kFirst, 0, kMtu, 0, 1500}, W{kMiddle, 1, kMtu}},               // MIDDLE past it
+      {W{kFirst, 0, kMtu, 0, 1500}, W{kLast, 1, 1024}},                 // LAST past it
+      {W{kFirst, 0, kMtu, 0, 3072}, W{kMiddle, 1, kMtu}, W{kLast, 2, 512}},  // LAST short
+      {W{kFirst, 0, kMtu, 0, 1000}},                                    // FIRST past it
+  };
+  for (size_t q : {0u, 1u}) {
+    for (const auto& c : cases) {
+      Twins t;
+      t.burst(q, c);
+      if (q == 0) {
+        EXPECT_EQ(t.counters(q).naks_invalid_request_sent, 1u);
+      } else {
+        EXPECT_EQ(t.counters(q).rx_dropped_uc, 1u);
+      }
+      EXPECT_EQ(t.predicted.qps[q]->msn(), 0u);
+      t.expect_same();
+    }
+  }
+}
+
+// PSNs inside a message: a gap (lost MIDDLE) is a sequence error on RC and
+// loses the message on UC; a repeated MIDDLE is acknowledged again and not
+// placed again; the resend after the NAK completes the message.
+TEST(HeaderPredictionMessages, LostRepeatedAndResentPackets) {
+  {
+    Twins t;
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}, W{kLast, 2, kMtu}});
+    EXPECT_EQ(t.counters(0).naks_seq_sent, 1u);
+    t.burst(0, {W{kMiddle, 1, kMtu, 0, 0, 0x55}, W{kLast, 2, kMtu, 0, 0, 0x66},
+                W{kMiddle, 1, kMtu, 0, 0, 0x77}});  // the resend, then a stray repeat
+    EXPECT_EQ(t.counters(0).rx_duplicate_packets, 1u);
+    EXPECT_EQ(t.predicted.qps[0]->msn(), 1u);
+    EXPECT_EQ(t.predicted.memory[kMtu], 0x55);
+    t.expect_same();
+  }
+  {
+    Twins t;  // UC
+    t.burst(1, {W{kFirst, 0, kMtu, 0, 3072}, W{kLast, 2, kMtu}, W{kOnly, 3, 64, 8192, 64}});
+    EXPECT_EQ(t.counters(1).rx_out_of_sequence, 1u);
+    EXPECT_EQ(t.predicted.qps[1]->msn(), 1u);  // the ONLY, not the broken message
+    t.expect_same();
+  }
+}
+
+// After a fatal NAK the responder executes nothing more (IBA 9.9.3), even
+// a packet that would be in order in the same burst: here a new message
+// at the NAKed PSN (the bad one ended the message in progress).
+TEST(HeaderPredictionMessages, NothingAfterAFatalNak) {
+  Twins t;
+  t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}, W{kMiddle, 1, kMtu - 4},
+              W{kOnly, 1, 64, 8192, 64, 0x5A}});
+  EXPECT_EQ(t.counters(0).naks_invalid_request_sent, 1u);
+  EXPECT_EQ(t.counters(0).rx_dropped_bad_state, 1u);
+  EXPECT_EQ(t.predicted.memory[8192], 0);
+  t.expect_same();
+}
+
+// The message's region is checked for each packet (IBA 10.6.3): a MIDDLE
+// after the region went away is a remote access error; a FIRST whose
+// R_Key is stale or read-only is one too.
+TEST(HeaderPredictionMessages, AccessIsCheckedPerPacket) {
+  {
+    Twins t;
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}});
+    for (Responder* r : {&t.predicted, &t.parsed}) {
+      ASSERT_EQ(r->device.dereg_mr(r->mr), 0);
+      r->mr = nullptr;
+    }
+    // A MIDDLE by hand: Packet builds with the MR that is gone.
+    Responder& p = t.predicted;
+    wire::TransportSpec ts;
+    ts.opcode = IBV_OPCODE_RC_RDMA_WRITE_MIDDLE;
+    ts.dest_qp = p.qps[0]->qpn();
+    ts.psn = 1001;
+    std::vector<uint8_t> payload(kMtu, 0x99), f(kMtu + 256);
+    f.resize(wire::build_packet(reversed(p.qps[0]->attr().path), ts, payload, f));
+    const std::span<const uint8_t> view(f);
+    t.predicted.ep->receive_burst(std::span(&view, 1), t.now);
+    t.parsed.ep->receive_burst(std::span(&view, 1), t.now);
+    t.drain();
+    EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
+    t.expect_same();
+  }
+  {
+    // Invalidated from another QP (SEND with Invalidate, IBA 10.6.7.2)
+    // while the WRITE is in progress: the key still names a region, which
+    // no longer grants remote access.
+    Twins t;
+    t.burst(0, {W{kFirst, 0, kMtu, 0, 3072}});
+    std::vector<std::vector<uint8_t>> frames;
+    for (Responder* r : {&t.predicted, &t.parsed}) {
+      const transport::Sge sge{40 * 1024, 64, r->mr->lkey()};
+      ASSERT_EQ(r->qps[3]->post_recv({.wr_id = 1, .sg_list = std::span(&sge, 1)}), 0);
+    }
+    wire::TransportSpec ts;
+    ts.opcode = wire::kOpRcSendOnlyWithInvalidate;
+    ts.dest_qp = t.predicted.qps[3]->qpn();
+    ts.psn = 1000;
+    ts.ieth_rkey = t.predicted.mr->rkey();
+    std::vector<uint8_t> payload(16, 0x31), f(300);
+    f.resize(wire::build_packet(reversed(t.predicted.qps[3]->attr().path), ts, payload, f));
+    frames.push_back(f);
+    frames.push_back(packet(t.predicted, 0, W{kMiddle, 1, kMtu, 0, 0, 0x77}));
+    t.feed(frames);
+    EXPECT_FALSE(t.predicted.mr->remote_valid());
+    EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
+    EXPECT_EQ(t.predicted.memory[kMtu], 0);
+    t.expect_same();
+  }
+  {
+    Twins t;  // kind 3: a QP that grants no remote write at all
+    t.burst(3, {W{kFirst, 0, kMtu, 0, 2048}, W{kLast, 1, kMtu}});
+    EXPECT_EQ(t.counters(3).naks_remote_access_sent, 1u);
+    t.expect_same();
+  }
+  for (bool stale : {true, false}) {
+    Twins t;
+    const uint32_t key = stale ? t.predicted.stale_rkey : t.predicted.read_only->rkey();
+    W first{kFirst, 0, kMtu, stale ? uint64_t{0} : uint64_t{48 * 1024}, 2048};
+    first.rkey = key;
+    t.burst(0, {first, W{kLast, 1, kMtu}});
+    EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
+    t.expect_same();
+  }
+}
+
+// Selective repeat keeps write contexts for packets placed out of order
+// and walks over them after the in-order one (sr_advance): its messages
+// are left to execute() (the predicted path is go-back-N only).
+TEST(HeaderPredictionMessages, SelectiveRepeatIsLeftToTheRules) {
+  Twins t;
+  // Kind 2: selective repeat. FIRST in order (a context), MIDDLE 2 ahead
+  // of time (placed through the context), MIDDLE 1 in order (walks over 2),
+  // LAST.
+  t.burst(2, {W{kFirst, 0, kMtu, 0, 4000, 0x10}, W{kMiddle, 2, kMtu, 0, 0, 0x30},
+              W{kMiddle, 1, kMtu, 0, 0, 0x20}, W{kLast, 3, 928, 0, 0, 0x40}});
+  EXPECT_EQ(t.counters(2).rx_ooo_accepted, 1u);
+  EXPECT_EQ(t.predicted.qps[2]->msn(), 1u);
+  EXPECT_EQ(t.predicted.memory[2 * kMtu], 0x30);
+  t.expect_same();
+}
+
+// An empty WRITE ONLY (DMA length 0) is legal and places nothing; the
+// predicted path leaves it to execute() (no region to place into).
+TEST(HeaderPredictionMessages, EmptyWriteOnly) {
+  Twins t;
+  t.burst(0, {W{kOnly, 0, 0, 0, 0}, W{kOnly, 1, 64, 0, 64}});
+  EXPECT_EQ(t.predicted.qps[0]->msn(), 2u);
+  t.expect_same();
 }
 
 // A response queue with no room: the predicted WRITE must be dropped

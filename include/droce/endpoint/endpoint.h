@@ -49,7 +49,7 @@ struct EndpointConfig {
   // last data packet of a QP on the ACKs it sends back.
   bool echo_int = true;
   // Header prediction in receive_burst (wire/rx_template.h): a plain RDMA
-  // WRITE ONLY is matched against its QP's header template instead of being
+  // WRITE packet is matched against its QP's header template instead of being
   // parsed. Off: every frame is parsed (the same effects, slower; for
   // comparison in tests and benches).
   bool header_prediction = true;
@@ -74,7 +74,7 @@ class Endpoint {
   void receive(std::span<const uint8_t> frame, uint64_t now);
   // The same for a burst, in order, with the same counters and effects as
   // receive() frame by frame. Plain RoCEv2 frames are parsed first (an
-  // RDMA WRITE ONLY its QP predicts, by a compare against the QP's header
+  // RDMA WRITE packet its QP predicts, by a compare against the QP's header
   // template instead), then their ICRCs checked in one pass (independent
   // CRC chains the CPU overlaps), then delivered; anything else (PFC, INT,
   // a frame that fails a check or that its QP turns down) goes through

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -173,16 +174,18 @@ class QueuePair {
   int post_recv(const RecvWr& wr);
 
   void on_packet(const wire::ParsedPacket& pkt, uint64_t now);
-  // Header prediction (wire/rx_template.h): the RDMA WRITE ONLY requests
-  // this QP's peer sends, as a template; set when the path is (INIT->RTR),
-  // matches nothing before that and for UD.
+  // Header prediction (wire/rx_template.h): the RDMA WRITE requests (no
+  // immediate) this QP's peer sends, as a template; set when the path is
+  // (INIT->RTR), matches nothing before that and for UD.
   const wire::RxTemplate& rx_template() const { return rx_template_; }
   // on_packet() for a request rx_template() matched whose ICRC is good,
-  // when it is the plain case: the expected PSN, no message in progress, an
-  // access the QP and the R_Key's region grant, room for the ACK. Returns
-  // false, having changed nothing, in every other case; the caller then
-  // parses the frame and calls on_packet(), which applies the full rules.
-  bool try_write_only(const wire::PredictedWrite& w);
+  // when it is the plain case: the expected PSN, the opcode in sequence
+  // with the message in progress, a payload length right for its position
+  // and the DMA length, an access the QP and the region grant, room for
+  // the ACK, go-back-N. Returns false, having changed nothing, in every
+  // other case; the caller then parses the frame and calls on_packet(),
+  // which applies the full rules.
+  bool try_predicted_write(const wire::PredictedWrite& w);
   size_t produce(uint64_t now, std::span<uint8_t> buf);
   bool has_work(uint64_t now) const;
   uint64_t next_deadline() const;
@@ -201,6 +204,10 @@ class QueuePair {
 
  private:
   // ---- qp.cc
+  // States whose QP takes packets at all (on_packet; IBA 10.3.1).
+  bool receives() const {
+    return state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kErr;
+  }
   void enter_error();
   void flush_all();
   void complete_send(SendWqe& w, ibv_wc_status status);
@@ -268,8 +275,28 @@ class QueuePair {
   // The end of every executed request: the expected PSN moves on and an RC
   // QP queues an ACK when one is due (coalesced, IBA 9.7.5.1.2).
   void advance_after_request(uint32_t psn, bool ack_req, bool uc);
-  // RDMA WRITE bytes into a region the access check returned.
-  static void place_write(const MemoryRegion& mr, uint64_t va, const uint8_t* src, uint32_t len);
+  // Pieces of execute() the predicted path (try_predicted_write) uses too, so
+  // both apply the same rules and leave the same state.
+  bool room_for_answer() const { return resp_count_ + 2 <= resp_.size(); }
+  std::optional<wire::NakCode> check_reth_of(uint32_t access, uint32_t rkey, uint64_t va,
+                                             uint32_t dma_length,
+                                             const MemoryRegion** checked) const;
+  bool in_sequence(wire::Operation op, wire::Position pos) const;
+  bool legal_payload_length(wire::Position pos, uint32_t len) const;
+  // A WRITE message starts (FIRST/ONLY, its RETH checked), a packet of it is
+  // placed at `offset` (into the region the access check returned), it ends
+  // (LAST/ONLY: the MSN moves on).
+  void start_write(uint32_t psn, uint64_t va, uint32_t length, uint32_t rkey);
+  uint64_t write_offset(uint32_t psn) const;
+  static bool write_fits(uint64_t offset, uint32_t len, uint64_t length, bool last);
+  void place_write(const MemoryRegion& mr, uint64_t offset, const uint8_t* src, uint32_t len);
+  void prefetch_next_packet(const MemoryRegion& mr, uint64_t offset, uint32_t len);
+  void finish_write();
+  // try_predicted_write for the packet position kPos; for FIRST, MIDDLE
+  // and LAST (not inlined: see try_predicted_write).
+  template <wire::Position kPos>
+  bool try_write_packet(const wire::PredictedWrite& w);
+  [[gnu::noinline]] bool try_message_packet(const wire::PredictedWrite& w);
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);

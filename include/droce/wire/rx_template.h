@@ -4,9 +4,10 @@
 // V. Jacobson, "4BSD header prediction", CCR 1990).
 //
 // A template is built from the QP's own path (the peer's frames come back
-// with the addresses swapped) and matches RDMA WRITE ONLY requests without
-// immediate: the message a one-packet write is, the bulk of what a RoCE
-// responder receives at small sizes. Everything that varies per packet and
+// with the addresses swapped) and matches RDMA WRITE requests without
+// immediate, ONLY, FIRST, MIDDLE and LAST: the bulk of what a RoCE
+// responder receives, one-packet writes at small sizes and the packets of
+// large messages at large ones. Everything that varies per packet and
 // that parse() checks is checked here too (IPv4 header checksum, IP and UDP
 // lengths, pad count); ECN CE, VLAN PCP, IP options, FECN/BECN and every
 // other opcode are left to parse(): a frame that does not match takes the
@@ -21,6 +22,7 @@
 
 #include "droce/wire/build.h"
 #include "droce/wire/icrc.h"
+#include "droce/wire/opcode.h"
 
 namespace droce::wire {
 
@@ -34,19 +36,24 @@ struct RxTemplate {
   uint8_t l3_offset = 0;     // IP header
   uint8_t bth_offset = 0;
   bool ipv6 = false;
+  uint8_t write_only = 0;  // the RDMA WRITE ONLY opcode of the transport
 };
 
-// The template for RDMA WRITE ONLY requests to QP `qpn` of transport
-// `rc_or_uc_opcode_base` (IBV_OPCODE_RC or IBV_OPCODE_UC) from the peer of
-// `path` (our side of the path: src = us, dst = the peer), carrying `pkey`.
-RxTemplate make_write_only_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
-                                    uint16_t pkey);
+// The template for RDMA WRITE requests without immediate (ONLY, FIRST,
+// MIDDLE, LAST) to QP `qpn` of transport `opcode_base` (IBV_OPCODE_RC or
+// IBV_OPCODE_UC) from the peer of `path` (our side of the path: src = us,
+// dst = the peer), carrying `pkey`.
+RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
+                               uint16_t pkey);
 
 // The fields of a matched frame that vary per packet.
 struct PredictedWrite {
+  // The opcode's position: one of the four RDMA WRITEs without immediate
+  // of the template's transport (ONLY, FIRST, MIDDLE, LAST).
+  Position position = Position::kNone;
   uint32_t psn = 0;
   bool ack_req = false;
-  uint64_t va = 0;
+  uint64_t va = 0;     // the RETH (FIRST and ONLY; 0 otherwise)
   uint32_t rkey = 0;
   uint32_t dma_length = 0;
   const uint8_t* payload = nullptr;
@@ -57,8 +64,8 @@ struct PredictedWrite {
 // Where the BTH destination QP of a plain frame would be, for finding the
 // template to match against: the four layouts a template can have (IPv4
 // without options or IPv6, with or without one VLAN tag). 0: none of them,
-// or the frame is shorter than a WRITE ONLY in that layout; otherwise the
-// BTH lies inside the frame.
+// or the frame is shorter than the shortest predicted WRITE (a LAST of one
+// word) in that layout; otherwise the BTH lies inside the frame.
 inline size_t predicted_bth_offset(std::span<const uint8_t> frame) {
   if (frame.size() < kEthSize + kVlanTagSize) return 0;
   size_t l3 = kEthSize;
@@ -70,12 +77,14 @@ inline size_t predicted_bth_offset(std::span<const uint8_t> frame) {
   const size_t bth = type == kEtherTypeIpv4   ? l3 + kIpv4Size + kUdpSize
                      : type == kEtherTypeIpv6 ? l3 + kIpv6Size + kUdpSize
                                               : 0;
-  return bth && frame.size() >= bth + kBthSize + kRethSize + kIcrcSize ? bth : 0;
+  return bth && frame.size() >= bth + kBthSize + 4 + kIcrcSize ? bth : 0;
 }
 
-// True when `frame` is an RDMA WRITE ONLY the template describes, with
-// consistent lengths, a good IPv4 header checksum and no CE mark; fills
-// `out`. Reads only bytes inside `frame`.
+// True when `frame` is an RDMA WRITE (ONLY, FIRST, MIDDLE or LAST, no
+// immediate) the template describes, with consistent lengths, a good IPv4
+// header checksum and no CE mark; fills `out`. Whether the opcode fits the
+// QP's message in progress is the QP's to say (try_predicted_write). Reads
+// only bytes inside `frame`.
 bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> frame,
                        PredictedWrite& out);
 
