@@ -132,16 +132,19 @@ RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcod
 
 bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, PredictedWrite& out) {
   if (t.words == 0 || f.size() < (t.words > 8 ? 80u : 64u)) return false;
-  if (!headers_equal(t, f.data())) return false;
-  // The transport matched; the operation must be an RDMA WRITE without
-  // immediate. WRITE ONLY, the bulk at small sizes where every instruction
-  // shows, is known by one compare; the other opcodes ask the table.
+  // The operation must be an RDMA WRITE without immediate (the transport is
+  // compared with the headers). WRITE ONLY, the bulk at small sizes where
+  // every instruction shows, is known by one compare; ACKs, READ responses
+  // and SENDs leave at the opcode filter before the compare; the other
+  // WRITEs ask the table.
   const uint8_t* bth = f.data() + t.bth_offset;
   WriteShape shape{true, true, Position::kOnly};
   if (bth[0] != t.write_only) {
+    if (!predictable_opcode(bth[0])) return false;
     shape = write_shape(bth[0]);
     if (!shape.ok) return false;
   }
+  if (!headers_equal(t, f.data())) return false;
   const bool reth = shape.reth;
   const size_t payload_off = size_t{t.bth_offset} + kBthSize + (reth ? kRethSize : 0);
   const uint8_t* l3 = f.data() + t.l3_offset;

@@ -161,6 +161,34 @@ TEST(RxTemplate, OnlyPlainWritesMatch) {
       t, write_only(reversed(ours), IBV_OPCODE_RC_RDMA_WRITE_LAST, 9, 8), w)) << "64 bytes";
 }
 
+// The opcode filter rx_template_match applies first lets through exactly
+// the opcodes some template (RC or UC) can match, by the opcode table: no
+// opcode a template would take is turned away, and nothing else costs the
+// header compare.
+TEST(RxTemplate, OpcodeFilterPassesExactlyWhatATemplateCanMatch) {
+  for (int op = 0; op < 256; ++op) {
+    const wire::OpcodeInfo& info = wire::opcode_info(static_cast<uint8_t>(op));
+    const bool rc_or_uc = (op & 0xE0) == IBV_OPCODE_RC || (op & 0xE0) == IBV_OPCODE_UC;
+    const bool plain_write = info.supported && info.operation == wire::Operation::kWrite &&
+                             !(info.ext & wire::kExtImmDt);
+    EXPECT_EQ(wire::predictable_opcode(static_cast<uint8_t>(op)), rc_or_uc && plain_write)
+        << op;
+  }
+  // And the templates agree: a frame of each of the four is matched.
+  const wire::PathSpec ours = our_path(false, false);
+  wire::PredictedWrite w;
+  for (uint8_t base : {uint8_t{IBV_OPCODE_RC}, uint8_t{IBV_OPCODE_UC}}) {
+    const wire::RxTemplate t = wire::make_write_template(ours, kQpn, base, 0xFFFF);
+    for (uint8_t op : {IBV_OPCODE_RDMA_WRITE_FIRST, IBV_OPCODE_RDMA_WRITE_MIDDLE,
+                       IBV_OPCODE_RDMA_WRITE_LAST, IBV_OPCODE_RDMA_WRITE_ONLY}) {
+      const uint8_t code = static_cast<uint8_t>(base | op);
+      ASSERT_TRUE(wire::predictable_opcode(code)) << int{code};
+      EXPECT_TRUE(wire::rx_template_match(t, write_only(reversed(ours), code, 9, 64), w))
+          << int{code};
+    }
+  }
+}
+
 // One byte changed in an IPv4 frame (checksums refreshed): what the template
 // lets vary and what sends the frame to parse().
 TEST(RxTemplate, FieldsThatMayVaryAndFieldsThatMayNot) {

@@ -80,6 +80,19 @@ inline size_t predicted_bth_offset(std::span<const uint8_t> frame) {
   return bth && frame.size() >= bth + kBthSize + 4 + kIcrcSize ? bth : 0;
 }
 
+// The opcodes a template can match: RC or UC RDMA WRITE FIRST, MIDDLE,
+// LAST or ONLY without immediate (IBA 9.2, table 38: transport in the top
+// three bits, RC 000 and UC 001; operation in the low five, 6, 7, 8, 10).
+// rx_template_match tests it first, so that ACKs, READ responses and
+// SENDs, which no template matches, do not pay for the header compare.
+constexpr bool predictable_opcode(uint8_t opcode) {
+  // One bit per opcode below 64 (RC 0..31, UC 32..63): a compare and a
+  // bit test on the 64-byte hot path.
+  constexpr uint64_t kWriteOps = 1u << 6 | 1u << 7 | 1u << 8 | 1u << 10;
+  constexpr uint64_t kRcAndUc = kWriteOps | kWriteOps << 32;
+  return opcode < 64 && ((kRcAndUc >> opcode) & 1);
+}
+
 // True when `frame` is an RDMA WRITE (ONLY, FIRST, MIDDLE or LAST, no
 // immediate) the template describes, with consistent lengths, a good IPv4
 // header checksum and no CE mark; fills `out`. Whether the opcode fits the
