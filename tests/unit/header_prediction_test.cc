@@ -5,6 +5,7 @@
 // completions) over a random mix of frames, messages and QP kinds.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <random>
 
@@ -743,6 +744,25 @@ TEST(HeaderPredictionMessages, OpcodeOutOfSequence) {
   }
 }
 
+// Each case on the RC QP (0: a NAK, invalid request) and on the UC QP (1:
+// the message dropped), both ways alike; `also` checks more of each.
+void expect_each_rejected(const std::vector<std::vector<Packet>>& cases,
+                          const std::function<void(Twins&, size_t)>& also = {}) {
+  for (size_t q : {0u, 1u}) {
+    for (const auto& c : cases) {
+      Twins t;
+      t.burst(q, c);
+      if (q == 0) {
+        EXPECT_EQ(t.counters(q).naks_invalid_request_sent, 1u);
+      } else {
+        EXPECT_EQ(t.counters(q).rx_dropped_uc, 1u);
+      }
+      if (also) also(t, q);
+      t.expect_same();
+    }
+  }
+}
+
 // Payload lengths (IBA 9.7.5.2): FIRST and MIDDLE carry exactly the MTU,
 // LAST 1..MTU; on RC a NAK, on UC the message is dropped.
 TEST(HeaderPredictionMessages, WrongPacketLengths) {
@@ -751,19 +771,7 @@ TEST(HeaderPredictionMessages, WrongPacketLengths) {
       {W{kFirst, 0, kMtu, 0, 3068}, W{kMiddle, 1, kMtu - 4}},            // short MIDDLE
       {W{kFirst, 0, kMtu, 0, 2048 + 4}, W{kLast, 1, kMtu + 4}},          // LAST over the MTU
   };
-  for (size_t q : {0u, 1u}) {
-    for (const auto& c : cases) {
-      Twins t;
-      t.burst(q, c);
-      // What a well-formed message would have left: nothing at the end.
-      if (q == 0) {
-        EXPECT_EQ(t.counters(q).naks_invalid_request_sent, 1u);
-      } else {
-        EXPECT_EQ(t.counters(q).rx_dropped_uc, 1u);
-      }
-      t.expect_same();
-    }
-  }
+  expect_each_rejected(cases);
 }
 
 // The RETH DMA length against the packets (IBA 9.7.5.2): a MIDDLE or LAST
@@ -775,19 +783,9 @@ TEST(HeaderPredictionMessages, PacketsDisagreeWithTheDmaLength) {
       {W{kFirst, 0, kMtu, 0, 3072}, W{kMiddle, 1, kMtu}, W{kLast, 2, 512}},  // LAST short
       {W{kFirst, 0, kMtu, 0, 1000}},                                    // FIRST past it
   };
-  for (size_t q : {0u, 1u}) {
-    for (const auto& c : cases) {
-      Twins t;
-      t.burst(q, c);
-      if (q == 0) {
-        EXPECT_EQ(t.counters(q).naks_invalid_request_sent, 1u);
-      } else {
-        EXPECT_EQ(t.counters(q).rx_dropped_uc, 1u);
-      }
-      EXPECT_EQ(t.predicted.qps[q]->msn(), 0u);
-      t.expect_same();
-    }
-  }
+  expect_each_rejected(cases, [](Twins& t, size_t q) {
+    EXPECT_EQ(t.predicted.qps[q]->msn(), 0u);  // no message completed
+  });
 }
 
 // PSNs inside a message: a gap (lost MIDDLE) is a sequence error on RC and

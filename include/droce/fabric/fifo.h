@@ -1,12 +1,13 @@
-// A queue of packets that grows by doubling and never shrinks.
+// A FIFO (of packets, in the fabric) that grows by doubling and never
+// shrinks.
 //
 // The fabric's queues (a link's packets in flight, a switch port's class
 // queues) stream millions of packets through a few hundred places. A
 // std::deque allocates a 512-byte node for every few elements that pass and
 // frees it behind them: in the simulator's 16-to-1 incast that was ~0.5
-// malloc/free pairs per data packet, and the heap's top moving up and down
-// (trimmed, then faulted in again). A ring buffer (boost::circular_buffer)
-// reaches its high-water mark once and then allocates nothing.
+// malloc/free pairs per data packet (a uprobe on malloc). A ring buffer
+// (boost::circular_buffer) reaches its high-water mark once and then
+// allocates nothing.
 #pragma once
 
 #include <algorithm>
