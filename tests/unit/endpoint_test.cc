@@ -113,6 +113,22 @@ std::unique_ptr<cc::Algorithm> fixed_rate(uint64_t bytes_per_sec) {
   return cc::make_algorithm("none", {}, bytes_per_sec);
 }
 
+// Posts an RDMA WRITE of `bytes` bytes from `offset` in a's memory to the
+// same offset in b's (the SGE is copied into the send queue).
+int post_write(Host& a, transport::QueuePair& qa, Host& b, size_t offset, size_t bytes,
+               uint64_t wr_id = 0, unsigned send_flags = 0) {
+  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data() + offset),
+                     static_cast<uint32_t>(bytes), a.mr->lkey()};
+  transport::SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = send_flags;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data() + offset);
+  wr.rkey = b.mr->rkey();
+  return a.ep->post_send(qa, wr);
+}
+
 uint64_t write_and_measure(uint64_t port_rate, uint64_t cc_rate, size_t bytes) {
   EndpointConfig cfg;
   cfg.port_rate_bytes_per_sec = port_rate;
@@ -123,16 +139,7 @@ uint64_t write_and_measure(uint64_t port_rate, uint64_t cc_rate, size_t bytes) {
   a.ep->attach(*qa, fixed_rate(cc_rate));
   b.ep->attach(*qb, fixed_rate(cc_rate));
   std::iota(a.memory.begin(), a.memory.end(), 0);
-  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()),
-                     static_cast<uint32_t>(bytes), a.mr->lkey()};
-  transport::SendWr wr;
-  wr.wr_id = 7;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
-  wr.rkey = b.mr->rkey();
-  EXPECT_EQ(a.ep->post_send(*qa, wr), 0);
+  EXPECT_EQ(post_write(a, *qa, b, 0, bytes, 7, IBV_SEND_SIGNALED), 0);
   Harness h;
   h.hosts[0] = &a;
   h.hosts[1] = &b;
@@ -191,14 +198,7 @@ std::pair<size_t, uint64_t> coarse_clock_send(uint64_t run_ahead_ns) {
   connect(*qa, 1, *qb, 2);
   a.ep->attach(*qa, fixed_rate(cfg.port_rate_bytes_per_sec));
   b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
-  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()),
-                     static_cast<uint32_t>(bytes), a.mr->lkey()};
-  transport::SendWr wr;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
-  wr.rkey = b.mr->rkey();
-  EXPECT_EQ(a.ep->post_send(*qa, wr), 0);
+  EXPECT_EQ(post_write(a, *qa, b, 0, bytes), 0);
   std::vector<std::vector<uint8_t>> storage(64, std::vector<uint8_t>(4200));
   std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
   std::vector<uint32_t> lens(bufs.size());
@@ -389,13 +389,7 @@ TEST(Endpoint, OnlyARequestThatQueuesAnAnswerWakesTheResponder) {
   connect(*qa, 1, *qb, 2);
   a.ep->attach(*qa, fixed_rate(100'000'000'000));
   b.ep->attach(*qb, fixed_rate(100'000'000'000));
-  transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()), 4 * 4096, a.mr->lkey()};
-  transport::SendWr wr;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
-  wr.rkey = b.mr->rkey();
-  ASSERT_EQ(a.ep->post_send(*qa, wr), 0);
+  ASSERT_EQ(post_write(a, *qa, b, 0, 4 * 4096), 0);
   std::vector<std::vector<uint8_t>> storage(8, std::vector<uint8_t>(4200));
   std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
   std::vector<uint32_t> lens(bufs.size());
@@ -433,21 +427,13 @@ TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {
   std::iota(a.memory.begin(), a.memory.end(), 3);
   transport::QueuePair* qa[2] = {a.make_qp(), a.make_qp()};
   transport::QueuePair* qb[2] = {b.make_qp(), b.make_qp()};
-  std::vector<transport::Sge> sges(2);
   for (int i = 0; i < 2; ++i) {
     connect(*qa[i], 1, *qb[i], 2);
     a.ep->attach(*qa[i], fixed_rate(cfg.port_rate_bytes_per_sec));
     b.ep->attach(*qb[i], fixed_rate(cfg.port_rate_bytes_per_sec));
-    sges[i] = {reinterpret_cast<uint64_t>(a.memory.data() + i * half),
-               static_cast<uint32_t>(half), a.mr->lkey()};
-    transport::SendWr wr;
-    wr.wr_id = static_cast<uint64_t>(i);
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = {&sges[i], 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data() + i * half);
-    wr.rkey = b.mr->rkey();
-    ASSERT_EQ(a.ep->post_send(*qa[i], wr), 0);
+    ASSERT_EQ(post_write(a, *qa[i], b, i * half, half, static_cast<uint64_t>(i),
+                         IBV_SEND_SIGNALED),
+              0);
   }
   Harness h;
   h.hosts[0] = &a;
