@@ -57,19 +57,17 @@ bool headers_equal(const RxTemplate& t, const uint8_t* f) {
 #endif
 }
 
-// What the opcode table says of an opcode other than WRITE ONLY: a WRITE
-// without immediate (those with one consume a receive WQE: the general
-// path), its position, a RETH or not (IBA 9.3.2). Not inlined, so the
-// WRITE ONLY path of rx_template_match keeps its few registers.
+// What the opcode table says of a WRITE opcode other than ONLY (one that
+// predictable_opcode() let through): its position, a RETH or not (IBA
+// 9.3.2). Not inlined, so the WRITE ONLY path of rx_template_match keeps
+// its few registers.
 struct WriteShape {
-  bool ok;
   bool reth;
   Position position;
 };
 [[gnu::noinline]] WriteShape write_shape(uint8_t opcode) {
   const OpcodeInfo& info = opcode_info(opcode);
-  return {info.operation == Operation::kWrite && !(info.ext & kExtImmDt),
-          (info.ext & kExtReth) != 0, info.position};
+  return {(info.ext & kExtReth) != 0, info.position};
 }
 
 }  // namespace
@@ -138,11 +136,13 @@ bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f, Predicte
   // and SENDs leave at the opcode filter before the compare; the other
   // WRITEs ask the table.
   const uint8_t* bth = f.data() + t.bth_offset;
-  WriteShape shape{true, true, Position::kOnly};
+  // predictable_opcode() is exactly the RC and UC WRITEs without immediate
+  // (those with one consume a receive WQE: the general path); its test
+  // checks it against the opcode table.
+  WriteShape shape{true, Position::kOnly};
   if (bth[0] != t.write_only) {
     if (!predictable_opcode(bth[0])) return false;
     shape = write_shape(bth[0]);
-    if (!shape.ok) return false;
   }
   if (!headers_equal(t, f.data())) return false;
   const bool reth = shape.reth;

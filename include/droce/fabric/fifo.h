@@ -22,7 +22,6 @@ template <class T>
 class Fifo {
  public:
   using iterator = typename boost::circular_buffer<T>::iterator;
-  using const_iterator = typename boost::circular_buffer<T>::const_iterator;
 
   bool empty() const { return buf_.empty(); }
   size_t size() const { return buf_.size(); }
@@ -32,8 +31,6 @@ class Fifo {
   const T& back() const { return buf_.back(); }
   iterator begin() { return buf_.begin(); }
   iterator end() { return buf_.end(); }
-  const_iterator begin() const { return buf_.begin(); }
-  const_iterator end() const { return buf_.end(); }
 
   void push_back(T&& v) {
     // A full circular_buffer would overwrite its front instead.
