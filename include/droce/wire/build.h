@@ -78,6 +78,9 @@ inline uint16_t ipv4_checksum(const uint8_t* header, size_t len) {
   // big-endian loads) into 64 bits and swap once at the end.
   uint64_t sum = 0;
   size_t i = 0;
+  // Unrolled: GCC 12 left the five-word loop of a plain header a loop,
+  // a quarter of the predicted receive path's header check.
+#pragma GCC unroll 15
   for (; i + 4 <= len; i += 4) {
     uint32_t w;
     std::memcpy(&w, header + i, 4);
