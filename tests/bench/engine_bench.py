@@ -17,6 +17,11 @@ RX is also run with a ring source (droce-bench-engine-rx ... ring PCAP): the
 same frames handed over by reference, as a NIC writes them, without
 net_pcap's per-frame copy.
 
+The vdev floor (droce-bench-engine-rx ... floor): the same net_pcap port,
+frames received and freed, nothing else. Its time per frame is paid by
+droce and by testpmd alike, so the bench prints droce's own time per frame
+(its time minus the floor's) and what the 0.5x target leaves for it.
+
 usage: engine_bench.py BUILD_DIR [--seconds S]   (ninja -C BUILD bench-engine)
 """
 
@@ -43,7 +48,7 @@ def testpmd(vdev, fwd_args, tag, secs):
                         ["--nb-cores=1", *fwd_args], secs)
 
 
-def droce_rx(payload, count, tag, ring=False):
+def droce_rx(payload, count, tag, ring=False, floor=False):
     """ring=False: net_pcap replays the frames (copying each into an mbuf);
     ring=True: a ring ethdev hands the same frames over by reference, as a
     NIC's DMA would (the core's own cost, no vdev copy)."""
@@ -53,7 +58,7 @@ def droce_rx(payload, count, tag, ring=False):
                str(payload), str(count), str(seconds)] if not ring else
               ["--", str(payload), str(count), str(seconds), "ring", pcap])
     r = subprocess.run([rx_bench, "run", "-l", "1", *EAL, f"--file-prefix=eb_rx_{pid}_{tag}",
-                        *source],
+                        *source, *(["floor"] if floor else [])],
                        capture_output=True, text=True, timeout=seconds + 60)
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not line:
@@ -93,6 +98,16 @@ for payload, count in ((64, 4096), (4096, 1024)):
     print(f"RX {payload:5d} B WRITE: droce {d['mpps']:.2f} Mpps "
           f"({d['placed_gbytes_per_sec']:.2f} GB/s placed), testpmd io {ref:.2f} Mpps, "
           f"ratio {d['mpps'] / ref:.2f}", flush=True)
+    fl, _ = droce_rx(payload, count, f"floor{payload}", floor=True)
+    # ns per frame: droce's own = droce's - the floor's; the target's
+    # budget for it = (1 / (0.5 x testpmd io)) - the floor's.
+    own_ns = 1e3 / d["mpps"] - 1e3 / fl["mpps"]
+    budget_ns = 1e3 / (0.5 * ref) - 1e3 / fl["mpps"]
+    results[f"rx_{payload}"].update({"floor_mpps": fl["mpps"], "own_ns_per_frame": own_ns,
+                                     "half_io_budget_ns_per_frame": budget_ns})
+    print(f"RX {payload:5d} B vdev floor (receive + free only): {fl['mpps']:.2f} Mpps; "
+          f"droce's own work {own_ns:.1f} ns/frame, 0.5x testpmd io leaves "
+          f"{budget_ns:.1f} ns/frame for it", flush=True)
     d, _ = droce_rx(payload, count, f"ring{payload}", ring=True)
     results[f"rx_ring_{payload}"] = {"droce_mpps": d["mpps"],
                                      "placed_gbytes_per_sec": d["placed_gbytes_per_sec"],

@@ -4,7 +4,7 @@
 //       writes COUNT RC RDMA WRITE ONLY frames (PSN 0..COUNT-1, AckReq set)
 //       to one QP/MR, the traffic a RoCEv2 responder receives; PSN i writes
 //       at offset i * PAYLOAD, so the MR is COUNT * PAYLOAD bytes;
-//   droce-bench-engine-rx run [EAL options] -- PAYLOAD COUNT SECONDS [ring PCAP]
+//   droce-bench-engine-rx run [EAL options] -- PAYLOAD COUNT SECONDS [ring PCAP] [floor]
 //       one lcore: rte_eth_rx_burst -> Endpoint::receive (parse, ICRC check,
 //       dispatch, responder places the payload in the MR and queues an ACK)
 //       -> Endpoint::transmit into mbufs -> rte_eth_tx_burst (the ACKs).
@@ -15,6 +15,10 @@
 //       ethdev (rte_eth_from_rings) fed by this loop with the PCAP's frames,
 //       loaded once into mbufs and handed over by reference count, the way
 //       frames a NIC has written arrive: the core's own receive cost.
+//       A last argument `floor` receives and frees the frames and does
+//       nothing else (no endpoint, no ACKs): the port's own per-frame cost,
+//       which droce pays on top of its work, as testpmd pays it on top of
+//       forwarding.
 //
 // The pcap repeats, PSNs do not: after every pass of COUNT frames the QP is
 // moved RESET -> INIT -> RTR -> RTS with expected PSN 0 again (checked: the
@@ -103,13 +107,14 @@ int run(int argc, char** argv) {
   argc -= eal;
   argv += eal;
   if (argc < 4) {
-    fmt::print(stderr, "run [EAL] -- PAYLOAD COUNT SECONDS\n");
+    fmt::print(stderr, "run [EAL] -- PAYLOAD COUNT SECONDS [ring PCAP] [floor]\n");
     return 2;
   }
   const size_t payload = std::strtoul(argv[1], nullptr, 0);
   const uint32_t count = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0));
   const double seconds = std::strtod(argv[3], nullptr);
   const bool ring_mode = argc >= 6 && std::strcmp(argv[4], "ring") == 0;
+  const bool floor_mode = argc >= 5 && std::strcmp(argv[argc - 1], "floor") == 0;
   uint16_t port = 0;
   rte_mempool* pool = rte_pktmbuf_pool_create("bench", 8191 + count, 256, 0,
                                               4096 + 512 + RTE_PKTMBUF_HEADROOM,
@@ -198,6 +203,11 @@ int run(int argc, char** argv) {
       next_frame = (next_frame + count - (kBurst - q)) % count;
     }
     const uint16_t n = rte_eth_rx_burst(port, 0, rx, kBurst);
+    if (floor_mode) {
+      frames += n;
+      if (n) rte_pktmbuf_free_bulk(rx, n);
+      continue;
+    }
     const uint64_t tnow = static_cast<uint64_t>(now);
     std::span<const uint8_t> views[kBurst];
     for (uint16_t i = 0; i < n; ++i)
@@ -273,6 +283,6 @@ int main(int argc, char** argv) {
                static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)));
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return run(argc - 1, argv + 1);
   fmt::print(stderr, "usage: {} gen OUT.pcap PAYLOAD COUNT | run [EAL] -- PAYLOAD COUNT "
-                     "SECONDS [ring PCAP]\n", argv[0]);
+                     "SECONDS [ring PCAP] [floor]\n", argv[0]);
   return 2;
 }
