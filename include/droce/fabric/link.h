@@ -95,6 +95,10 @@ class Link {
   const LinkConfig& config() const { return cfg_; }
   const LinkCounters& counters() const { return counters_; }
   size_t in_flight() const { return in_flight_.size(); }
+  // The packet that arrives next (for a prefetch), or nullptr.
+  const Packet* next_arrival() const {
+    return in_flight_.empty() ? nullptr : &in_flight_.front().packet;
+  }
 
  private:
   struct InFlight {
