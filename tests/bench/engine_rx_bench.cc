@@ -1,10 +1,11 @@
 // droce's receive path on a DPDK port, for tests/bench/engine_bench.py.
 //
-//   droce-bench-engine-rx gen OUT.pcap PAYLOAD COUNT
+//   droce-bench-engine-rx gen OUT.pcap PAYLOAD COUNT [uc]
 //       writes COUNT RC RDMA WRITE ONLY frames (PSN 0..COUNT-1, AckReq set)
 //       to one QP/MR, the traffic a RoCEv2 responder receives; PSN i writes
-//       at offset i * PAYLOAD, so the MR is COUNT * PAYLOAD bytes;
-//   droce-bench-engine-rx run [EAL options] -- PAYLOAD COUNT SECONDS [ring PCAP] [floor]
+//       at offset i * PAYLOAD, so the MR is COUNT * PAYLOAD bytes; with `uc`
+//       the same stream for a UC QP;
+//   droce-bench-engine-rx run [EAL options] -- PAYLOAD COUNT SECONDS [ring PCAP] [uc] [floor]
 //       one lcore: rte_eth_rx_burst -> Endpoint::receive (parse, ICRC check,
 //       dispatch, responder places the payload in the MR and queues an ACK)
 //       -> Endpoint::transmit into mbufs -> rte_eth_tx_burst (the ACKs).
@@ -15,10 +16,17 @@
 //       ethdev (rte_eth_from_rings) fed by this loop with the PCAP's frames,
 //       loaded once into mbufs and handed over by reference count, the way
 //       frames a NIC has written arrive: the core's own receive cost.
-//       A last argument `floor` receives and frees the frames and does
-//       nothing else (no endpoint, no ACKs): the port's own per-frame cost,
-//       which droce pays on top of its work, as testpmd pays it on top of
+//       `uc`: the QP is UC (a `gen ... uc` file: nothing is ACKed). A last
+//       argument `floor` receives and frees the frames and does nothing
+//       else (no endpoint, no ACKs): the port's own per-frame cost, which
+//       droce pays on top of its work, as testpmd pays it on top of
 //       forwarding.
+//
+// This loop restates the engine's per-port loop (src/engine/engine.cc
+// worker_loop, poll_rx, poll_tx) so it can reset the QP between passes.
+// engine_bench.py checks that it stands for the engine: on the UC stream,
+// which needs no reset (a UC responder resynchronises on a PSN gap, IBA
+// 9.8.3), it runs this loop and droce-endpoint itself side by side.
 //
 // The pcap repeats, PSNs do not: after every pass of COUNT frames the QP is
 // moved RESET -> INIT -> RTR -> RTS with expected PSN 0 again (checked: the
@@ -56,7 +64,7 @@ using bench::kKey;
 using bench::kQpn;
 using bench::connect;
 
-int gen(const char* out, size_t payload, uint32_t count) {
+int gen(const char* out, size_t payload, uint32_t count, uint8_t service) {
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
   pcap_dumper_t* d = pcap_dump_open(dead, out);
   if (!d) {
@@ -66,7 +74,7 @@ int gen(const char* out, size_t payload, uint32_t count) {
   std::vector<uint8_t> data(payload), frame(payload + 256);
   for (size_t i = 0; i < payload; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
   for (uint32_t psn = 0; psn < count; ++psn) {
-    const size_t n = bench::write_only_frame(psn, data, frame);
+    const size_t n = bench::write_only_frame(psn, data, frame, service);
     pcap_pkthdr h{};
     h.caplen = h.len = static_cast<uint32_t>(n);
     pcap_dump(reinterpret_cast<u_char*>(d), &h, frame.data());
@@ -107,14 +115,24 @@ int run(int argc, char** argv) {
   argc -= eal;
   argv += eal;
   if (argc < 4) {
-    fmt::print(stderr, "run [EAL] -- PAYLOAD COUNT SECONDS [ring PCAP] [floor]\n");
+    fmt::print(stderr, "run [EAL] -- PAYLOAD COUNT SECONDS [ring PCAP] [uc] [floor]\n");
     return 2;
   }
   const size_t payload = std::strtoul(argv[1], nullptr, 0);
   const uint32_t count = static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 0));
   const double seconds = std::strtod(argv[3], nullptr);
   const bool ring_mode = argc >= 6 && std::strcmp(argv[4], "ring") == 0;
-  const bool floor_mode = argc >= 5 && std::strcmp(argv[argc - 1], "floor") == 0;
+  bool floor_mode = false, uc = false;
+  for (int i = ring_mode ? 6 : 4; i < argc; ++i) {
+    if (std::strcmp(argv[i], "floor") == 0) {
+      floor_mode = true;
+    } else if (std::strcmp(argv[i], "uc") == 0) {
+      uc = true;
+    } else {
+      fmt::print(stderr, "run: unknown argument '{}' (ring PCAP, uc, floor)\n", argv[i]);
+      return 2;
+    }
+  }
   uint16_t port = 0;
   rte_mempool* pool = rte_pktmbuf_pool_create("bench", 8191 + count, 256, 0,
                                               4096 + 512 + RTE_PKTMBUF_HEADROOM,
@@ -160,6 +178,7 @@ int run(int argc, char** argv) {
   init.pd = pd;
   init.send_cq = cq;
   init.recv_cq = cq;
+  if (uc) init.type = transport::QpType::kUc;
   transport::QueuePair* qp = dev.create_qp(init, kQpn);
   ep.attach(*qp, cc::make_algorithm("none", {}, 400'000'000'000ull / 8));
   connect(*qp);
@@ -278,11 +297,13 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "gen") == 0 && argc == 5)
+  const bool uc_gen = argc == 6 && std::strcmp(argv[5], "uc") == 0;
+  if (argc >= 2 && std::strcmp(argv[1], "gen") == 0 && (argc == 5 || uc_gen))
     return gen(argv[2], std::strtoul(argv[3], nullptr, 0),
-               static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)));
+               static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 0)),
+               uc_gen ? IBV_OPCODE_UC : IBV_OPCODE_RC);
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return run(argc - 1, argv + 1);
-  fmt::print(stderr, "usage: {} gen OUT.pcap PAYLOAD COUNT | run [EAL] -- PAYLOAD COUNT "
-                     "SECONDS [ring PCAP] [floor]\n", argv[0]);
+  fmt::print(stderr, "usage: {} gen OUT.pcap PAYLOAD COUNT [uc] | run [EAL] -- PAYLOAD COUNT "
+                     "SECONDS [ring PCAP] [uc] [floor]\n", argv[0]);
   return 2;
 }

@@ -31,11 +31,13 @@ inline wire::PathSpec peer_to_us() {
   return p;
 }
 
-// Frame `psn` of the stream into `out`; returns its length.
+// Frame `psn` of the stream into `out`; returns its length. `service`: the
+// opcode's transport bits, IBV_OPCODE_RC, or IBV_OPCODE_UC for the same
+// stream to a UC QP.
 inline size_t write_only_frame(uint32_t psn, std::span<const uint8_t> payload,
-                               std::span<uint8_t> out) {
+                               std::span<uint8_t> out, uint8_t service = IBV_OPCODE_RC) {
   wire::TransportSpec t;
-  t.opcode = IBV_OPCODE_RC | IBV_OPCODE_RDMA_WRITE_ONLY;
+  t.opcode = static_cast<uint8_t>(service | IBV_OPCODE_RDMA_WRITE_ONLY);
   t.dest_qp = kQpn;
   t.psn = psn;
   t.ack_req = true;
