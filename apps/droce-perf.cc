@@ -1108,6 +1108,9 @@ void validate(Options& o) {
   if (o.duration < 0 || o.duration > 86400)
     throw ConfigError("-D/--duration", fmt::format("{} is out of range 0..86400 s", o.duration));
   if (o.duration > 0 && o.iters) throw ConfigError("-D/--duration", "cannot be combined with -n");
+  // perftest refuses this too ("Duration mode ... doesn't support running
+  // on all sizes"): each of the 23 sizes would run for the whole duration.
+  if (o.duration > 0 && o.all) throw ConfigError("-D/--duration", "cannot be combined with -a");
   if (o.qps < 1 || o.qps > 256)
     throw ConfigError("-q/--qp", fmt::format("{} is out of range 1..256", o.qps));
   if (o.t->kind == Kind::kLat && o.qps != 1)

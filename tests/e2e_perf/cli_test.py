@@ -25,6 +25,11 @@ CASES = [
     ("lat with qps", ["--test", "write_lat", "--server", "-q", "2"], "-q/--qp"),
     ("UC read", ["--test", "read_bw", "--server", "-c", "UC"], "-c/--connection"),
     ("-a with -s", ["--test", "write_bw", "--server", "-a", "-s", "8"], "-a/--all"),
+    # perftest refuses a duration with all sizes too.
+    ("-D with -a", ["--test", "write_bw", "--server", "-D", "2", "-a"], "-D/--duration"),
+    ("-D with -n", ["--test", "write_bw", "--server", "-D", "2", "-n", "10"],
+     "-D/--duration"),
+    ("negative -D", ["--test", "write_lat", "--server", "-D", "-1"], "-D/--duration"),
     ("no --test", ["--server"], "--test"),
     ("zero clients", ["--test", "write_bw", "--server", "--clients", "0"], "--clients"),
     ("too many clients", ["--test", "write_bw", "--server", "--clients", "65"], "--clients"),
