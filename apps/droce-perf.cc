@@ -306,7 +306,7 @@ class PerfTest {
   bool verify_after(uint64_t size);
   std::string check_peer(const Peer& p, uint64_t size) const;
 
-  void print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const;
+  void print_lat_row(uint64_t size, uint64_t iters, const telemetry::LatencyHistogram& h) const;
 
   transport::SendWr make_wr(const Peer& p, size_t q, uint64_t wr_id, bool signaled) const;
 
@@ -899,7 +899,7 @@ void PerfTest::lat_run(uint64_t size) {
     const std::string reply = peer.oob.recv_line(o_.timeout, "end of test");
     if (reply.rfind("SYNC end", 0) != 0)
       throw Failure(fmt::format("peer out of step: '{}'", reply));
-    print_lat_row(size, hist);
+    print_lat_row(size, done, hist);
   } else {
     if (v == Verb::kRead || done == n) {
       const std::string line = peer.oob.recv_line(o_.timeout, "end of test");
@@ -907,15 +907,18 @@ void PerfTest::lat_run(uint64_t size) {
         throw Failure(fmt::format("peer out of step: '{}'", line));
     }
     peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
-    if (v != Verb::kRead) print_lat_row(size, hist);
+    if (v != Verb::kRead) print_lat_row(size, done, hist);
   }
 }
 
-void PerfTest::print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const {
+// #iterations is the iterations done, as perftest prints: a ping-pong
+// server times one fewer (from its first reply to its last) than it did.
+void PerfTest::print_lat_row(uint64_t size, uint64_t iters,
+                             const telemetry::LatencyHistogram& h) const {
   const auto us = [](double ns) { return ns / 1000.0; };
   fmt::print(" {:<7} {:<10}    {:>8.2f}     {:>8.2f}      {:>8.2f}         {:>8.2f}     "
              "   {:>8.2f}          {:>8.2f}                {:>8.2f}\n",
-             size, h.count(), us(static_cast<double>(h.min())),
+             size, iters, us(static_cast<double>(h.min())),
              us(static_cast<double>(h.max())), us(static_cast<double>(h.percentile(0.5))),
              us(h.mean()), us(h.stddev()), us(static_cast<double>(h.percentile(0.99))),
              us(static_cast<double>(h.percentile(0.999))));
