@@ -45,6 +45,10 @@ CASES = [
                         "rss"], "--shard-rx"),
     ("qp timeout out of range", ["--test", "write_bw", "--server", "-u", "32"],
      "--qp-timeout"),
+    ("DSCP out of range", ["--test", "write_bw", "--server", "--dscp", "64"], "--dscp"),
+    ("unknown ECN", ["--test", "write_bw", "--server", "--ecn", "ect2"], "--ecn"),
+    ("PCP out of range", ["--test", "write_bw", "--server", "--pcp", "8"], "--pcp"),
+    ("VLAN out of range", ["--test", "write_bw", "--server", "--vlan", "4096"], "--vlan"),
 ]
 for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,
