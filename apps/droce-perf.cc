@@ -35,6 +35,7 @@
 #include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
+#include "droce/engine/options.h"
 #include "droce/telemetry/latency_histogram.h"
 #include "perf/bw_report.h"
 #include "perf/oob.h"
@@ -105,6 +106,14 @@ struct Options {
   bool counters = false;
   uint32_t shards = 1;  // worker lcores the port's QPs are sharded over
   std::string shard_rx = "auto";  // --shard-rx
+  // What the QPs' packets carry (droce-endpoint's flags of the same names):
+  // IP DSCP / IPv6 traffic class, ECN codepoint, 802.1Q tag.
+  uint32_t dscp = 0;
+  std::string ecn = "ect0";
+  wire::Ecn ecn_value = wire::Ecn::kEct0;
+  std::optional<uint32_t> vlan;
+  uint32_t pcp = 0;
+  std::string capture;  // pcap of what the port sends and receives
 };
 
 bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
@@ -306,7 +315,7 @@ class PerfTest {
   bool verify_after(uint64_t size);
   std::string check_peer(const Peer& p, uint64_t size) const;
 
-  void print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const;
+  void print_lat_row(uint64_t size, uint64_t iters, const telemetry::LatencyHistogram& h) const;
 
   transport::SendWr make_wr(const Peer& p, size_t q, uint64_t wr_id, bool signaled) const;
 
@@ -471,6 +480,13 @@ void PerfTest::connect_qps() {
       a.sq_psn = p.qps[i].psn;
       a.path_mtu = mtu_enum(o_.mtu);
       a.timeout = static_cast<uint8_t>(o_.qp_timeout);
+      a.path.dscp = static_cast<uint8_t>(o_.dscp);
+      a.path.ecn = o_.ecn_value;
+      if (o_.vlan || o_.pcp != 0) {
+        a.path.vlan = true;  // a PCP alone travels in a priority tag (VLAN 0)
+        a.path.vlan_id = static_cast<uint16_t>(o_.vlan.value_or(0));
+        a.path.pcp = static_cast<uint8_t>(o_.pcp);
+      }
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
                                   std::strerror(rc)));
@@ -899,7 +915,7 @@ void PerfTest::lat_run(uint64_t size) {
     const std::string reply = peer.oob.recv_line(o_.timeout, "end of test");
     if (reply.rfind("SYNC end", 0) != 0)
       throw Failure(fmt::format("peer out of step: '{}'", reply));
-    print_lat_row(size, hist);
+    print_lat_row(size, done, hist);
   } else {
     if (v == Verb::kRead || done == n) {
       const std::string line = peer.oob.recv_line(o_.timeout, "end of test");
@@ -907,15 +923,18 @@ void PerfTest::lat_run(uint64_t size) {
         throw Failure(fmt::format("peer out of step: '{}'", line));
     }
     peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
-    if (v != Verb::kRead) print_lat_row(size, hist);
+    if (v != Verb::kRead) print_lat_row(size, done, hist);
   }
 }
 
-void PerfTest::print_lat_row(uint64_t size, const telemetry::LatencyHistogram& h) const {
+// #iterations is the iterations done, as perftest prints: a ping-pong
+// server times one fewer (from its first reply to its last) than it did.
+void PerfTest::print_lat_row(uint64_t size, uint64_t iters,
+                             const telemetry::LatencyHistogram& h) const {
   const auto us = [](double ns) { return ns / 1000.0; };
   fmt::print(" {:<7} {:<10}    {:>8.2f}     {:>8.2f}      {:>8.2f}         {:>8.2f}     "
              "   {:>8.2f}          {:>8.2f}                {:>8.2f}\n",
-             size, h.count(), us(static_cast<double>(h.min())),
+             size, iters, us(static_cast<double>(h.min())),
              us(static_cast<double>(h.max())), us(static_cast<double>(h.percentile(0.5))),
              us(h.mean()), us(h.stddev()), us(static_cast<double>(h.percentile(0.99))),
              us(static_cast<double>(h.percentile(0.999))));
@@ -1108,6 +1127,9 @@ void validate(Options& o) {
   if (o.duration < 0 || o.duration > 86400)
     throw ConfigError("-D/--duration", fmt::format("{} is out of range 0..86400 s", o.duration));
   if (o.duration > 0 && o.iters) throw ConfigError("-D/--duration", "cannot be combined with -n");
+  // perftest refuses this too ("Duration mode ... doesn't support running
+  // on all sizes"): each of the 23 sizes would run for the whole duration.
+  if (o.duration > 0 && o.all) throw ConfigError("-D/--duration", "cannot be combined with -a");
   if (o.qps < 1 || o.qps > 256)
     throw ConfigError("-q/--qp", fmt::format("{} is out of range 1..256", o.qps));
   if (o.t->kind == Kind::kLat && o.qps != 1)
@@ -1125,6 +1147,7 @@ void validate(Options& o) {
   if (o.rx_depth < 1 || o.rx_depth > 16384)
     throw ConfigError("-r/--rx-depth", fmt::format("{} is out of range 1..16384", o.rx_depth));
   if (o.cq_mod < 1) throw ConfigError("-Q/--cq-mod", "must be at least 1");
+  o.ecn_value = engine::parse_ecn("--ecn", o.ecn);
   if (o.timeout <= 0) throw ConfigError("--timeout", "must be positive");
   if (o.t->verb == Verb::kSend && o.connection == "UC" && !o.no_peer)
     throw ConfigError("-c/--connection",
@@ -1181,6 +1204,14 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--no-peer", o.no_peer, "TX benchmark: send into the port with no peer "
                                        "(-c UC, write_bw/send_bw)");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
+  cli.add_option("--dscp", o.dscp, "DSCP (IPv6: traffic class >> 2) of sent packets "
+                                   "(default 0)")
+      ->check(CLI::Range(0, 63));
+  cli.add_option("--ecn", o.ecn, "ECN of sent packets: not-ect, ect0, ect1, ce (default ect0)");
+  cli.add_option("--vlan", o.vlan, "802.1Q VLAN id (adds a tag)")->check(CLI::Range(0, 4095));
+  cli.add_option("--pcp", o.pcp, "802.1Q PCP (adds a tag, VLAN 0 without --vlan)")
+      ->check(CLI::Range(0, 7));
+  cli.add_option("--capture", o.capture, "pcap of every frame the port sends and receives");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");
   cli.add_option("--shard-rx", o.shard_rx,
@@ -1204,6 +1235,7 @@ int perf_main(int argc, char** argv) {
     pc.endpoint.port_rate_bytes_per_sec = o.rate_gbps * 1'000'000'000ull / 8;
     pc.shards = o.shards;
     pc.shard_rx = apps::shard_rx_option(o.shard_rx);
+    pc.capture = o.capture;
     const engine::PortIndex port = [&]() -> engine::PortIndex {
       try {
         return eng.add_port(pc);

@@ -25,6 +25,11 @@ CASES = [
     ("lat with qps", ["--test", "write_lat", "--server", "-q", "2"], "-q/--qp"),
     ("UC read", ["--test", "read_bw", "--server", "-c", "UC"], "-c/--connection"),
     ("-a with -s", ["--test", "write_bw", "--server", "-a", "-s", "8"], "-a/--all"),
+    # perftest refuses a duration with all sizes too.
+    ("-D with -a", ["--test", "write_bw", "--server", "-D", "2", "-a"], "-D/--duration"),
+    ("-D with -n", ["--test", "write_bw", "--server", "-D", "2", "-n", "10"],
+     "-D/--duration"),
+    ("negative -D", ["--test", "write_lat", "--server", "-D", "-1"], "-D/--duration"),
     ("no --test", ["--server"], "--test"),
     ("zero clients", ["--test", "write_bw", "--server", "--clients", "0"], "--clients"),
     ("too many clients", ["--test", "write_bw", "--server", "--clients", "65"], "--clients"),
@@ -40,6 +45,10 @@ CASES = [
                         "rss"], "--shard-rx"),
     ("qp timeout out of range", ["--test", "write_bw", "--server", "-u", "32"],
      "--qp-timeout"),
+    ("DSCP out of range", ["--test", "write_bw", "--server", "--dscp", "64"], "--dscp"),
+    ("unknown ECN", ["--test", "write_bw", "--server", "--ecn", "ect2"], "--ecn"),
+    ("PCP out of range", ["--test", "write_bw", "--server", "--pcp", "8"], "--pcp"),
+    ("VLAN out of range", ["--test", "write_bw", "--server", "--vlan", "4096"], "--vlan"),
 ]
 for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,

@@ -4,28 +4,20 @@ target, or on the reader for READ), perftest's columns, sane numbers.
 
 usage: memif_test.py DROCE_PERF"""
 
-import os
 import sys
 import tempfile
 import time
 
-from perf_common import (BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair)
+from perf_common import (BW_HEADER, LAT_HEADER, Checks, rows_after,
+                         run_memif_pair)
 
 exe = sys.argv[1]
 c = Checks()
 tmp = tempfile.mkdtemp(prefix="droce-perf-memif-")
-pid = os.getpid()
 
 
 def pair(test, args, tag):
-    sock = os.path.join(tmp, f"{tag}.sock")
-    # One lcore (CPU) per process: the engine runs its worker as a thread
-    # next to the control thread, so two processes share a 2-core machine.
-    s_eal = ["-l", "0", f"--file-prefix=dpm_s_{pid}_{tag}",
-             f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no"]
-    c_eal = ["-l", "1", f"--file-prefix=dpm_c_{pid}_{tag}",
-             f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no"]
-    return run_pair(exe, test, s_eal, c_eal, args, wait_for_path=sock)
+    return run_memif_pair(exe, test, args, tmp, tag)
 
 
 CASES = [

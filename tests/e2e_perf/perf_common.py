@@ -70,6 +70,22 @@ def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
     return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
 
 
+def run_memif_pair(exe, test, app_args, tmp, tag, server_args=(), client_args=(),
+                   timeout=60):
+    """run_pair over net_memif, the socket in `tmp`: the server is the memif
+    server. One lcore (CPU) per process: the engine runs its worker as a
+    thread next to the control thread, so two processes share a 2-core
+    machine."""
+    sock = os.path.join(tmp, f"{tag}.sock")
+    pid = os.getpid()
+    s_eal = ["-l", "0", f"--file-prefix=dpm_s_{pid}_{tag}",
+             f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no"]
+    c_eal = ["-l", "1", f"--file-prefix=dpm_c_{pid}_{tag}",
+             f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no"]
+    return run_pair(exe, test, s_eal, c_eal, app_args, server_args=server_args,
+                    client_args=client_args, timeout=timeout, wait_for_path=sock)
+
+
 BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+"
                        r"BW average\[(MB|Gb)/sec\]\s+MsgRate\[Mpps\]")
 LAT_HEADER = re.compile(r"#bytes #iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
