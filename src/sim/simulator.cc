@@ -976,6 +976,9 @@ Summary Simulator::summary() const {
     const auto& lc = d->link.counters();
     s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
   }
+  for (const auto& h : m.hosts)
+    for (size_t p = 0; p < wire::kPfcPriorities; ++p)
+      s.host_paused_ns += h->ep->paused_ns(static_cast<uint8_t>(p), now_);
   return s;
 }
 
@@ -998,7 +1001,8 @@ std::string Simulator::summary_json() const {
   j["pfc"] = {{"xoff_sent", s.xoff_sent},
               {"xon_sent", s.xon_sent},
               {"rx_by_switches", s.pfc_rx_switches},
-              {"switch_paused_ns", s.switch_paused_ns}};
+              {"switch_paused_ns", s.switch_paused_ns},
+              {"host_paused_ns", s.host_paused_ns}};
   j["retransmits"] = s.retransmits;
   j["timeouts"] = s.timeouts;
   j["cnps"] = s.cnps;
