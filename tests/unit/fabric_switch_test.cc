@@ -122,10 +122,13 @@ TEST(Switch, PortDownDropsAndFlushes) {
   Switch sw(simple_config(2, k10G));
   for (int i = 0; i < 4; ++i) sw.receive(0, roce_packet({}), 0);
   sw.set_port_up(1, false, 10);
+  EXPECT_FALSE(sw.port_up(1));
+  EXPECT_TRUE(sw.port_up(0));
   EXPECT_EQ(sw.counters(1).down_drops, 3u);  // one was already on the wire
   sw.receive(0, roce_packet({}), 20);
   EXPECT_EQ(sw.counters(0).no_route, 1u);  // the only route is down
   sw.set_port_up(1, true, 30);
+  EXPECT_TRUE(sw.port_up(1));
   sw.receive(0, roce_packet({}), 40);
   auto out = drain(sw);
   EXPECT_EQ(out.size(), 2u);
