@@ -3,8 +3,8 @@
 // and fabric::Switch / fabric::Link objects, discrete-event: an event queue
 // (a tournament tree, src/sim/event_queue.h) holds each component's next
 // event time (endpoint next_deadline, switch next_event_time, link
-// next_event_time, flow starts, samples) and the clock jumps from one to
-// the next. Ties are broken by component id, and
+// next_event_time, link down/up times, flow starts, samples) and the
+// clock jumps from one to the next. Ties are broken by component id, and
 // every random draw comes from seeded generators, so the same scenario and
 // seed give bit-identical results.
 //
