@@ -150,9 +150,10 @@ int main(int argc, char** argv) {
     fmt::print("\nvirtual time {}  flows done {}/{}  FCT p50 {}  p99 {}  max {}\n",
                human_ns(sum.end_ns), sum.flows_completed, s->num_flows(),
                human_ns(sum.fct_p50_ns), human_ns(sum.fct_p99_ns), human_ns(sum.fct_max_ns));
-    fmt::print("drops: switch {} link {}  ECN marks {}  PFC XOFF {} XON {}  paused {}\n",
+    fmt::print("drops: switch {} link {}  ECN marks {}  PFC XOFF {} XON {}  paused: "
+               "switches {} hosts {}\n",
                sum.switch_drops, sum.link_losses, sum.ecn_marks, sum.xoff_sent, sum.xon_sent,
-               human_ns(sum.switch_paused_ns));
+               human_ns(sum.switch_paused_ns), human_ns(sum.host_paused_ns));
     fmt::print("retransmits {}  timeouts {}  CNPs {}  queue max {} B  p99 {} B\n",
                sum.retransmits, sum.timeouts, sum.cnps, sum.max_queue_bytes,
                sum.p99_queue_bytes);

@@ -226,10 +226,23 @@ void Endpoint::receive_pfc(std::span<const uint8_t> frame, uint64_t now) {
   const uint64_t rate_bps = config_.port_rate_bytes_per_sec * 8;
   for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
     if (!pfc.enabled(p)) continue;
+    // A frame that finds the priority running opens a new interval (the
+    // last one ended at its paused_until_); one that finds it paused
+    // moves the end of the current one, earlier for XON.
+    if (paused_until_[p] <= now) {
+      paused_total_[p] += paused_until_[p] - pause_start_[p];
+      pause_start_[p] = now;
+    }
     paused_until_[p] = pfc.quanta[p] == 0 || rate_bps == 0
                            ? now
                            : now + wire::pfc_quanta_to_ns(pfc.quanta[p], rate_bps);
   }
+}
+
+uint64_t Endpoint::paused_ns(uint8_t priority, uint64_t now) const {
+  const unsigned p = priority & 7;
+  const uint64_t end = std::min(now, paused_until_[p]);
+  return paused_total_[p] + (end > pause_start_[p] ? end - pause_start_[p] : 0);
 }
 
 std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,

@@ -225,6 +225,43 @@ void read_link_params(const Reader& r, const toml::table& t, const std::string& 
   }
 }
 
+// [[links]] down = [{ from = "100us", until = "150us" }, ...]: intervals in
+// time order, each ending before the next begins; no `until` keeps the link
+// down to the end of the run (so only the last interval may omit it).
+void read_down_intervals(const Reader& r, const toml::table& t, const std::string& path,
+                         LinkSpec& l) {
+  const toml::node* n = t.get("down");
+  if (!n) return;
+  const std::string p = Reader::join(path, "down");
+  const char* kShape = "expected an array of { from = \"...\", until = \"...\" } tables";
+  const toml::array* a = n->as_array();
+  if (!a) r.fail(n->source(), p, kShape);
+  for (size_t i = 0; i < a->size(); ++i) {
+    const toml::node& e = *a->get(i);
+    const std::string ep = p + "[" + std::to_string(i) + "]";
+    if (!e.is_table()) r.fail(e.source(), ep, kShape);
+    const toml::table& it = *e.as_table();
+    r.check_keys(it, ep, {"from", "until"});
+    DownInterval d;
+    if (!r.time(it, "from", ep, d.from_ns)) r.fail(it.source(), ep + ".from", "missing");
+    if (r.time(it, "until", ep, d.until_ns) && d.until_ns <= d.from_ns)
+      r.fail(it.get("until")->source(), ep + ".until",
+             "must be after from (" + std::to_string(d.from_ns) + " ns)");
+    if (!l.down.empty()) {
+      const DownInterval& prev = l.down.back();
+      if (prev.until_ns == fabric::kNever)
+        r.fail(it.source(), ep,
+               "the interval before it has no until (down to the end of the run)");
+      if (d.from_ns <= prev.until_ns)
+        r.fail(it.get("from")->source(), ep + ".from",
+               "must be after the previous interval's until (" +
+                   std::to_string(prev.until_ns) + " ns): intervals in time order, "
+                   "not overlapping");
+    }
+    l.down.push_back(d);
+  }
+}
+
 const std::vector<std::string_view> kLinkParamKeys = {
     "rate", "delay", "loss", "corrupt", "duplicate", "reorder", "reorder_delay",
     "extra_delay", "jitter", "burst_loss"};
@@ -495,7 +532,7 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& t = *a->get(i)->as_table();
       const std::string path = "links[" + std::to_string(i) + "]";
-      r.check_keys(t, path, with(kLinkParamKeys, {"a", "b"}));
+      r.check_keys(t, path, with(kLinkParamKeys, {"a", "b", "down"}));
       LinkSpec l = link_default;
       l.line = static_cast<int>(t.source().begin.line);
       for (auto [key, out] : {std::pair{"a", &l.a}, std::pair{"b", &l.b}}) {
@@ -506,6 +543,7 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
       }
       if (l.a == l.b) r.fail(t.source(), path, "a link needs two different nodes");
       read_link_params(r, t, path, l);
+      read_down_intervals(r, t, path, l);
       sc.links.push_back(std::move(l));
       link_tables.push_back(&t);
     }

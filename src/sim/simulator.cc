@@ -19,6 +19,7 @@
 #include "droce/cc/registry.h"
 #include "droce/transport/device.h"
 #include "event_queue.h"
+#include "link_schedule.h"
 #include "sample_log.h"
 
 namespace droce::sim {
@@ -128,6 +129,12 @@ struct Simulator::Impl {
     uint64_t last_start = 0, last_end = 0;  // the latest frame on the wire
     explicit Dir(const fabric::LinkConfig& c) : link(c) {}
     void send(fabric::Packet&& p, uint64_t start, uint64_t end) {
+      // A down link carries no bits: the frame is lost (Link counts it)
+      // and the interval shows no utilisation.
+      if (!link.up()) {
+        link.send(std::move(p), end);
+        return;
+      }
       busy_ns += end - start;
       last_start = start;
       last_end = end;
@@ -161,7 +168,8 @@ struct Simulator::Impl {
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
   EventQueue events;
-  uint32_t id_switch0 = 0, id_link0 = 0, id_workload = 0, id_sampler = 0;
+  uint32_t id_switch0 = 0, id_link0 = 0, id_link_state = 0, id_workload = 0, id_sampler = 0;
+  LinkSchedule link_schedule;  // [[links]] down
   std::vector<uint8_t> tracked_tcs;
 
   // The time series, as changes (sample_log.h). Cumulative counters are
@@ -449,10 +457,14 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.link_bytes.resize(m.dirs.size());
   m.link_busy.resize(m.dirs.size());
 
-  // Component ids: hosts, switches, link directions, workload, sampler.
+  // Component ids: hosts, switches, link directions, link state changes,
+  // workload, sampler. Link state changes come after every host, switch and
+  // link event at the same time: a frame arriving when its link goes down
+  // is delivered, one sent then is lost.
   m.id_switch0 = static_cast<uint32_t>(H);
   m.id_link0 = static_cast<uint32_t>(H + S);
-  m.id_workload = static_cast<uint32_t>(H + S + m.dirs.size());
+  m.id_link_state = static_cast<uint32_t>(H + S + m.dirs.size());
+  m.id_workload = m.id_link_state + 1;
   m.id_sampler = m.id_workload + 1;
   m.events.resize(m.id_sampler + 1);
   // The packet pool grows to what is in flight, mostly frames queued in
@@ -476,6 +488,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     m.staging[i] = m.take();
     m.spans[i] = m.staging[i].bytes;
   }
+  m.link_schedule = LinkSchedule(sc.links);
+  m.schedule(m.id_link_state, m.link_schedule.next_time());
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
   if (sc.run.csv_interval_ns) {
     m.schedule(m.id_sampler, sc.run.csv_interval_ns);
@@ -834,7 +848,7 @@ bool Simulator::run_until(uint64_t t) {
       uint64_t next = sw.sw->next_event_time();
       if (next <= now_) next = now_ + 1;
       m.schedule(e.id, next);
-    } else if (e.id < m.id_workload) {
+    } else if (e.id < m.id_link_state) {
       const uint32_t l = e.id - L0;
       Impl::Dir& dir = *m.dirs[l];
       const NodeRef to = dir.to;
@@ -855,6 +869,24 @@ bool Simulator::run_until(uint64_t t) {
         poll_cq(to.index);
         reschedule_host(to.index);
       }
+    } else if (e.id == m.id_link_state) {
+      // A cable goes down or comes back: both directions (frames in flight
+      // are lost while down, as Link::set_up does it) and, at a switch end,
+      // the port (queues flushed, arrivals for it dropped, ECMP avoids it:
+      // Switch::set_port_up). A host end has no link state of its own: what
+      // it sends while down is lost, and RC retransmission recovers.
+      m.link_schedule.pop_due(now_, [&](const LinkChange& c) {
+        for (uint32_t l : {2 * c.link, 2 * c.link + 1}) {
+          Impl::Dir& dir = *m.dirs[l];
+          dir.link.set_up(c.up);
+          reschedule_link(l);
+          // Each direction's receiving end: between the two, both ends.
+          if (dir.to.kind != Kind::kSwitch) continue;
+          m.sws[dir.to.index].sw->set_port_up(dir.to.port, c.up, now_);
+          reschedule_switch(dir.to.index);
+        }
+      });
+      m.schedule(e.id, m.link_schedule.next_time());
     } else if (e.id == m.id_workload) {
       while (m.next_start < m.start_order.size() &&
              sc.flows[m.start_order[m.next_start]].start_ns <= now_) {
@@ -976,6 +1008,9 @@ Summary Simulator::summary() const {
     const auto& lc = d->link.counters();
     s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
   }
+  for (const auto& h : m.hosts)
+    for (size_t p = 0; p < wire::kPfcPriorities; ++p)
+      s.host_paused_ns += h->ep->paused_ns(static_cast<uint8_t>(p), now_);
   return s;
 }
 
@@ -998,7 +1033,8 @@ std::string Simulator::summary_json() const {
   j["pfc"] = {{"xoff_sent", s.xoff_sent},
               {"xon_sent", s.xon_sent},
               {"rx_by_switches", s.pfc_rx_switches},
-              {"switch_paused_ns", s.switch_paused_ns}};
+              {"switch_paused_ns", s.switch_paused_ns},
+              {"host_paused_ns", s.host_paused_ns}};
   j["retransmits"] = s.retransmits;
   j["timeouts"] = s.timeouts;
   j["cnps"] = s.cnps;

@@ -14,6 +14,12 @@ check missing-node.toml 7 links[0].b
 check rate-range.toml 4 topology.rate
 check loop.toml 15 ECMP
 check virtual-verify.toml 12 flow.payload
+check link-down-negative.toml 11 'links[0].down[0].from'
+check link-down-backwards.toml 11 'links[0].down[0].until: must be after from'
+check link-down-unordered.toml 13 'links[0].down[1].from: must be after'
+check link-down-overlap.toml 13 'links[0].down[1].from: must be after'
+check link-down-subkey.toml 11 'links[0].down[0].to: unknown key'
+check link-down-time.toml 11 'links[0].down[0].until: expected a value'
 out=$("$sim" "$good" --duration 1s --seed 7 --csv-interval 20us --out "${TMPDIR:-/tmp}/droce-sim-cli.$$" 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "FAIL good scenario: exit $rc: $out"; fail=1; }
 for f in flows.csv queues.csv links.csv fct.csv summary.json; do

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "droce/sim/simulator.h"
+#include "droce/wire/pfc.h"
 
 #ifndef DROCE_EXAMPLES_DIR
 #error "DROCE_EXAMPLES_DIR must point at examples/sim"
@@ -40,12 +41,57 @@ TEST(SimIncast, SixteenToOneWithPfcIsLossless) {
   EXPECT_LE(sum.fct_max_ns, 1'600'000u);
 }
 
+// The senders' side of PFC: each host the switch sent XOFF to was paused,
+// no longer than its XOFFs could hold it, and the summary is their sum.
+TEST(SimIncast, SixteenToOneWithPfcReportsHostPauseTime) {
+  Simulator s(example("incast-16to1-pfc.toml"));
+  s.run();
+  const Summary sum = s.summary();
+  ASSERT_TRUE(sum.all_done);
+  const fabric::Switch& sw = s.switch_at(0);
+  const uint64_t pause_ns =
+      wire::pfc_quanta_to_ns(sw.config().pfc.pause_quanta, 100 * fabric::kGbps);
+  uint64_t total = 0;
+  for (size_t h = 0; h < s.num_hosts(); ++h) {
+    const std::string name = "h" + std::to_string(h);
+    uint16_t port = 0;  // the switch port facing host h
+    while (port < sw.num_ports() && s.port_peer(0, port) != name) ++port;
+    ASSERT_LT(port, sw.num_ports()) << name;
+    const fabric::PortCounters& pc = sw.counters(port);
+    const uint64_t paused = s.host_endpoint(h).paused_ns(3, s.now());
+    total += paused;
+    // Only the lossless priority 3 is ever paused.
+    for (uint8_t p = 0; p < 8; ++p) {
+      if (p == 3) continue;
+      EXPECT_EQ(s.host_endpoint(h).paused_ns(p, s.now()), 0u) << name;
+    }
+    // Every PFC frame the switch sent this host arrived (nothing is lost).
+    EXPECT_EQ(s.host_endpoint(h).counters().rx_pfc_frames, pc.tx_xoff + pc.tx_xon) << name;
+    if (pc.tx_xoff == 0) {
+      EXPECT_EQ(paused, 0u) << name;  // the receiver h0
+      continue;
+    }
+    EXPECT_GT(paused, 0u) << name;
+    EXPECT_LE(paused, pc.tx_xoff * pause_ns) << name;
+    // Without CC a sender sends at line rate whenever it is not paused:
+    // 1 MiB takes ~84 us of its FCT, and pauses take most of the rest.
+    const uint64_t fct = s.flow(h - 1).fct_ns();
+    EXPECT_LT(paused, fct) << name;
+    EXPECT_GT(paused, fct / 2) << name;
+  }
+  EXPECT_EQ(sum.host_paused_ns, total);
+  EXPECT_GT(sum.host_paused_ns, 0u);
+  EXPECT_NE(s.summary_json().find("\"host_paused_ns\": " + std::to_string(total)),
+            std::string::npos);
+}
+
 TEST(SimIncast, SixteenToOneWithoutPfcDropsAndRecovers) {
   Simulator s(example("incast-16to1-lossy.toml"));
   s.run();
   const Summary sum = s.summary();
   ASSERT_TRUE(sum.all_done) << "virtual time " << s.now();
   EXPECT_EQ(sum.xoff_sent, 0u);
+  EXPECT_EQ(sum.host_paused_ns, 0u);
   EXPECT_GT(sum.switch_drops, 0u);
   EXPECT_GT(sum.retransmits, 0u);
   expect_all_verified(s);

@@ -568,6 +568,46 @@ TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
   EXPECT_EQ(t.a.ep->counters().rx_pfc_frames, 4u);
 }
 
+TEST(Endpoint, PfcPauseTimeIsAccountedPerPriority) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  Host h(cfg, 4096);
+  Endpoint& ep = *h.ep;
+  // 1000 quanta at 100 Gb/s: 5120 ns, counted while it runs and after.
+  ep.receive(pfc_frame(3, 1000), 1000);
+  EXPECT_EQ(ep.paused_ns(3, 1000), 0u);
+  EXPECT_EQ(ep.paused_ns(3, 3000), 2000u);
+  EXPECT_EQ(ep.paused_ns(3, 50'000), 5120u);
+  // XOFF, a refresh with a shorter pause, then XON: one interval, 7000 to
+  // 10000, whatever the quanta in between said.
+  ep.receive(pfc_frame(3, 0xFFFF), 7000);
+  ep.receive(pfc_frame(3, 1000), 8000);
+  ep.receive(pfc_frame(3, 0), 10'000);
+  EXPECT_EQ(ep.paused_ns(3, 10'000), 5120u + 3000u);
+  EXPECT_EQ(ep.paused_ns(3, 1'000'000), 5120u + 3000u);
+  // An XON that finds the priority running adds nothing.
+  ep.receive(pfc_frame(3, 0), 20'000);
+  EXPECT_EQ(ep.paused_ns(3, 1'000'000), 5120u + 3000u);
+  // A pause that expires on its own, refreshed before it does: 100 quanta
+  // (512 ns) at 30000, again at 30400: paused 30000 to 30912.
+  ep.receive(pfc_frame(3, 100), 30'000);
+  ep.receive(pfc_frame(3, 100), 30'400);
+  EXPECT_EQ(ep.paused_ns(3, 1'000'000), 5120u + 3000u + 912u);
+  // Other priorities kept their own (zero) account.
+  for (uint8_t p = 0; p < 8; ++p) {
+    if (p == 3) continue;
+    EXPECT_EQ(ep.paused_ns(p, 1'000'000), 0u) << int{p};
+  }
+  ep.receive(pfc_frame(5, 100), 40'000);
+  EXPECT_EQ(ep.paused_ns(5, 1'000'000), 512u);
+
+  // An endpoint that does not honour PFC is never paused.
+  cfg.honour_pfc = false;
+  Host deaf(cfg, 4096);
+  deaf.ep->receive(pfc_frame(3, 1000), 1000);
+  EXPECT_EQ(deaf.ep->paused_ns(3, 1'000'000), 0u);
+}
+
 TEST(Endpoint, PfcIgnoredWhenNotHonoured) {
   EndpointConfig cfg;
   cfg.honour_pfc = false;

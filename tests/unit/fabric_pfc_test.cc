@@ -133,6 +133,55 @@ TEST(FabricPfc, OnlyLosslessPrioritiesGeneratePause) {
   EXPECT_TRUE(pfc_frames(drain(sw)).empty());
 }
 
+// With Classifier::kPcp, PFC acts on the class the VLAN PCP gives: XOFF
+// goes out for the lossless PCP only, and a pause received for one priority
+// holds that PCP's frames while another PCP's (same DSCP) keep flowing.
+TEST(FabricPfc, PcpClassesArePausedAndPauseSeparately) {
+  auto cfg = simple_config(3, k25G);
+  const uint64_t frame = roce_bytes({.vlan = true, .pcp = 5}).size();
+  cfg.classifier = Classifier::kPcp;
+  cfg.pfc.enabled_priorities = 1u << 5;
+  cfg.pfc.xoff_bytes = 4 * frame;
+  cfg.pfc.xon_bytes = 2 * frame;
+  Switch sw(cfg);
+  // Port 2's peer pauses priority 5; DSCP 26 (class 3 by DSCP) everywhere.
+  sw.receive(2, pfc_packet(5, 0xFFFF), 0);
+  for (uint64_t i = 0; i < 6; ++i) {
+    sw.receive(0, roce_packet({.dst_ip = 0x0A000003, .vlan = true, .pcp = 5}, 5), 10 + i);
+    sw.receive(1, roce_packet({.dst_ip = 0x0A000003, .vlan = true, .pcp = 2}, 2), 10 + i);
+  }
+  auto out = drain(sw, 100'000);
+  // The lossless class crossed XOFF at ingress port 0: one XOFF for
+  // priority 5 upstream; the lossy PCP 2 at port 1 sent none.
+  auto pfc = pfc_frames(out);
+  ASSERT_EQ(pfc.size(), 1u);
+  EXPECT_EQ(pfc[0].port, 0);
+  EXPECT_EQ(pfc[0].frame.enable, 1u << 5);
+  EXPECT_TRUE(sw.xoff_asserted(0, 5));
+  EXPECT_FALSE(sw.xoff_asserted(1, 2));
+  EXPECT_EQ(sw.counters(1).tx_xoff, 0u);
+  // Egress port 2: all six PCP 2 frames left, the PCP 5 frames wait.
+  size_t data = 0;
+  for (const Departure& d : out) {
+    if (d.port != 2) continue;
+    EXPECT_EQ(d.packet.tag, 2u);
+    ++data;
+  }
+  EXPECT_EQ(data, 6u);
+  EXPECT_EQ(sw.queue_packets(2, 5), 6u);
+  EXPECT_EQ(sw.queue_packets(2, 2), 0u);
+  EXPECT_EQ(sw.queue_packets(2, 3), 0u);
+  // XON for priority 5 releases them.
+  sw.receive(2, pfc_packet(5, 0), 100'000);
+  size_t released = 0;
+  for (const Departure& d : drain(sw)) {
+    if (d.port != 2) continue;
+    EXPECT_EQ(d.packet.tag, 5u);
+    ++released;
+  }
+  EXPECT_EQ(released, 6u);
+}
+
 TEST(FabricPfc, XoffRefreshedBeforePeerTimerExpires) {
   auto cfg = simple_config(2, k100G);
   const uint64_t frame = roce_bytes({}).size();

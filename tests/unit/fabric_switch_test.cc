@@ -122,14 +122,64 @@ TEST(Switch, PortDownDropsAndFlushes) {
   Switch sw(simple_config(2, k10G));
   for (int i = 0; i < 4; ++i) sw.receive(0, roce_packet({}), 0);
   sw.set_port_up(1, false, 10);
+  EXPECT_FALSE(sw.port_up(1));
+  EXPECT_TRUE(sw.port_up(0));
   EXPECT_EQ(sw.counters(1).down_drops, 3u);  // one was already on the wire
   sw.receive(0, roce_packet({}), 20);
   EXPECT_EQ(sw.counters(0).no_route, 1u);  // the only route is down
   sw.set_port_up(1, true, 30);
+  EXPECT_TRUE(sw.port_up(1));
   sw.receive(0, roce_packet({}), 40);
   auto out = drain(sw);
   EXPECT_EQ(out.size(), 2u);
   EXPECT_EQ(sw.buffer_used(), 0u);
+}
+
+// Classifier::kPcp: the class comes from the VLAN tag's PCP through
+// pcp_to_tc, whatever the DSCP says (every frame here carries DSCP 26, class
+// 3 to the DSCP classifier); untagged frames go to class 0.
+TEST(Switch, PcpClassifierMapsTagsToClasses) {
+  auto cfg = simple_config(2, k100G);
+  cfg.classifier = Classifier::kPcp;
+  cfg.pcp_to_tc = {0, 1, 2, 3, 4, 5, 6, 7};
+  cfg.pcp_to_tc[5] = 2;  // a remapped priority
+  Switch sw(cfg);
+  for (uint8_t pcp = 0; pcp < 8; ++pcp)
+    sw.receive(0, roce_packet({.dscp = 26, .vlan = true, .pcp = pcp}, pcp), 0);
+  sw.receive(0, roce_packet({.dscp = 26}, 100), 0);  // untagged
+  std::array<uint64_t, kNumClasses> want{};
+  for (uint8_t pcp = 0; pcp < 8; ++pcp) ++want[cfg.pcp_to_tc[pcp]];
+  ++want[0];
+  for (uint8_t c = 0; c < kNumClasses; ++c)
+    EXPECT_EQ(sw.counters(1).queues[c].enq_packets, want[c]) << "class " << int{c};
+  auto out = drain(sw);
+  ASSERT_EQ(out.size(), 9u);
+  for (const Departure& d : out) {
+    const uint8_t want_tc = d.packet.tag == 100 ? 0 : cfg.pcp_to_tc[d.packet.tag];
+    EXPECT_EQ(d.packet.tc, want_tc) << "tag " << d.packet.tag;
+  }
+  // The same frames through the DSCP classifier all land in class 3.
+  Switch dscp(simple_config(2, k100G));
+  for (uint8_t pcp = 0; pcp < 8; ++pcp)
+    dscp.receive(0, roce_packet({.dscp = 26, .vlan = true, .pcp = pcp}), 0);
+  EXPECT_EQ(dscp.counters(1).queues[3].enq_packets, 8u);
+}
+
+// Strict priority then acts on the PCP classes: with the port backlogged,
+// PCP 6 frames all leave before PCP 1 frames with the same DSCP.
+TEST(Switch, PcpClassesGetStrictPriority) {
+  auto cfg = simple_config(2, 25 * kGbps);
+  cfg.classifier = Classifier::kPcp;
+  Switch sw(cfg);
+  for (int i = 0; i < 20; ++i) {
+    sw.receive(0, roce_packet({.dscp = 26, .vlan = true, .pcp = 1}, 1), 0);
+    sw.receive(0, roce_packet({.dscp = 26, .vlan = true, .pcp = 6}, 6), 0);
+  }
+  auto out = drain(sw);
+  ASSERT_EQ(out.size(), 40u);
+  EXPECT_EQ(out[0].packet.tag, 1u);  // already on the wire
+  for (int i = 1; i <= 20; ++i) EXPECT_EQ(out[i].packet.tag, 6u) << i;
+  for (int i = 21; i < 40; ++i) EXPECT_EQ(out[i].packet.tag, 1u) << i;
 }
 
 TEST(Switch, LinkAddsPropagation) {

@@ -113,6 +113,67 @@ oversubscription = 2
   EXPECT_EQ(s.links.back().rate_bps, 200'000'000'000u);
 }
 
+TEST(SimScenario, LinkDownIntervals) {
+  // kCustom ends inside links[1] (b - s), so these keys are that link's.
+  const Scenario s = parse_scenario(std::string(kCustom) + R"(down = [
+  { from = "30us", until = "50us" },
+  { from = 1000000 },
+])");
+  ASSERT_EQ(s.links[1].down.size(), 2u);
+  EXPECT_EQ(s.links[1].down[0].from_ns, 30'000u);
+  EXPECT_EQ(s.links[1].down[0].until_ns, 50'000u);
+  EXPECT_EQ(s.links[1].down[1].from_ns, 1'000'000u);
+  EXPECT_EQ(s.links[1].down[1].until_ns, fabric::kNever);  // down to the end
+  EXPECT_TRUE(s.links[0].down.empty());
+  // The same as TOML's array-of-tables form.
+  const Scenario t = parse_scenario(std::string(kCustom) +
+                                    "[[links.down]]\nfrom = \"1us\"\nuntil = \"2us\"\n");
+  ASSERT_EQ(t.links[1].down.size(), 1u);
+  EXPECT_EQ(t.links[1].down[0].until_ns, 2'000u);
+}
+
+TEST(SimScenario, LinkDownMistakesNameLineAndKey) {
+  // Each: the down value on line 14 (one element per line from 15 on),
+  // where the message must point, the key path and a word of the reason.
+  struct Case {
+    const char* down;
+    const char* where;
+    const char* key;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"[{ from = -5, until = \"50us\" }]", ":14:", "links[1].down[0].from", "expected a value"},
+      {"[{ from = \"-5us\" }]", ":14:", "links[1].down[0].from", "expected a value"},
+      {"[{ from = \"10 parsecs\" }]", ":14:", "links[1].down[0].from", "expected a value"},
+      {"[{ from = \"50us\", until = \"30us\" }]", ":14:", "links[1].down[0].until",
+       "must be after from"},
+      {"[{ from = \"50us\", until = \"50us\" }]", ":14:", "links[1].down[0].until",
+       "must be after from"},
+      {"[\n{ from = \"10us\", until = \"50us\" },\n{ from = \"40us\", until = \"60us\" },\n]",
+       ":16:", "links[1].down[1].from", "not overlapping"},
+      {"[\n{ from = \"100us\", until = \"150us\" },\n{ from = \"10us\", until = \"20us\" },\n]",
+       ":16:", "links[1].down[1].from", "in time order"},
+      {"[\n{ from = \"10us\", until = \"20us\" },\n{ from = \"20us\", until = \"30us\" },\n]",
+       ":16:", "links[1].down[1].from", "previous interval"},
+      {"[\n{ from = \"10us\" },\n{ from = \"20us\", until = \"30us\" },\n]", ":16:",
+       "links[1].down[1]", "has no until"},
+      {"[{ from = \"10us\", to = \"20us\" }]", ":14:", "links[1].down[0].to",
+       "unknown key (accepted: from, until)"},
+      {"[{ until = \"20us\" }]", ":14:", "links[1].down[0].from", "missing"},
+      {"\"10us\"", ":14:", "links[1].down", "expected an array"},
+      {"[\"10us\"]", ":14:", "links[1].down[0]", "expected an array"},
+  };
+  for (const Case& c : cases) {
+    const std::string m = error_of(std::string(kCustom) + "down = " + c.down + "\n");
+    EXPECT_NE(m.find(std::string("bad.toml") + c.where), std::string::npos) << c.down << ": " << m;
+    EXPECT_NE(m.find(std::string(c.key) + ":"), std::string::npos) << c.down << ": " << m;
+    EXPECT_NE(m.find(c.why), std::string::npos) << c.down << ": " << m;
+  }
+  // Not a default for every link: [link] does not take it.
+  const std::string m = error_of(std::string(kCustom) + "[link]\ndown = []\n");
+  EXPECT_NE(m.find("link.down: unknown key"), std::string::npos) << m;
+}
+
 TEST(SimScenario, UnknownKeyNamesFileLineAndKey) {
   const std::string m = error_of("[run]\nduration = \"1ms\"\nspeed = 3\n");
   EXPECT_NE(m.find("bad.toml:3:"), std::string::npos) << m;

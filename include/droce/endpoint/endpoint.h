@@ -98,6 +98,11 @@ class Endpoint {
   bool paused(uint8_t priority, uint64_t now) const {
     return paused_until_[priority & 7] > now;
   }
+  // Total time `priority` has been paused by PFC frames, up to `now`: from
+  // each XOFF until XON or the pause running out, a refresh extending it.
+  // Counts whether or not a QP was waiting (as Switch::paused_ns does for
+  // a switch's egress); 0 unless the endpoint honours PFC.
+  uint64_t paused_ns(uint8_t priority, uint64_t now) const;
   CcBinding* cc_of(uint32_t qpn);
   transport::Device& device() { return device_; }
 
@@ -145,6 +150,10 @@ class Endpoint {
   uint64_t port_free_ns_ = 0;    // the link is busy until then
   std::vector<uint32_t> due_;
   std::array<uint64_t, wire::kPfcPriorities> paused_until_{};
+  // Pause time accounting: the current (or last) pause interval started at
+  // pause_start_ and ends at paused_until_; earlier ones are in paused_total_.
+  std::array<uint64_t, wire::kPfcPriorities> pause_start_{};
+  std::array<uint64_t, wire::kPfcPriorities> paused_total_{};
   std::array<std::vector<QpSlot*>, wire::kPfcPriorities> held_;  // by PFC
   uint8_t held_mask_ = 0;  // bit p: held_[p] is not empty (read per event)
   std::vector<uint8_t> scratch_;  // INT frames are stripped here

@@ -169,6 +169,7 @@ class Switch {
   // Link state of a port: while down, packets routed to it are dropped,
   // ECMP avoids it, and its queues are flushed.
   void set_port_up(uint16_t port, bool up, uint64_t now);
+  bool port_up(uint16_t port) const { return ports_[port].up; }
 
   // Occupancy, for sampling by the caller.
   uint64_t queue_bytes(uint16_t port, uint8_t tc) const {

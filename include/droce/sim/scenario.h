@@ -44,12 +44,22 @@ struct SwitchSpec {
   fabric::SwitchConfig cfg;              // buffer, pfc, int_cfg, seed, ...
 };
 
+// A time the cable is down: from `from_ns` until `until_ns` (kNever: to
+// the end of the run). Both directions at once, as when a cable is pulled.
+struct DownInterval {
+  uint64_t from_ns = 0;
+  uint64_t until_ns = fabric::kNever;
+};
+
 // One full-duplex cable; both directions get the same delay and
 // impairments (each direction its own seeded random stream).
 struct LinkSpec {
   std::string a, b;  // node names
   uint64_t rate_bps = 100 * fabric::kGbps;
   fabric::LinkConfig link{};
+  // Link down/up ([[links]] down): in time order, each ending before the
+  // next begins.
+  std::vector<DownInterval> down;
   int line = 0;      // source line, for messages
 };
 

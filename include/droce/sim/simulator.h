@@ -3,8 +3,8 @@
 // and fabric::Switch / fabric::Link objects, discrete-event: an event queue
 // (a tournament tree, src/sim/event_queue.h) holds each component's next
 // event time (endpoint next_deadline, switch next_event_time, link
-// next_event_time, flow starts, samples) and the clock jumps from one to
-// the next. Ties are broken by component id, and
+// next_event_time, link down/up times, flow starts, samples) and the
+// clock jumps from one to the next. Ties are broken by component id, and
 // every random draw comes from seeded generators, so the same scenario and
 // seed give bit-identical results.
 //
@@ -115,7 +115,9 @@ struct Summary {
   uint64_t xoff_sent = 0;          // PFC XOFF frames sent by switches
   uint64_t xon_sent = 0;
   uint64_t pfc_rx_switches = 0;    // PFC frames received by switch ports
-  uint64_t host_paused_ns = 0;     // unused until endpoints report it
+  // Sum over hosts and priorities of the time PFC held the priority
+  // (Endpoint::paused_ns): what switches' XOFFs cost the senders.
+  uint64_t host_paused_ns = 0;
   uint64_t switch_paused_ns = 0;   // sum over egress queues of paused time
   // retransmits, timeouts, cnps: flows' QPs and those made by connect().
   uint64_t retransmits = 0;        // request packets sent more than once
