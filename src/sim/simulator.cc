@@ -60,6 +60,19 @@ void prefetch_headers(const fabric::Packet& p) {
   __builtin_prefetch(b + n - 4, 0, 3);
 }
 
+// A QP's class marks: the DSCP, and where switches classify by PCP
+// (`classifier = "pcp"`) a priority tag (802.1Q, VLAN 0) whose PCP is the
+// same class, DSCP >> 3, as a RoCE NIC set to tag its traffic does.
+// Untagged frames would all land in class 0 there, while the endpoint
+// pauses and resumes the QP on its DSCP's priority.
+void set_class_marks(wire::PathSpec& path, uint8_t dscp, bool pcp_tagged) {
+  path.dscp = dscp;
+  if (!pcp_tagged) return;
+  path.vlan = true;
+  path.vlan_id = 0;
+  path.pcp = static_cast<uint8_t>(dscp >> 3);
+}
+
 // The source pattern of flow `f`: a deterministic byte stream.
 void fill_pattern(std::vector<uint8_t>& mem, uint64_t f) {
   uint64_t s = mix(0xD0CE, f);
@@ -170,6 +183,7 @@ struct Simulator::Impl {
   EventQueue events;
   uint32_t id_switch0 = 0, id_link0 = 0, id_link_state = 0, id_workload = 0, id_sampler = 0;
   LinkSchedule link_schedule;  // [[links]] down
+  bool pcp_tagged = false;     // some switch classifies by PCP: hosts tag (set_class_marks)
   std::vector<uint8_t> tracked_tcs;
 
   // The time series, as changes (sample_log.h). Cumulative counters are
@@ -238,6 +252,7 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     cfgs[s].ports.clear();
     cfgs[s].node_id = static_cast<uint32_t>(s + 1);
     cfgs[s].seed = mix(sc.run.seed, 0x5317C4 + s);
+    m.pcp_tagged |= cfgs[s].classifier == fabric::Classifier::kPcp;
   }
   m.hosts.resize(sc.hosts.size());
   for (size_t h = 0; h < sc.hosts.size(); ++h) {
@@ -402,7 +417,7 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
       attr.path.dst_mac = e.peer->mac;
       attr.path.src_ip = e.host->ip;
       attr.path.dst_ip = e.peer->ip;
-      attr.path.dscp = fs.dscp;
+      set_class_marks(attr.path, fs.dscp, m.pcp_tagged);
       attr.path.udp_src_port = wire::udp_src_port_entropy(e.qp->qpn(), e.peer_qp->qpn());
       attr.dest_qpn = e.peer_qp->qpn();
       attr.path_mtu = to_ibv_mtu(fs.mtu);
@@ -639,7 +654,7 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
     attr.path.dst_mac = peer.mac;
     attr.path.src_ip = h.ip;
     attr.path.dst_ip = peer.ip;
-    attr.path.dscp = o.dscp;
+    set_class_marks(attr.path, o.dscp, m.pcp_tagged);
     attr.path.udp_src_port = wire::udp_src_port_entropy(qp->qpn(), peer_qp->qpn());
     attr.dest_qpn = peer_qp->qpn();
     attr.path_mtu = to_ibv_mtu(o.mtu);

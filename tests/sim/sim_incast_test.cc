@@ -106,5 +106,23 @@ TEST(SimIncast, TwoToOneExampleCompletes) {
   EXPECT_EQ(s.summary().switch_drops, 0u);
 }
 
+// A switch that classifies by PCP: the hosts tag their frames with their
+// class (a priority tag, PCP = DSCP >> 3), so the RoCE traffic is still
+// class 3, paused losslessly; untagged, it all fell into class 0, where PFC
+// is off, and the switch dropped.
+TEST(SimIncast, TwoToOneClassifiedByPcpIsLossless) {
+  Scenario sc = example("incast-2to1.toml");
+  for (auto& sw : sc.switches) sw.cfg.classifier = fabric::Classifier::kPcp;
+  Simulator s(sc);
+  s.run();
+  const Summary sum = s.summary();
+  ASSERT_TRUE(sum.all_done);
+  expect_all_verified(s);
+  EXPECT_GT(sum.xoff_sent, 0u);
+  EXPECT_EQ(sum.switch_drops, 0u);
+  EXPECT_EQ(sum.retransmits, 0u);
+  EXPECT_GT(sum.p99_queue_bytes, 0u);  // class 3, the one sampled, held the queue
+}
+
 }  // namespace
 }  // namespace droce::sim
