@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unistd.h>
 
+#include "../unit/sim_test_util.h"
 #include "droce/sim/simulator.h"
 
 namespace droce::sim {
@@ -137,31 +136,17 @@ TEST(SimLinkDown, DownWithoutUntilStaysDown) {
   EXPECT_FALSE(s.all_done());
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(SimLinkDown, SameScenarioTwiceGivesIdenticalOutputs) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("sim_link_down_" + std::to_string(::getpid()));
-  const char* files[] = {"flows.csv", "queues.csv", "links.csv", "fct.csv", "summary.json"};
-  auto outputs = [&](const std::string& text, const std::string& name) {
-    Simulator s(parse_scenario(text, "down.toml"));
-    s.run();
-    EXPECT_TRUE(s.all_done());
-    s.write_outputs((dir / name).string());
-    std::vector<std::string> out;
-    for (const char* f : files) out.push_back(slurp(dir / name / f));
-    return out;
+  const auto outputs = [&](const std::string& text, const std::string& name) {
+    return testing::run_outputs(parse_scenario(text, "down.toml"), dir / name);
   };
   const auto first = outputs(scenario("h0", kOutage), "1");
   const auto second = outputs(scenario("h0", kOutage), "2");
   for (size_t i = 0; i < first.size(); ++i) {
-    EXPECT_GT(first[i].size(), 40u) << files[i];
-    EXPECT_TRUE(first[i] == second[i]) << files[i] << " differs between runs";
+    EXPECT_GT(first[i].size(), 40u) << testing::kOutputFiles[i];
+    EXPECT_TRUE(first[i] == second[i]) << testing::kOutputFiles[i] << " differs between runs";
   }
   // The outage shows in the outputs: they differ from the run without it.
   const auto plain = outputs(scenario("h0", ""), "3");

@@ -2,6 +2,7 @@
 // (lossless: pauses, no drops) and without (drops, retransmissions, data
 // still byte-exact), every opcode, a leaf-spine with ECMP, and determinism.
 #include "droce/sim/simulator.h"
+#include "sim_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -128,43 +129,22 @@ pfc = { enabled = true }
   EXPECT_EQ(s.port_peer(0, 4), "spine0");
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(SimRunner, SameScenarioTwiceGivesIdenticalOutputs) {
   // Randomness everywhere it can matter: lossy links, RED marking, DCQCN.
   const std::string text = incast(4, false, "128KiB", "dcqcn") +
                            "[link]\nloss = 0.001\njitter = \"100ns\"\n";
   const auto dir = std::filesystem::temp_directory_path() /
                    ("sim_determinism_" + std::to_string(::getpid()));
-  std::string first[5];
-  const char* files[] = {"flows.csv", "queues.csv", "links.csv", "fct.csv", "summary.json"};
-  for (int run = 0; run < 2; ++run) {
-    Simulator s(parse_scenario(text, "det.toml"));
-    s.run();
-    ASSERT_TRUE(s.all_done());
-    s.write_outputs((dir / std::to_string(run)).string());
-    for (int i = 0; i < 5; ++i) {
-      const std::string got = slurp(dir / std::to_string(run) / files[i]);
-      ASSERT_GT(got.size(), 40u) << files[i];
-      if (run == 0) {
-        first[i] = got;
-      } else {
-        EXPECT_TRUE(got == first[i]) << files[i] << " differs between runs";
-      }
-    }
+  const auto first = testing::run_outputs(parse_scenario(text, "det.toml"), dir / "0");
+  const auto second = testing::run_outputs(parse_scenario(text, "det.toml"), dir / "1");
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_GT(first[i].size(), 40u) << testing::kOutputFiles[i];
+    EXPECT_TRUE(first[i] == second[i]) << testing::kOutputFiles[i] << " differs between runs";
   }
   // A different seed changes the run.
   Scenario sc = parse_scenario(text, "det.toml");
   sc.run.seed = 2;
-  Simulator other(sc);
-  other.run();
-  other.write_outputs((dir / "seed2").string());
-  EXPECT_NE(slurp(dir / "seed2" / "flows.csv"), first[0]);
+  EXPECT_NE(testing::run_outputs(sc, dir / "seed2")[0], first[0]);
   std::filesystem::remove_all(dir);
 }
 
@@ -206,7 +186,7 @@ bytes = "2MiB"
   s.write_outputs(dir.string());
   // queues.csv: time_ns,switch,port,peer,tc,bytes
   std::map<std::pair<uint32_t, uint32_t>, std::vector<uint64_t>> samples;  // (port, tc)
-  std::istringstream csv(slurp(dir / "queues.csv"));
+  std::istringstream csv(testing::slurp(dir / "queues.csv"));
   std::string line;
   std::getline(csv, line);
   ASSERT_EQ(line, "time_ns,switch,port,peer,tc,bytes");
