@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "droce/engine/engine.h"
+#include "droce/engine/options.h"
+#include "droce/wire/build.h"
 
 namespace droce::apps {
 
@@ -63,6 +66,40 @@ inline engine::PortConfig::ShardRx shard_rx_option(std::string_view v) {
   const bool tx = msg.find("TX queue") != std::string::npos;
   const bool rx = msg.find("RX queue") != std::string::npos;
   throw engine::ConfigError(tx ? "--shard-tx" : rx ? "--shard-rx" : "--shards", msg);
+}
+
+// What a QP's packets carry, from --dscp, --ecn, --vlan and --pcp
+// (droce-endpoint's flag QP, droce-perf's QPs): the IP DSCP (IPv6: the
+// traffic class's upper six bits), the ECN codepoint, an 802.1Q tag.
+struct PacketMarks {
+  explicit PacketMarks(uint32_t default_dscp = 0) : dscp(default_dscp) {}
+  uint32_t dscp;
+  std::string ecn = "ect0";
+  std::optional<uint32_t> vlan;
+  uint32_t pcp = 0;
+};
+
+inline void add_mark_options(CLI::App& cli, PacketMarks& m) {
+  cli.add_option("--dscp", m.dscp,
+                 fmt::format("DSCP (IPv6: traffic class >> 2) of sent packets (default {})",
+                             m.dscp))
+      ->check(CLI::Range(0, 63));
+  cli.add_option("--ecn", m.ecn, "ECN of sent packets: not-ect, ect0, ect1, ce (default ect0)");
+  cli.add_option("--vlan", m.vlan, "802.1Q VLAN id (adds a tag)")->check(CLI::Range(0, 4095));
+  cli.add_option("--pcp", m.pcp, "802.1Q PCP (adds a tag, VLAN 0 without --vlan)")
+      ->check(CLI::Range(0, 7));
+}
+
+// Sets the marks on `path`: a PCP alone travels in a priority tag (VLAN
+// 0). Throws engine::ConfigError("--ecn") for an unknown codepoint.
+inline void apply_marks(const PacketMarks& m, wire::PathSpec& path) {
+  path.dscp = static_cast<uint8_t>(m.dscp);
+  path.ecn = engine::parse_ecn("--ecn", m.ecn);
+  path.pcp = static_cast<uint8_t>(m.pcp);
+  if (m.vlan || m.pcp != 0) {
+    path.vlan = true;
+    path.vlan_id = static_cast<uint16_t>(m.vlan.value_or(0));
+  }
 }
 
 }  // namespace droce::apps

@@ -81,10 +81,9 @@ struct Options {
   std::string shard_rx = "auto";
   // One QP / MR from flags.
   std::string qpn, peer_qpn, rq_psn = "0", sq_psn = "0", local_mac, peer_mac, local_ip,
-      peer_ip, qp_type = "rc", ecn = "ect0", cc = "none";
+      peer_ip, qp_type = "rc", cc = "none";
   uint64_t mtu = 1024;
-  uint32_t dscp = 26, pcp = 0, vlan = 0;
-  bool vlan_set = false;
+  apps::PacketMarks marks{26};  // --dscp ... --pcp
   std::vector<std::string> cc_params;
   std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0";
   uint32_t recv_wqes = 0, recv_size = 4096;
@@ -338,13 +337,7 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
     at.path.dst_ip = engine::parse_ip("--peer-ip", o.peer_ip);
     q.have_peer_ip = true;
   }
-  at.path.dscp = static_cast<uint8_t>(o.dscp);
-  at.path.ecn = engine::parse_ecn("--ecn", o.ecn);
-  at.path.pcp = static_cast<uint8_t>(o.pcp);
-  if (o.vlan_set || o.pcp != 0) {
-    at.path.vlan = true;
-    at.path.vlan_id = static_cast<uint16_t>(o.vlan);
-  }
+  apps::apply_marks(o.marks, at.path);
   q.recv_count = o.recv_wqes;
   q.recv_length = o.recv_size;
   if (o.recv_wqes) {
@@ -409,11 +402,7 @@ int run(int argc, char** argv) {
   app.add_option("--local-ip", o.local_ip, "source IPv4/IPv6 address");
   app.add_option("--peer-ip", o.peer_ip, "destination IPv4/IPv6 address");
   app.add_option("--mtu", o.mtu, "path MTU: 256..4096");
-  app.add_option("--dscp", o.dscp, "DSCP of sent packets")->check(CLI::Range(0, 63));
-  app.add_option("--ecn", o.ecn, "ECN of sent data packets: not-ect, ect0, ect1, ce");
-  app.add_option("--pcp", o.pcp, "802.1Q PCP (adds a tag)")->check(CLI::Range(0, 7));
-  auto* vlan = app.add_option("--vlan", o.vlan, "802.1Q VLAN id (adds a tag)")
-                   ->check(CLI::Range(0, 4095));
+  apps::add_mark_options(app, o.marks);
   app.add_option("--cc", o.cc, "congestion control algorithm (" + cc::algorithm_names() + ")");
   app.add_option("--cc-param", o.cc_params, "CC parameter name=value (repeatable)");
   app.add_option("--mr-size", o.mr_size, "bytes of an MR defined by flags");
@@ -429,7 +418,6 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw ConfigError("", e.what());
   }
-  o.vlan_set = vlan->count() > 0;
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards",
                       fmt::format("{} is out of range 1..128 (1 = no sharding)", o.shards));

@@ -106,13 +106,9 @@ struct Options {
   bool counters = false;
   uint32_t shards = 1;  // worker lcores the port's QPs are sharded over
   std::string shard_rx = "auto";  // --shard-rx
-  // What the QPs' packets carry (droce-endpoint's flags of the same names):
-  // IP DSCP / IPv6 traffic class, ECN codepoint, 802.1Q tag.
-  uint32_t dscp = 0;
-  std::string ecn = "ect0";
-  wire::Ecn ecn_value = wire::Ecn::kEct0;
-  std::optional<uint32_t> vlan;
-  uint32_t pcp = 0;
+  // What the QPs' packets carry: --dscp, --ecn, --vlan, --pcp, the same
+  // flags as droce-endpoint's (app_options.h).
+  apps::PacketMarks marks;
   std::string capture;  // pcap of what the port sends and receives
 };
 
@@ -480,13 +476,7 @@ void PerfTest::connect_qps() {
       a.sq_psn = p.qps[i].psn;
       a.path_mtu = mtu_enum(o_.mtu);
       a.timeout = static_cast<uint8_t>(o_.qp_timeout);
-      a.path.dscp = static_cast<uint8_t>(o_.dscp);
-      a.path.ecn = o_.ecn_value;
-      if (o_.vlan || o_.pcp != 0) {
-        a.path.vlan = true;  // a PCP alone travels in a priority tag (VLAN 0)
-        a.path.vlan_id = static_cast<uint16_t>(o_.vlan.value_or(0));
-        a.path.pcp = static_cast<uint8_t>(o_.pcp);
-      }
+      apps::apply_marks(o_.marks, a.path);
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
                                   std::strerror(rc)));
@@ -1147,7 +1137,7 @@ void validate(Options& o) {
   if (o.rx_depth < 1 || o.rx_depth > 16384)
     throw ConfigError("-r/--rx-depth", fmt::format("{} is out of range 1..16384", o.rx_depth));
   if (o.cq_mod < 1) throw ConfigError("-Q/--cq-mod", "must be at least 1");
-  o.ecn_value = engine::parse_ecn("--ecn", o.ecn);
+  engine::parse_ecn("--ecn", o.marks.ecn);  // refused here, before EAL starts
   if (o.timeout <= 0) throw ConfigError("--timeout", "must be positive");
   if (o.t->verb == Verb::kSend && o.connection == "UC" && !o.no_peer)
     throw ConfigError("-c/--connection",
@@ -1204,13 +1194,7 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--no-peer", o.no_peer, "TX benchmark: send into the port with no peer "
                                        "(-c UC, write_bw/send_bw)");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
-  cli.add_option("--dscp", o.dscp, "DSCP (IPv6: traffic class >> 2) of sent packets "
-                                   "(default 0)")
-      ->check(CLI::Range(0, 63));
-  cli.add_option("--ecn", o.ecn, "ECN of sent packets: not-ect, ect0, ect1, ce (default ect0)");
-  cli.add_option("--vlan", o.vlan, "802.1Q VLAN id (adds a tag)")->check(CLI::Range(0, 4095));
-  cli.add_option("--pcp", o.pcp, "802.1Q PCP (adds a tag, VLAN 0 without --vlan)")
-      ->check(CLI::Range(0, 7));
+  apps::add_mark_options(cli, o.marks);
   cli.add_option("--capture", o.capture, "pcap of every frame the port sends and receives");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");
