@@ -61,9 +61,10 @@ def droce_rx(payload, count, tag, ring=False, floor=False, uc=False):
     """ring=False: net_pcap replays the frames (copying each into an mbuf);
     ring=True: a ring ethdev hands the same frames over by reference, as a
     NIC's DMA would (the core's own cost, no vdev copy)."""
-    pcap = os.path.join(tmp, f"w{payload}{'uc' if uc else ''}.pcap")
-    subprocess.run([rx_bench, "gen", pcap, str(payload), str(count), *(["uc"] if uc else [])],
-                   check=True)
+    pcap = os.path.join(tmp, f"w{payload}{'uc' if uc else ''}_{count}.pcap")
+    if not os.path.exists(pcap):  # the floor and ring runs replay the same file
+        subprocess.run([rx_bench, "gen", pcap, str(payload), str(count),
+                        *(["uc"] if uc else [])], check=True)
     source = ([f"--vdev=net_pcap0,rx_pcap={pcap},infinite_rx=1", "--",
                str(payload), str(count), str(seconds)] if not ring else
               ["--", str(payload), str(count), str(seconds), "ring", pcap])
