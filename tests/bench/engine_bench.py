@@ -34,6 +34,7 @@ usage: engine_bench.py BUILD_DIR [--seconds S]   (ninja -C BUILD bench-engine)
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -89,13 +90,15 @@ def endpoint_uc(payload, count, pcap, tag):
                         "--mtu", "4096", "--mr-size", str(count * payload + 64),
                         "--mr-key", "0x100", "--mr-iova", "0x10000",
                         "--mbufs", str(count + 8191), "--stats-interval", "1",
-                        "--duration", str(int(seconds) + 1)],
+                        "--duration", str(max(2, math.ceil(seconds)) + 1)],
                        capture_output=True, text=True, timeout=seconds + 60)
     per_second = [float(ln.split()[4]) / 1e6 for ln in r.stdout.splitlines()
                   if ln.startswith("port 0 ") and " pps " in ln]
-    rates = sorted(per_second[1:]) if r.returncode == 0 else []
-    if not rates:
+    if r.returncode != 0:
         raise SystemExit(f"droce-endpoint failed: {r.stdout}{r.stderr}")
+    rates = sorted(per_second[1:])
+    if not rates:
+        raise SystemExit(f"droce-endpoint printed no per-second rate after the first: {r.stdout}")
     return rates[len(rates) // 2]
 
 
