@@ -91,10 +91,12 @@ inline void add_mark_options(CLI::App& cli, PacketMarks& m) {
 }
 
 // Sets the marks on `path`: a PCP alone travels in a priority tag (VLAN
-// 0). Throws engine::ConfigError("--ecn") for an unknown codepoint.
-inline void apply_marks(const PacketMarks& m, wire::PathSpec& path) {
+// 0). Throws engine::ConfigError(ecn_option) for an unknown codepoint
+// (droce-endpoint's config file names its key there).
+inline void apply_marks(const PacketMarks& m, wire::PathSpec& path,
+                        const std::string& ecn_option = "--ecn") {
   path.dscp = static_cast<uint8_t>(m.dscp);
-  path.ecn = engine::parse_ecn("--ecn", m.ecn);
+  path.ecn = engine::parse_ecn(ecn_option, m.ecn);
   path.pcp = static_cast<uint8_t>(m.pcp);
   if (m.vlan || m.pcp != 0) {
     path.vlan = true;

@@ -176,17 +176,12 @@ void fill_path(QpDef& q, const toml::table& t, const std::string& w) {
     path.dst_ip = engine::parse_ip(key_path(w, "peer_ip"), *s);
     q.have_peer_ip = true;
   }
-  path.dscp = static_cast<uint8_t>(get_uint(t, w, "dscp", 26, 63));
-  if (auto s = get_str(t, w, "ecn")) path.ecn = engine::parse_ecn(key_path(w, "ecn"), *s);
-  if (t.contains("vlan")) {
-    path.vlan = true;
-    path.vlan_id = static_cast<uint16_t>(get_uint(t, w, "vlan", 0, 4095));
-  }
-  path.pcp = static_cast<uint8_t>(get_uint(t, w, "pcp", 0, 7));
-  if (path.pcp != 0 && !path.vlan) {
-    path.vlan = true;  // PCP travels in an 802.1Q tag (VLAN 0: priority tag)
-    path.vlan_id = 0;
-  }
+  // The same marks, defaults and rules as the --dscp ... --pcp flags.
+  apps::PacketMarks marks{static_cast<uint32_t>(get_uint(t, w, "dscp", 26, 63))};
+  if (auto s = get_str(t, w, "ecn")) marks.ecn = *s;
+  if (t.contains("vlan")) marks.vlan = static_cast<uint32_t>(get_uint(t, w, "vlan", 0, 4095));
+  marks.pcp = static_cast<uint32_t>(get_uint(t, w, "pcp", 0, 7));
+  apps::apply_marks(marks, path, key_path(w, "ecn"));
 }
 
 void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<QpDef>& qps) {
