@@ -245,6 +245,10 @@ uint64_t Endpoint::paused_ns(uint8_t priority, uint64_t now) const {
   return paused_total_[p] + (end > pause_start_[p] ? end - pause_start_[p] : 0);
 }
 
+void Endpoint::link_down(uint64_t now) {
+  for (uint64_t& until : paused_until_) until = std::min(until, now);
+}
+
 std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
                                              size_t& hop_count, bool& echo) {
   wire::IntLocation loc;

@@ -364,6 +364,7 @@ void Switch::release(Packet& pkt, uint64_t now) {
 
 void Switch::send_pfc(uint16_t p, uint8_t prio, uint16_t quanta, uint64_t now) {
   Port& port = ports_[p];
+  if (!port.up) return;  // nothing to pause or resume: the counters say what was sent
   if (quanta) {
     const uint64_t pause = wire::pfc_quanta_to_ns(quanta, port.cfg.rate_bps);
     port.xoff_sent |= static_cast<uint8_t>(1u << prio);
@@ -374,7 +375,6 @@ void Switch::send_pfc(uint16_t p, uint8_t prio, uint16_t quanta, uint64_t now) {
     port.xoff_sent &= static_cast<uint8_t>(~(1u << prio));
     ++port.counters.tx_xon;
   }
-  if (!port.up) return;
   wire::PfcFrame f;
   f.src_mac = port.cfg.mac;
   f.enable = static_cast<uint8_t>(1u << prio);
@@ -473,7 +473,14 @@ void Switch::set_port_up(uint16_t p, bool up, uint64_t now) {
   port.up = up;
   port_up_[p] = up;
   if (!up) {
-    for (size_t c = 0; c < kNumClasses; ++c) flush_class(p, static_cast<int>(c), now, false);
+    for (size_t c = 0; c < kNumClasses; ++c) {
+      flush_class(p, static_cast<int>(c), now, false);
+      // PFC state lives on the link (IEEE 802.1Qbb): a link that goes down
+      // ends the peer's pause of this egress (the interval closes now) and
+      // the pause this port asked of the peer, which needs no XON later.
+      if (port.pause_until[c] > now) port.pause_until[c] = now;
+    }
+    port.xoff_sent = 0;
     port.ctrl.clear();
   }
   for (size_t i = 0; i < ports_.size(); ++i) refresh_next(static_cast<uint16_t>(i));

@@ -888,17 +888,22 @@ bool Simulator::run_until(uint64_t t) {
       // A cable goes down or comes back: both directions (frames in flight
       // are lost while down, as Link::set_up does it) and, at a switch end,
       // the port (queues flushed, arrivals for it dropped, ECMP avoids it:
-      // Switch::set_port_up). A host end has no link state of its own: what
-      // it sends while down is lost, and RC retransmission recovers.
+      // Switch::set_port_up, which also ends PFC on the link). A host end
+      // only loses its PFC pauses (Endpoint::link_down): what it sends
+      // while down is lost, and RC retransmission recovers.
       m.link_schedule.pop_due(now_, [&](const LinkChange& c) {
         for (uint32_t l : {2 * c.link, 2 * c.link + 1}) {
           Impl::Dir& dir = *m.dirs[l];
           dir.link.set_up(c.up);
           reschedule_link(l);
           // Each direction's receiving end: between the two, both ends.
-          if (dir.to.kind != Kind::kSwitch) continue;
-          m.sws[dir.to.index].sw->set_port_up(dir.to.port, c.up, now_);
-          reschedule_switch(dir.to.index);
+          if (dir.to.kind == Kind::kSwitch) {
+            m.sws[dir.to.index].sw->set_port_up(dir.to.port, c.up, now_);
+            reschedule_switch(dir.to.index);
+          } else if (!c.up) {
+            m.hosts[dir.to.index]->ep->link_down(now_);
+            reschedule_host(dir.to.index);
+          }
         }
       });
       m.schedule(e.id, m.link_schedule.next_time());

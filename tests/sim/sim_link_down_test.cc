@@ -19,14 +19,17 @@ namespace {
 // 50 G link, so s0's queue to h0 grows while h1 sends (~170 us without an
 // outage). `down` is the [[links]] down value of the link named by `which`
 // ("h0" or "h1"), empty for none.
-std::string scenario(const std::string& which, const std::string& down) {
+// With `pfc`, s0 runs PFC (default thresholds) and h0's link is 10G: s0
+// pauses h1 for most of the run.
+std::string scenario(const std::string& which, const std::string& down, bool pfc = false) {
   std::ostringstream s;
   s << "[run]\nduration = \"20ms\"\ncsv_interval = \"5us\"\n"
     << "[[hosts]]\nname = \"h0\"\n[[hosts]]\nname = \"h1\"\n"
     << "[[switches]]\nname = \"s0\"\n";
+  if (pfc) s << "pfc = { enabled = true }\n";
   for (const char* h : {"h0", "h1"}) {
     s << "[[links]]\na = \"" << h << "\"\nb = \"s0\"\nrate = \""
-      << (h == std::string("h0") ? "50G" : "100G") << "\"\n";
+      << (h == std::string("h0") ? (pfc ? "10G" : "50G") : "100G") << "\"\n";
     if (which == h && !down.empty()) s << "down = " << down << "\n";
   }
   s << "[[flows]]\nsrc = \"h1\"\ndst = \"h0\"\nbytes = \"1MiB\"\nmessage = \"64KiB\"\n"
@@ -125,6 +128,42 @@ TEST(SimLinkDown, SenderLinkDownLosesWhatTheHostSends) {
     ++inside;
   }
   EXPECT_EQ(inside, 3u);
+}
+
+TEST(SimLinkDown, LinkDownEndsPfcOnTheLink) {
+  // s0 has paused h1 (its queue to h0 is above XOFF) when h1's cable goes
+  // down: the pause ends there at both ends, s0 forgets its XOFF and sends
+  // (and counts) no XON while the port is down; PFC works again after.
+  // Down 100 us: long enough for s0's queue to h0 (10G) to drain below XON.
+  constexpr uint64_t kBack = 130'000;
+  Simulator s(parse_scenario(
+      scenario("h1", "[{ from = \"30us\", until = \"130us\" }]", /*pfc=*/true)));
+  ASSERT_EQ(s.port_peer(0, 1), "h1");
+  constexpr uint8_t kPrio = 3;  // DSCP 26
+  s.run_until(kFrom - 1);
+  ASSERT_TRUE(s.host_endpoint(1).paused(kPrio, s.now())) << "premise: h1 paused";
+  ASSERT_TRUE(s.switch_at(0).xoff_asserted(1, kPrio));
+  const uint64_t xon = s.switch_at(0).counters(1).tx_xon;
+  const uint64_t xoff = s.switch_at(0).counters(1).tx_xoff;
+  s.run_until(kFrom);
+  EXPECT_FALSE(s.host_endpoint(1).paused(kPrio, kFrom));
+  EXPECT_FALSE(s.switch_at(0).xoff_asserted(1, kPrio));
+  const uint64_t paused = s.host_endpoint(1).paused_ns(kPrio, kFrom);
+  EXPECT_EQ(s.host_endpoint(1).paused_ns(kPrio, kBack), paused);  // not while down
+  s.run_until(kBack - 1);
+  // s0's queue to h0 drained below XON meanwhile: no XON went out of the
+  // down port, and none was counted.
+  ASSERT_LE(s.switch_at(0).ingress_bytes(1, kPrio), 64u * 1024) << "premise: below XON";
+  EXPECT_EQ(s.switch_at(0).counters(1).tx_xon, xon);
+  EXPECT_EQ(s.switch_at(0).counters(1).tx_xoff, xoff);
+  s.run();
+  expect_verified(s);
+  EXPECT_GT(s.switch_at(0).counters(1).tx_xoff, xoff);  // PFC again once up
+  EXPECT_GT(s.host_endpoint(1).paused_ns(kPrio, s.now()), paused);
+  // Lossless: the queue to h0 never overflowed (what s0 dropped was h0's
+  // ACKs for h1 while h1's port was down).
+  EXPECT_EQ(s.switch_at(0).counters(0).queues[kPrio].drops, 0u);
+  EXPECT_EQ(s.summary().switch_drops, s.switch_at(0).counters(0).no_route);
 }
 
 TEST(SimLinkDown, DownWithoutUntilStaysDown) {

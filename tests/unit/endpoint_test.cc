@@ -568,6 +568,32 @@ TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
   EXPECT_EQ(t.a.ep->counters().rx_pfc_frames, 4u);
 }
 
+// A link that goes down takes its PFC state with it: the held QP sends at
+// the next transmit(), the pause's account stops at the link-down time, and
+// priorities that were not paused stay as they were.
+TEST(Endpoint, LinkDownEndsEveryPfcPause) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  SenderAndReceiver t(cfg, 64 << 10, /*dscp=*/26, fixed_rate(cfg.port_rate_bytes_per_sec));
+  t.post_write();
+  std::vector<uint8_t> storage(4200);
+  std::vector<std::span<uint8_t>> bufs{storage};
+  std::vector<uint32_t> lens(1);
+  Endpoint& ep = *t.a.ep;
+  ep.receive(pfc_frame(3, 0xFFFF), 1000);  // 335 us at 100 Gb/s
+  EXPECT_EQ(ep.transmit(1000, bufs, lens), 0u);
+  ep.link_down(4000);
+  EXPECT_FALSE(ep.paused(3, 4000));
+  EXPECT_LE(ep.next_deadline(), 4000u);
+  EXPECT_EQ(ep.transmit(4000, bufs, lens), 1u);
+  EXPECT_EQ(ep.paused_ns(3, 1'000'000), 3000u);
+  EXPECT_EQ(ep.paused_ns(5, 1'000'000), 0u);
+  // A pause after the link is back works as before.
+  ep.receive(pfc_frame(3, 1000), 10'000);
+  EXPECT_TRUE(ep.paused(3, 10'000));
+  EXPECT_EQ(ep.paused_ns(3, 1'000'000), 3000u + 5120u);
+}
+
 TEST(Endpoint, PfcPauseTimeIsAccountedPerPriority) {
   EndpointConfig cfg;
   cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;

@@ -123,6 +123,53 @@ TEST(FabricPfc, XoffXonHysteresis) {
   EXPECT_EQ(sw.counters(2).queues[3].drops, 0u);
 }
 
+// A link that goes down ends PFC on it both ways (802.1Qbb state is per
+// link): the peer's pause of the egress closes at the down time, and an
+// XOFF the port had sent upstream is forgotten: no XON goes out, or is
+// counted, when its ingress drains.
+TEST(FabricPfc, LinkDownEndsPfcBothWays) {
+  // The peer's pause of port 1.
+  {
+    Switch sw(simple_config(2, k100G));
+    sw.receive(1, pfc_packet(3, 0xFFFF), 0);
+    sw.set_port_up(1, false, 1'000);
+    EXPECT_FALSE(sw.paused(1, 3, 1'000));
+    EXPECT_EQ(sw.paused_ns(1, 3, 1'000'000), 1'000u);
+    sw.set_port_up(1, true, 2'000);
+    sw.receive(0, roce_packet({}), 3'000);
+    auto out = drain(sw);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].start_time, 3'000u);  // not held by the old pause
+  }
+  // The XOFF port 0 sent to its peer (the hysteresis set-up above).
+  auto cfg = simple_config(3, k25G);
+  const uint64_t frame = roce_bytes({}).size();
+  cfg.pfc.enabled_priorities = 0x08;
+  cfg.pfc.xoff_bytes = 20 * frame;
+  cfg.pfc.xon_bytes = 10 * frame;
+  cfg.ports[2].rate_bps = 10 * kGbps;
+  cfg.routes.add_host(wire::IpAddress::v4(0x0A000009), 2);
+  Switch sw(cfg);
+  std::vector<Departure> out;
+  auto emit = [&](Departure&& d) { out.push_back(std::move(d)); };
+  uint64_t t = 0;
+  for (; t < 300; t += 10) {
+    sw.receive(0, roce_packet({.dst_ip = 0x0A000009}), t);
+    sw.advance(t, emit);
+  }
+  ASSERT_TRUE(sw.xoff_asserted(0, 3));
+  sw.set_port_up(0, false, t);
+  EXPECT_FALSE(sw.xoff_asserted(0, 3));
+  for (auto& d : drain(sw)) out.push_back(std::move(d));
+  EXPECT_EQ(sw.ingress_bytes(0, 3), 0u);  // port 2 sent all 30 on
+  EXPECT_EQ(sw.counters(2).queues[3].drops, 0u);
+  const auto pfc = pfc_frames(out);
+  ASSERT_EQ(pfc.size(), 1u);  // the XOFF only
+  EXPECT_NE(pfc[0].frame.quanta[3], 0);
+  EXPECT_EQ(sw.counters(0).tx_xoff, 1u);
+  EXPECT_EQ(sw.counters(0).tx_xon, 0u);
+}
+
 TEST(FabricPfc, OnlyLosslessPrioritiesGeneratePause) {
   auto cfg = simple_config(2, k25G);
   cfg.pfc.enabled_priorities = 0x08;

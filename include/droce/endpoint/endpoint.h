@@ -103,6 +103,10 @@ class Endpoint {
   // Counts whether or not a QP was waiting (as Switch::paused_ns does for
   // a switch's egress); 0 unless the endpoint honours PFC.
   uint64_t paused_ns(uint8_t priority, uint64_t now) const;
+  // The port's link went down at `now`: PFC state lives on the link (IEEE
+  // 802.1Qbb), so every pause ends there, as an XON for all priorities
+  // would end it. QPs held by a pause send again at the next transmit().
+  void link_down(uint64_t now);
   CcBinding* cc_of(uint32_t qpn);
   transport::Device& device() { return device_; }
 

@@ -167,7 +167,10 @@ class Switch {
   }
 
   // Link state of a port: while down, packets routed to it are dropped,
-  // ECMP avoids it, and its queues are flushed.
+  // ECMP avoids it, and its queues are flushed. Going down also ends PFC
+  // on the link both ways: the peer's pause of this egress, and any XOFF
+  // this port had sent (no XON follows; no PFC frame is sent or counted
+  // while down).
   void set_port_up(uint16_t port, bool up, uint64_t now);
   bool port_up(uint16_t port) const { return ports_[port].up; }
 
