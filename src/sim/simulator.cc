@@ -93,6 +93,44 @@ ibv_mtu to_ibv_mtu(uint32_t mtu) {
   }
 }
 
+// Brings `qp` on host `h` to RTS toward `peer_qp` on `peer` and attaches it
+// to h's endpoint with its own CC instance at `line_rate_bytes`: the one
+// set-up of scenario flows and Simulator::connect, whose options (`o`: a
+// FlowSpec or QpOptions) carry the same transport fields. Refusals throw
+// ScenarioError naming `who`. Host is Simulator::Impl::Host, deduced.
+template <class Host, class Options>
+void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
+              const transport::QueuePair& peer_qp, const Options& o, bool pcp_tagged,
+              uint64_t line_rate_bytes, const std::string& who) {
+  transport::QpAttr attr;
+  attr.path.src_mac = h.mac;
+  attr.path.dst_mac = peer.mac;
+  attr.path.src_ip = h.ip;
+  attr.path.dst_ip = peer.ip;
+  set_class_marks(attr.path, o.dscp, pcp_tagged);
+  attr.path.udp_src_port = wire::udp_src_port_entropy(qp.qpn(), peer_qp.qpn());
+  attr.dest_qpn = peer_qp.qpn();
+  attr.path_mtu = to_ibv_mtu(o.mtu);
+  attr.recovery = o.recovery;
+  attr.timeout = o.timeout;
+  attr.retry_cnt = o.retry_cnt;
+  attr.ack_every_n = o.ack_every_n;
+  std::unique_ptr<cc::Algorithm> algo;
+  try {
+    algo = cc::make_algorithm(o.cc, o.cc_params, line_rate_bytes);
+  } catch (const cc::ConfigError& err) {
+    throw ScenarioError(who + ": cc: " + err.what());
+  }
+  // The DCQCN notification point (this QP as a receiver) paces CNPs by the
+  // algorithm's np_min_time_between_cnps; 0 keeps the QP default.
+  if (const uint64_t np = algo->np_min_time_between_cnps_ns())
+    attr.np_min_time_between_cnps_ns = np;
+  if (qp.modify(transport::QpState::kInit, attr) || qp.modify(transport::QpState::kRtr, attr) ||
+      qp.modify(transport::QpState::kRts, attr))
+    throw ScenarioError(who + ": QP setup refused");
+  h.ep->attach(qp, std::move(algo));
+}
+
 uint64_t percentile(std::vector<uint64_t> v, double p) {
   if (v.empty()) return 0;
   // Nearest rank: the smallest value with at least p of the samples <= it.
@@ -412,36 +450,9 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
       transport::QueuePair* peer_qp;
     };
     for (End e : {End{&hs, fl.src_qp, &hd, fl.dst_qp}, End{&hd, fl.dst_qp, &hs, fl.src_qp}}) {
-      transport::QpAttr attr;
-      attr.path.src_mac = e.host->mac;
-      attr.path.dst_mac = e.peer->mac;
-      attr.path.src_ip = e.host->ip;
-      attr.path.dst_ip = e.peer->ip;
-      set_class_marks(attr.path, fs.dscp, m.pcp_tagged);
-      attr.path.udp_src_port = wire::udp_src_port_entropy(e.qp->qpn(), e.peer_qp->qpn());
-      attr.dest_qpn = e.peer_qp->qpn();
-      attr.path_mtu = to_ibv_mtu(fs.mtu);
-      attr.recovery = fs.recovery;
-      attr.timeout = fs.timeout;
-      attr.retry_cnt = fs.retry_cnt;
-      attr.ack_every_n = fs.ack_every_n;
-      std::unique_ptr<cc::Algorithm> algo;
-      try {
-        algo = cc::make_algorithm(fs.cc, fs.cc_params,
-                                  e.host->ep == hs.ep ? sc.hosts[fl.src].rate_bps / 8
-                                                      : sc.hosts[fl.dst].rate_bps / 8);
-      } catch (const cc::ConfigError& err) {
-        throw ScenarioError(sc.file + ": flow " + fs.name + ": cc: " + err.what());
-      }
-      // The DCQCN notification point (this QP as a receiver) paces CNPs by
-      // the algorithm's np_min_time_between_cnps; 0 keeps the QP default.
-      if (const uint64_t np = algo->np_min_time_between_cnps_ns())
-        attr.np_min_time_between_cnps_ns = np;
-      if (e.qp->modify(transport::QpState::kInit, attr) ||
-          e.qp->modify(transport::QpState::kRtr, attr) ||
-          e.qp->modify(transport::QpState::kRts, attr))
-        throw ScenarioError(sc.file + ": flow " + fs.name + ": QP setup refused");
-      e.host->ep->attach(*e.qp, std::move(algo));
+      const uint64_t rate = e.host == &hs ? sc.hosts[fl.src].rate_bps : sc.hosts[fl.dst].rate_bps;
+      bring_up(*e.host, *e.peer, *e.qp, *e.peer_qp, fs, m.pcp_tagged, rate / 8,
+               sc.file + ": flow " + fs.name);
       const uint32_t qpn = e.qp->qpn();
       if (e.host->qp_role.size() <= qpn) e.host->qp_role.resize(qpn + 1, -1);
       const bool initiator = e.host == m.hosts[fl.initiator].get();
@@ -644,37 +655,9 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
     if (!qps[i]) throw ScenarioError("connect: the transport refused a QP");
     m.workload_qps.push_back(qps[i]);
   }
-  for (int i = 0; i < 2; ++i) {
-    Impl::Host& h = *ends[i];
-    Impl::Host& peer = *ends[1 - i];
-    transport::QueuePair* qp = qps[i];
-    transport::QueuePair* peer_qp = qps[1 - i];
-    transport::QpAttr attr;
-    attr.path.src_mac = h.mac;
-    attr.path.dst_mac = peer.mac;
-    attr.path.src_ip = h.ip;
-    attr.path.dst_ip = peer.ip;
-    set_class_marks(attr.path, o.dscp, m.pcp_tagged);
-    attr.path.udp_src_port = wire::udp_src_port_entropy(qp->qpn(), peer_qp->qpn());
-    attr.dest_qpn = peer_qp->qpn();
-    attr.path_mtu = to_ibv_mtu(o.mtu);
-    attr.recovery = o.recovery;
-    attr.timeout = o.timeout;
-    attr.retry_cnt = o.retry_cnt;
-    attr.ack_every_n = o.ack_every_n;
-    std::unique_ptr<cc::Algorithm> algo;
-    try {
-      algo = cc::make_algorithm(o.cc, o.cc_params, m.dirs[h.out_link]->rate_bps / 8);
-    } catch (const cc::ConfigError& err) {
-      throw ScenarioError(std::string("connect: cc: ") + err.what());
-    }
-    if (const uint64_t np = algo->np_min_time_between_cnps_ns())
-      attr.np_min_time_between_cnps_ns = np;
-    if (qp->modify(transport::QpState::kInit, attr) ||
-        qp->modify(transport::QpState::kRtr, attr) || qp->modify(transport::QpState::kRts, attr))
-      throw ScenarioError("connect: QP setup refused");
-    h.ep->attach(*qp, std::move(algo));
-  }
+  for (int i = 0; i < 2; ++i)
+    bring_up(*ends[i], *ends[1 - i], *qps[i], *qps[1 - i], o, m.pcp_tagged,
+             m.dirs[ends[i]->out_link]->rate_bps / 8, "connect");
   // Sample the queues of the class these QPs use.
   const uint8_t tc = static_cast<uint8_t>(o.dscp >> 3);
   if (std::find(m.tracked_tcs.begin(), m.tracked_tcs.end(), tc) == m.tracked_tcs.end()) {
