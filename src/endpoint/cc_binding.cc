@@ -4,8 +4,9 @@
 
 namespace droce::endpoint {
 
-CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns)
-    : algorithm_(std::move(algorithm)), run_ahead_ns_(run_ahead_ns) {}
+CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns,
+                     uint64_t catch_up_ns)
+    : algorithm_(std::move(algorithm)), run_ahead_ns_(run_ahead_ns), catch_up_ns_(catch_up_ns) {}
 
 transport::CcHooks CcBinding::hooks() {
   transport::CcHooks h;
@@ -39,9 +40,10 @@ bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
 void CcBinding::on_send(uint32_t bytes, uint64_t now) {
   const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
   // Pacing: the next packet may leave once this one has been "sent" at the
-  // CC rate. Start from now when the QP was idle, so idleness earns no burst.
+  // CC rate. Start from now when the QP was idle, so idleness earns no
+  // burst; a QP that had work makes up (bounded) what a late loop lost.
   const uint64_t gap = (uint64_t{bytes} * 1'000'000'000ull + rate - 1) / rate;
-  next_send_ns_ = std::max(next_send_ns_, now) + gap;
+  next_send_ns_ = pacing_start(next_send_ns_, now, backlog_since_, catch_up_ns_) + gap;
   inflight_bytes_ += bytes;
   algorithm_->on_send(now, bytes);
 }

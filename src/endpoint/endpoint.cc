@@ -26,7 +26,8 @@ uint8_t priority_of(const wire::PathSpec& path) {
 void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> cc) {
   QpSlot& s = slots_[qp.qpn()];
   s.qp = &qp;
-  s.cc = std::make_unique<CcBinding>(std::move(cc), config_.tx_run_ahead_ns);
+  s.cc = std::make_unique<CcBinding>(std::move(cc), config_.tx_run_ahead_ns,
+                                     config_.tx_catch_up_ns);
   qp.set_cc_hooks(s.cc->hooks());
   s.priority = priority_of(qp.attr().path);
   activate(s);
@@ -364,6 +365,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
     active_.pop_front();
     if (paused_until_[s->priority] > now) {
       s->active = false;
+      s->cc->mark_idle();  // a pause is not lost time to make up
       held_[s->priority].push_back(s);
       held_mask_ |= static_cast<uint8_t>(1u << s->priority);
       ++counters_.tx_pfc_held;
@@ -377,9 +379,11 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
       counters_.tx_bytes += len;
       if (config_.port_rate_bytes_per_sec != 0) {
         const uint64_t wire = len + config_.wire_overhead_bytes;
-        port_free_ns_ = std::max(port_free_ns_, now) +
+        port_free_ns_ = pacing_start(port_free_ns_, now, port_backlog_since_,
+                                     config_.tx_catch_up_ns) +
                         wire * 1'000'000'000ull / config_.port_rate_bytes_per_sec;
       }
+      s->cc->mark_waiting(now);
       active_.push_back(s);
       file_timer(s->qp->qpn(), *s);
       continue;
@@ -387,10 +391,16 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
     s->active = false;
     if (s->qp->has_work(now) && s->cc->next_allowed_ns() > now) {
       ++counters_.tx_paced;
+      s->cc->mark_waiting(now);
       pacer_.schedule(s->qp->qpn(), s->cc->next_allowed_ns());
+    } else {
+      s->cc->mark_idle();
     }
     file_timer(s->qp->qpn(), *s);
   }
+  // Whatever is still in line waits for the port (or for the caller's next
+  // buffers): the port is backlogged from now, unless it already was.
+  port_backlog_since_ = active_.empty() ? UINT64_MAX : std::min(port_backlog_since_, now);
   return n;
 }
 

@@ -183,38 +183,72 @@ TEST(Endpoint, CcRateBelowPortRatePacesTheQp) {
   EXPECT_LE(t, paced_ns * 11 / 10);
 }
 
-// A real-time loop reads its clock once per iteration: here every 1 us.
-// Returns the most frames one transmit() call produced and the clock
-// reading at which the last frame of a 1 MiB WRITE left, at a 100 Gb/s
-// port with the given run-ahead.
-std::pair<size_t, uint64_t> coarse_clock_send(uint64_t run_ahead_ns) {
+std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta);  // below
+
+// A real-time poll loop at a 100 Gb/s port: the test moves its clock and
+// calls step(now) as the loop would; a's frames reach b at once, b's ACKs
+// come back at once. a's QP writes 4 KiB frames (path MTU 4096).
+struct PolledLink {
+  static constexpr uint64_t kRate = 100'000'000'000ull / 8;
+  static constexpr size_t kBytes = 1 << 20;
+  static constexpr uint64_t kFrameWireNs = (4096 + 58 + 24) * 1'000'000'000ull / kRate;
   EndpointConfig cfg;
-  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
-  cfg.tx_run_ahead_ns = run_ahead_ns;
-  const size_t bytes = 1 << 20;
-  Host a(cfg, bytes), b(cfg, bytes);
-  auto* qa = a.make_qp();
-  auto* qb = b.make_qp();
-  connect(*qa, 1, *qb, 2);
-  a.ep->attach(*qa, fixed_rate(cfg.port_rate_bytes_per_sec));
-  b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
-  EXPECT_EQ(post_write(a, *qa, b, 0, bytes), 0);
-  std::vector<std::vector<uint8_t>> storage(64, std::vector<uint8_t>(4200));
-  std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
-  std::vector<uint32_t> lens(bufs.size());
-  size_t most = 0, sent = 0;
-  uint64_t last = 0;
-  const size_t frames = bytes / 4096;
-  for (uint64_t now = 1000; sent < frames && now < 10'000'000; now += 1000) {
+  Host a, b;
+  transport::QueuePair* qa;
+  transport::QueuePair* qb;
+  std::vector<std::vector<uint8_t>> storage{64, std::vector<uint8_t>(4200)};
+  std::vector<std::span<uint8_t>> bufs{storage.begin(), storage.end()};
+  std::vector<uint32_t> lens = std::vector<uint32_t>(64);
+  size_t sent = 0;  // a's data frames so far
+
+  static EndpointConfig config(uint64_t run_ahead_ns, uint64_t catch_up_ns) {
+    EndpointConfig c;
+    c.port_rate_bytes_per_sec = kRate;
+    c.tx_run_ahead_ns = run_ahead_ns;
+    c.tx_catch_up_ns = catch_up_ns;
+    return c;
+  }
+  PolledLink(uint64_t run_ahead_ns, uint64_t catch_up_ns)
+      : cfg(config(run_ahead_ns, catch_up_ns)), a(cfg, kBytes), b(cfg, kBytes) {
+    qa = a.make_qp();
+    qb = b.make_qp();
+    connect(*qa, 1, *qb, 2);
+    a.ep->attach(*qa, fixed_rate(kRate));
+    b.ep->attach(*qb, fixed_rate(kRate));
+  }
+  void write(size_t bytes) { EXPECT_EQ(post_write(a, *qa, b, 0, bytes), 0); }
+  // One loop iteration at `now`: the frames a sent.
+  size_t step(uint64_t now) {
     const size_t n = a.ep->transmit(now, bufs, lens);
     for (size_t i = 0; i < n; ++i) b.ep->receive({bufs[i].data(), lens[i]}, now);
     const size_t acks = b.ep->transmit(now, bufs, lens);
     for (size_t i = 0; i < acks; ++i) a.ep->receive({bufs[i].data(), lens[i]}, now);
-    most = std::max(most, n);
     sent += n;
-    if (n) last = now;
+    return n;
   }
-  EXPECT_EQ(sent, frames);
+};
+
+// A loop whose clock moves in 1 us steps sends a 1 MiB WRITE; every
+// `stall_every` us it is descheduled for `stall_us` (0: never). Returns the
+// most frames one call produced and the clock reading at which the last
+// frame left. Checks at every step that the port never ran ahead of the
+// link rate by more than the run-ahead (and one frame).
+std::pair<size_t, uint64_t> coarse_clock_send(uint64_t run_ahead_ns, uint64_t catch_up_ns = 0,
+                                              uint64_t stall_every = 0, uint64_t stall_us = 0) {
+  PolledLink l(run_ahead_ns, catch_up_ns);
+  l.write(PolledLink::kBytes);
+  size_t most = 0;
+  uint64_t last = 0;
+  const size_t frames = PolledLink::kBytes / 4096;
+  for (uint64_t us = 1; l.sent < frames && us < 10'000; ++us) {
+    if (stall_every && us % stall_every == 0) us += stall_us;
+    const uint64_t now = us * 1000;
+    const size_t n = l.step(now);
+    most = std::max(most, n);
+    if (n) last = now;
+    EXPECT_LE((l.sent - 1) * PolledLink::kFrameWireNs, now - 1000 + run_ahead_ns) << now;
+  }
+  EXPECT_EQ(l.sent, frames);
   return {most, last};
 }
 
@@ -230,9 +264,46 @@ TEST(Endpoint, RunAheadLetsOneClockReadingSendABurstAtTheLinkRate) {
   const auto [most, last] = coarse_clock_send(2000);
   EXPECT_GE(most, 3u);
   EXPECT_LE(most, 10u);
-  const uint64_t wire_ns = 256 * (4096 + 58 + 24) * 1'000'000'000ull / (100'000'000'000ull / 8);
+  const uint64_t wire_ns = 256 * PolledLink::kFrameWireNs;
   EXPECT_GE(last + 2000 + 1000, wire_ns);
   EXPECT_LE(last, wire_ns + 2000);
+}
+
+TEST(Endpoint, CatchUpMakesUpLinkTimeALateLoopLost) {
+  // Every 10 us the loop is descheduled for 20 us. Without catch-up the
+  // link idles through each stall: the WRITE takes about three times the
+  // wire time. With it, the port and the QP's pacer book from where the
+  // link could have been, so the WRITE leaves about when the link rate
+  // says (the check in coarse_clock_send holds: never ahead of the rate).
+  const uint64_t wire_ns = 256 * PolledLink::kFrameWireNs;
+  const auto [most_lost, last_lost] = coarse_clock_send(2000, 0, 10, 20);
+  EXPECT_GE(last_lost, 2 * wire_ns);
+  EXPECT_LE(most_lost, 10u);
+  const auto [most, last] = coarse_clock_send(2000, 100'000, 10, 20);
+  EXPECT_LE(last, wire_ns + 20'000 + 2000);  // at most one stall late
+  EXPECT_GE(most, 50u);                      // a stall's worth in one call
+  EXPECT_LE(most, 64u);
+}
+
+TEST(Endpoint, CatchUpDoesNotMakeUpIdleTimeOrPauses) {
+  PolledLink l(2000, 100'000);
+  // 64 KiB, then 500 us of nothing to send, then 1 MiB: the first call
+  // after the idle gap sends a run-ahead's worth (<= 7 frames), no burst.
+  l.write(64 << 10);
+  uint64_t us = 1;
+  for (; l.sent < 16 && us < 1000; ++us) l.step(us * 1000);
+  ASSERT_EQ(l.sent, 16u);
+  us += 500;
+  l.write(PolledLink::kBytes);
+  EXPECT_LE(l.step(us * 1000), 7u);
+  // Backlogged, the QP's priority (untagged: DSCP >> 3) is paused for
+  // 5120 ns (1000 quanta at 100 G); after it, again no burst.
+  for (int i = 0; i < 5; ++i) l.step(++us * 1000);
+  const auto prio = static_cast<uint8_t>(l.qa->attr().path.dscp >> 3);
+  l.a.ep->receive(pfc_frame(prio, 1000), ++us * 1000);
+  const uint64_t resume = us * 1000 + 5120;
+  for (; us * 1000 < resume; ++us) EXPECT_EQ(l.step(us * 1000), 0u);
+  EXPECT_LE(l.step(us * 1000), 7u);
 }
 
 TEST(Endpoint, BadInputIsCountedAndDropped) {

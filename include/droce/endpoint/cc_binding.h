@@ -5,6 +5,7 @@
 // time (rate) and bytes in flight (window).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -13,11 +14,25 @@
 
 namespace droce::endpoint {
 
+// When a frame sent at `now` starts on a link or pacer booked until
+// `booked`: at `now` if nothing was waiting (backlog_since == UINT64_MAX),
+// else as early as when the work began to wait, reclaiming at most
+// `catch_up_ns` of time a late loop lost (EndpointConfig::tx_catch_up_ns),
+// and never before `booked`.
+inline uint64_t pacing_start(uint64_t booked, uint64_t now, uint64_t backlog_since,
+                             uint64_t catch_up_ns) {
+  const uint64_t earliest = std::max(backlog_since, now > catch_up_ns ? now - catch_up_ns : 0);
+  return std::max(booked, std::min(now, earliest));
+}
+
 class CcBinding {
  public:
   // `run_ahead_ns`: how far ahead of now the pacer may be booked
-  // (EndpointConfig::tx_run_ahead_ns).
-  explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns = 0);
+  // (EndpointConfig::tx_run_ahead_ns); `catch_up_ns`: how much pacing time
+  // a late loop lost while the QP had work is made up
+  // (EndpointConfig::tx_catch_up_ns).
+  explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns = 0,
+                     uint64_t catch_up_ns = 0);
 
   // The hooks to install on the QP; they point at this object, which must
   // therefore not move while the QP uses them.
@@ -30,6 +45,11 @@ class CcBinding {
     return next_send_ns_ > run_ahead_ns_ ? next_send_ns_ - run_ahead_ns_ : 0;
   }
   uint64_t inflight_bytes() const { return inflight_bytes_; }
+
+  // The QP has had work since `now` (or earlier: the first call counts),
+  // or it has none (idle or held by PFC): see pacing_start.
+  void mark_waiting(uint64_t now) { backlog_since_ = std::min(backlog_since_, now); }
+  void mark_idle() { backlog_since_ = UINT64_MAX; }
 
   bool may_send(uint32_t bytes, uint64_t now) const;
   void on_send(uint32_t bytes, uint64_t now);
@@ -45,6 +65,8 @@ class CcBinding {
  private:
   std::unique_ptr<cc::Algorithm> algorithm_;
   uint64_t run_ahead_ns_ = 0;
+  uint64_t catch_up_ns_ = 0;
+  uint64_t backlog_since_ = UINT64_MAX;
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
   const cc::IntRecord* pending_int_ = nullptr;

@@ -39,6 +39,18 @@ struct EndpointConfig {
   // iteration. With a run-ahead the average rate is the same and a burst
   // is at most this long at line rate.
   uint64_t tx_run_ahead_ns = 0;
+  // Link time a late poll loop lost while frames waited, reclaimed up to
+  // this much. A NIC's TX ring keeps its link busy while the host is
+  // descheduled for a moment; a vdev has no ring, so a loop that stalls (a
+  // shared CPU, an interrupt) for longer than the run-ahead lost that link
+  // time for good and the average fell below the rate: droce-perf capped
+  // at 4 Gb/s, its control thread and worker sharing one CPU, moved 2.1.
+  // So the port, and each QP's pacer, book a frame from when it could have
+  // started: the end of the one before, or when the work began to wait,
+  // if at most this long ago (pacing_start in cc_binding.h). Idle time
+  // (nothing waiting) and PFC pauses are never reclaimed. 0 books from
+  // `now` (the simulator: virtual time is never late).
+  uint64_t tx_catch_up_ns = 0;
   uint32_t pacer_slots = 4096;
   // Honour IEEE 802.1Qbb PFC frames from the switch: a QP whose priority is
   // paused sends nothing until the pause expires or XON arrives. A QP's
@@ -152,6 +164,8 @@ class Endpoint {
   TimingWheel pacer_;            // QPs waiting for their CC rate
   TimingWheel timers_;           // QPs with a transport or CC timer
   uint64_t port_free_ns_ = 0;    // the link is busy until then
+  // Frames have waited for the port since then (UINT64_MAX: none did).
+  uint64_t port_backlog_since_ = UINT64_MAX;
   std::vector<uint32_t> due_;
   std::array<uint64_t, wire::kPfcPriorities> paused_until_{};
   // Pause time accounting: the current (or last) pause interval started at

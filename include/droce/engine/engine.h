@@ -126,10 +126,13 @@ struct PortConfig {
   // The endpoint's link emulation (port rate cap, pacer granularity). The
   // loop reads its clock once per iteration, so the port and the pacers may
   // be booked up to 2 us ahead of it (EndpointConfig::tx_run_ahead_ns);
-  // booked exactly, a port or QP sent one frame per iteration.
+  // booked exactly, a port or QP sent one frame per iteration. A loop late
+  // by more than that (descheduled) makes up to 100 us of the link time it
+  // lost while frames waited (EndpointConfig::tx_catch_up_ns).
   endpoint::EndpointConfig endpoint = [] {
     endpoint::EndpointConfig c;
     c.tx_run_ahead_ns = 2000;
+    c.tx_catch_up_ns = 100'000;
     return c;
   }();
   // Completion queue shared by the port's QPs (send and receive).
