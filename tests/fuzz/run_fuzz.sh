@@ -1,15 +1,21 @@
 #!/bin/sh
 # Bounded libFuzzer run for the meson test suite `fuzz`:
-#   run_fuzz.sh FUZZER SEED_CORPUS_DIR SECONDS
-# Fuzzes a temporary copy of the seed corpus, so the committed corpus never
-# changes; crash reproducers land in the current directory (the build dir).
+#   run_fuzz.sh FUZZER SECONDS SEED_DIR...
+# Fuzzes a temporary copy of the seeds, so the committed files never
+# change; crash reproducers land in the current directory (the build dir).
 set -eu
-fuzzer=$1 seeds=$2 seconds=$3
+fuzzer=$1 seconds=$2
+shift 2
 work=$(mktemp -d "${TMPDIR:-/tmp}/droce-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-cp -R "$seeds/." "$work/"
+for seeds in "$@"; do
+  # Files of different directories may share a name: prefix the directory.
+  for f in "$seeds"/*; do
+    if [ -f "$f" ]; then cp "$f" "$work/$(basename "$seeds")-$(basename "$f")"; fi
+  done
+done
 n_seeds=$(ls "$work" | wc -l)
-[ "$n_seeds" -gt 0 ] || { echo "no seeds in $seeds" >&2; exit 1; }
+[ "$n_seeds" -gt 0 ] || { echo "no seeds in $*" >&2; exit 1; }
 "$fuzzer" "$work" -max_total_time="$seconds" -runs=20000000 -max_len=2048 \
   -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$PWD/$(basename "$fuzzer")-"
