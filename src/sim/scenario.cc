@@ -363,15 +363,17 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
   Scenario sc;
   sc.file = name;
   r.check_keys(root, "", {"run", "topology", "switch", "link", "flow", "hosts", "switches",
-                          "links", "flows"});
+                          "links", "flows", "outages"});
 
   if (const toml::table* t = r.table(root, "run", "")) {
-    r.check_keys(*t, "run", {"duration", "seed", "csv_interval", "stop_when_done", "ecmp"});
+    r.check_keys(*t, "run", {"duration", "seed", "csv_interval", "stop_when_done", "ecmp",
+                             "reconverge"});
     r.time(*t, "duration", "run", sc.run.duration_ns);
     r.integer(*t, "seed", "run", sc.run.seed, 0, UINT64_MAX >> 1);
     r.time(*t, "csv_interval", "run", sc.run.csv_interval_ns);
     r.boolean(*t, "stop_when_done", "run", sc.run.stop_when_done);
     r.boolean(*t, "ecmp", "run", sc.ecmp);
+    if (uint64_t ns = 0; r.time(*t, "reconverge", "run", ns)) sc.run.reconverge_ns = ns;
   }
 
   // Defaults every switch / host / link / flow starts from.
@@ -567,6 +569,42 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
       r.time(t, "start", path, f.start_ns);
       read_flow_params(r, t, path, f);
       sc.flows.push_back(std::move(f));
+    }
+  }
+
+  // [[outages]]: down intervals for a link named by its ends, so links of
+  // a generated topology can fail too.
+  if (const toml::array* a = array_of_tables("outages")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& t = *a->get(i)->as_table();
+      const std::string path = "outages[" + std::to_string(i) + "]";
+      r.check_keys(t, path, {"a", "b", "down"});
+      std::string ends[2];
+      for (int e = 0; e < 2; ++e) {
+        const char* key = e == 0 ? "a" : "b";
+        if (!r.str(t, key, path, ends[e])) r.fail(t.source(), path + "." + key, "missing");
+        if (!names.count(ends[e]))
+          r.fail(t.get(key)->source(), path + "." + key,
+                 "no host or switch named \"" + ends[e] + "\"");
+      }
+      std::vector<size_t> found;
+      for (size_t l = 0; l < sc.links.size(); ++l)
+        if ((sc.links[l].a == ends[0] && sc.links[l].b == ends[1]) ||
+            (sc.links[l].a == ends[1] && sc.links[l].b == ends[0]))
+          found.push_back(l);
+      const std::string between = ends[0] + " and " + ends[1];
+      if (found.empty()) r.fail(t.source(), path, "no link between " + between);
+      if (found.size() > 1)
+        r.fail(t.source(), path,
+               std::to_string(found.size()) + " links between " + between +
+                   ": give down on the [[links]] entry of the one to fail");
+      LinkSpec& l = sc.links[found[0]];
+      if (!l.down.empty())
+        r.fail(t.source(), path,
+               "the link between " + between + " already has down intervals (its "
+               "[[links]] entry or an earlier [[outages]]); give them all in one place");
+      if (!t.contains("down")) r.fail(t.source(), path + ".down", "missing");
+      read_down_intervals(r, t, path, l);
     }
   }
 

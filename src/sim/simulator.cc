@@ -219,8 +219,54 @@ struct Simulator::Impl {
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
   EventQueue events;
-  uint32_t id_switch0 = 0, id_link0 = 0, id_link_state = 0, id_workload = 0, id_sampler = 0;
+  uint32_t id_switch0 = 0, id_link0 = 0, id_link_state = 0, id_workload = 0, id_sampler = 0,
+           id_reroute = 0;
   LinkSchedule link_schedule;  // [[links]] down
+  // The graph routes are computed on: per node (hosts, then switches) its
+  // neighbours, through which of its ports (0 for a host) and which link.
+  struct Adj {
+    uint32_t node;
+    uint16_t port;
+    uint32_t link;
+  };
+  std::vector<std::vector<Adj>> adj;
+  std::deque<uint64_t> reroutes;  // run.reconverge: when routes are recomputed
+
+  // Shortest-path routes over the links that are up: for every host, BFS
+  // distances over switches; each switch routes the host to every port
+  // whose neighbour is one hop closer (an ECMP group; one port without
+  // ECMP). A host no switch can reach gets no route there (no_route drops).
+  std::vector<fabric::RouteTable> compute_routes() const {
+    const size_t H = hosts.size(), S = sws.size();
+    std::vector<fabric::RouteTable> tables(S);
+    const auto up = [&](const Adj& a) { return dirs[2 * a.link]->link.up(); };
+    for (size_t h = 0; h < H; ++h) {
+      std::vector<uint32_t> dist(H + S, UINT32_MAX);
+      std::deque<uint32_t> q{static_cast<uint32_t>(h)};
+      dist[h] = 0;
+      while (!q.empty()) {
+        const uint32_t n = q.front();
+        q.pop_front();
+        if (n < H && n != h) continue;  // hosts do not forward
+        for (const Adj& a : adj[n]) {
+          if (up(a) && dist[a.node] == UINT32_MAX) {
+            dist[a.node] = dist[n] + 1;
+            q.push_back(a.node);
+          }
+        }
+      }
+      for (size_t s = 0; s < S; ++s) {
+        if (dist[H + s] == UINT32_MAX) continue;
+        std::vector<uint16_t> ports;
+        for (const Adj& a : adj[H + s])
+          if (up(a) && dist[a.node] + 1 == dist[H + s] && (a.node >= H || a.node == h))
+            ports.push_back(a.port);
+        if (!sc.ecmp && ports.size() > 1) ports.resize(1);
+        if (!ports.empty()) tables[s].add(hosts[h]->ip, 32, ports);
+      }
+    }
+    return tables;
+  }
   bool pcp_tagged = false;     // some switch classifies by PCP: hosts tag (set_class_marks)
   std::vector<uint8_t> tracked_tcs;
 
@@ -317,9 +363,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     if (i >= 0) return NodeRef{Kind::kHost, static_cast<uint32_t>(i), 0};
     return NodeRef{Kind::kSwitch, static_cast<uint32_t>(sc.switch_index(name)), 0};
   };
-  // adjacency for routing: per node (hosts then switches) -> (neighbour, port)
   const size_t H = sc.hosts.size(), S = sc.switches.size();
-  std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(H + S);
+  m.adj.assign(H + S, {});
   auto flat = [&](const NodeRef& n) { return n.kind == Kind::kHost ? n.index : H + n.index; };
   for (size_t l = 0; l < sc.links.size(); ++l) {
     const LinkSpec& ls = sc.links[l];
@@ -360,40 +405,19 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
         }
         sw.out_link[from.port] = id;
         sw.peer[from.port] = d == 0 ? ls.b : ls.a;
-        adj[flat(from)].push_back({static_cast<uint32_t>(flat(to)), from.port});
+        m.adj[flat(from)].push_back(
+            {static_cast<uint32_t>(flat(to)), from.port, static_cast<uint32_t>(l)});
       }
       m.dirs.push_back(std::move(dir));
     }
-    if (a.kind == Kind::kHost) adj[flat(a)].push_back({static_cast<uint32_t>(flat(b)), 0});
-    if (b.kind == Kind::kHost) adj[flat(b)].push_back({static_cast<uint32_t>(flat(a)), 0});
+    if (a.kind == Kind::kHost)
+      m.adj[flat(a)].push_back({static_cast<uint32_t>(flat(b)), 0, static_cast<uint32_t>(l)});
+    if (b.kind == Kind::kHost)
+      m.adj[flat(b)].push_back({static_cast<uint32_t>(flat(a)), 0, static_cast<uint32_t>(l)});
   }
-  // Routes: for every host, BFS distances over switches; each switch routes
-  // the host to every port whose neighbour is one hop closer (ECMP group).
-  for (size_t h = 0; h < H; ++h) {
-    std::vector<uint32_t> dist(H + S, UINT32_MAX);
-    std::deque<uint32_t> q{static_cast<uint32_t>(h)};
-    dist[h] = 0;
-    while (!q.empty()) {
-      const uint32_t n = q.front();
-      q.pop_front();
-      if (n < H && n != h) continue;  // hosts do not forward
-      for (auto [nb, port] : adj[n]) {
-        (void)port;
-        if (dist[nb] == UINT32_MAX) {
-          dist[nb] = dist[n] + 1;
-          q.push_back(nb);
-        }
-      }
-    }
-    for (size_t s = 0; s < S; ++s) {
-      if (dist[H + s] == UINT32_MAX) continue;
-      std::vector<uint16_t> ports;
-      for (auto [nb, port] : adj[H + s])
-        if (dist[nb] + 1 == dist[H + s] && (nb >= H || nb == h)) ports.push_back(port);
-      if (!sc.ecmp && ports.size() > 1) ports.resize(1);
-      if (!ports.empty()) cfgs[s].routes.add(m.hosts[h]->ip, 32, ports);
-    }
-  }
+  // Routes over the whole graph (every link is up at time 0).
+  std::vector<fabric::RouteTable> tables = m.compute_routes();
+  for (size_t s = 0; s < S; ++s) cfgs[s].routes = std::move(tables[s]);
   for (size_t s = 0; s < S; ++s) {
     if (cfgs[s].ports.empty())
       throw ScenarioError(sc.file + ": switches." + sc.switches[s].name + ": has no links");
@@ -492,7 +516,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.id_link_state = static_cast<uint32_t>(H + S + m.dirs.size());
   m.id_workload = m.id_link_state + 1;
   m.id_sampler = m.id_workload + 1;
-  m.events.resize(m.id_sampler + 1);
+  m.id_reroute = m.id_sampler + 1;
+  m.events.resize(m.id_reroute + 1);
   // The packet pool grows to what is in flight, mostly frames queued in
   // switch buffers; grown during the run, each new packet was an
   // allocation, a zero fill and page faults inside the measured loop. So
@@ -888,8 +913,21 @@ bool Simulator::run_until(uint64_t t) {
             reschedule_host(dir.to.index);
           }
         }
+        // run.reconverge: the routing protocol learns of it that much later.
+        if (sc.run.reconverge_ns) {
+          if (m.reroutes.empty()) m.schedule(m.id_reroute, now_ + *sc.run.reconverge_ns);
+          m.reroutes.push_back(now_ + *sc.run.reconverge_ns);
+        }
       });
       m.schedule(e.id, m.link_schedule.next_time());
+    } else if (e.id == m.id_reroute) {
+      // Routes over the links up now, installed in every switch at once
+      // (packets already queued stay where they are).
+      while (!m.reroutes.empty() && m.reroutes.front() <= now_) m.reroutes.pop_front();
+      std::vector<fabric::RouteTable> tables = m.compute_routes();
+      for (size_t s = 0; s < m.sws.size(); ++s) m.sws[s].sw->routes() = std::move(tables[s]);
+      ++route_updates_;
+      m.schedule(e.id, m.reroutes.empty() ? kNever : m.reroutes.front());
     } else if (e.id == m.id_workload) {
       while (m.next_start < m.start_order.size() &&
              sc.flows[m.start_order[m.next_start]].start_ns <= now_) {

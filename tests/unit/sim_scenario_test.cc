@@ -174,6 +174,74 @@ TEST(SimScenario, LinkDownMistakesNameLineAndKey) {
   EXPECT_NE(m.find("link.down: unknown key"), std::string::npos) << m;
 }
 
+// [[outages]] gives down intervals to a link named by its ends, so a link
+// of a generated topology can fail; run.reconverge turns on rerouting.
+constexpr char kLeafSpine[] = R"([run]
+reconverge = "50us"
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 1
+)";
+
+TEST(SimScenario, OutagesAndReconverge) {
+  const Scenario s = parse_scenario(std::string(kLeafSpine) +
+                                    "[[outages]]\na = \"spine1\"\nb = \"leaf0\"\n"
+                                    "down = [{ from = \"1us\", until = \"2us\" }]\n");
+  ASSERT_TRUE(s.run.reconverge_ns.has_value());
+  EXPECT_EQ(*s.run.reconverge_ns, 50'000u);
+  size_t with_down = 0;
+  for (const LinkSpec& l : s.links) {
+    if (l.down.empty()) continue;
+    ++with_down;
+    EXPECT_EQ(l.a, "leaf0");  // the ends in either order
+    EXPECT_EQ(l.b, "spine1");
+    ASSERT_EQ(l.down.size(), 1u);
+    EXPECT_EQ(l.down[0].from_ns, 1'000u);
+    EXPECT_EQ(l.down[0].until_ns, 2'000u);
+  }
+  EXPECT_EQ(with_down, 1u);
+  EXPECT_FALSE(parse_scenario(kCustom).run.reconverge_ns.has_value());  // static by default
+}
+
+TEST(SimScenario, OutageMistakesNameLineAndKey) {
+  const std::string base = std::string(kLeafSpine) + "[[outages]]\n";  // line 8
+  struct Case {
+    const char* text;
+    const char* where;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"a = \"leaf0\"\nb = \"leaf1\"\ndown = [{ from = \"1us\" }]\n", ":8:",
+       "outages[0]: no link between leaf0 and leaf1"},
+      {"a = \"leaf0\"\nb = \"spine9\"\ndown = [{ from = \"1us\" }]\n", ":10:",
+       "outages[0].b: no host or switch named \"spine9\""},
+      {"a = \"leaf0\"\ndown = [{ from = \"1us\" }]\n", ":8:", "outages[0].b: missing"},
+      {"a = \"leaf0\"\nb = \"spine0\"\n", ":8:", "outages[0].down: missing"},
+      {"a = \"leaf0\"\nb = \"spine0\"\ndown = [{ from = \"1us\" }]\nwhen = 3\n", ":12:",
+       "outages[0].when: unknown key"},
+      {"a = \"leaf0\"\nb = \"spine0\"\ndown = [{ from = \"5us\", until = \"1us\" }]\n",
+       ":11:", "outages[0].down[0].until: must be after from"},
+      {"a = \"leaf0\"\nb = \"spine0\"\ndown = [{ from = \"1us\" }]\n[[outages]]\n"
+       "a = \"spine0\"\nb = \"leaf0\"\ndown = [{ from = \"9us\" }]\n",
+       ":12:", "outages[1]: the link between spine0 and leaf0 already has down intervals"},
+  };
+  for (const Case& c : cases) {
+    const std::string m = error_of(base + c.text);
+    EXPECT_NE(m.find(std::string("bad.toml") + c.where), std::string::npos) << c.text << m;
+    EXPECT_NE(m.find(c.why), std::string::npos) << c.text << m;
+  }
+  // Two parallel links between the same pair: the outage cannot tell them apart.
+  const std::string m = error_of(std::string(kCustom) +
+                                 "[[links]]\na = \"b\"\nb = \"s\"\n"
+                                 "[[outages]]\na = \"s\"\nb = \"b\"\ndown = [{ from = \"1us\" }]\n");
+  EXPECT_NE(m.find("2 links between s and b"), std::string::npos) << m;
+  const std::string r = error_of("[run]\nreconverge = \"soon\"\n");
+  EXPECT_NE(r.find("bad.toml:2:"), std::string::npos) << r;
+  EXPECT_NE(r.find("run.reconverge"), std::string::npos) << r;
+}
+
 TEST(SimScenario, UnknownKeyNamesFileLineAndKey) {
   const std::string m = error_of("[run]\nduration = \"1ms\"\nspeed = 3\n");
   EXPECT_NE(m.find("bad.toml:3:"), std::string::npos) << m;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -94,6 +95,10 @@ struct RunSpec {
   uint64_t seed = 1;
   uint64_t csv_interval_ns = 10'000;  // 0: no time series
   bool stop_when_done = true;         // end as soon as every flow completed
+  // Routes are recomputed over the links that are up this long after a
+  // link goes down or comes back (a routing protocol converging); none:
+  // static routes, only the switch at a down link avoids it.
+  std::optional<uint64_t> reconverge_ns;
 };
 
 struct Scenario {

@@ -233,6 +233,8 @@ class Simulator {
   // Frames handled: every endpoint transmit and receive, every switch
   // arrival and departure (a 1-switch path is 4 events per packet).
   uint64_t packet_events() const { return events_; }
+  // Times the routes were recomputed after link changes (run.reconverge).
+  uint64_t route_updates() const { return route_updates_; }
 
  private:
   struct Impl;
@@ -241,6 +243,7 @@ class Simulator {
   size_t flows_done_ = 0;
   uint64_t now_ = 0;
   uint64_t events_ = 0;
+  uint64_t route_updates_ = 0;
   // Rebuilt on demand by the accessors above.
   mutable std::vector<FlowSample> flow_samples_;
   mutable std::vector<QueueSample> queue_samples_;
