@@ -610,53 +610,59 @@ void expect_recovery_after_loss(int lossy_side) {
 TEST(Endpoint, LostDataFrameIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(0); }
 TEST(Endpoint, LostAckIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(1); }
 
-TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
-  EndpointConfig cfg;
-  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
-  SenderAndReceiver t(cfg, 64 << 10, /*dscp=*/26, fixed_rate(cfg.port_rate_bytes_per_sec));
-  t.post_write();
-  std::vector<uint8_t> storage(4200);
+// A 64 KiB WRITE from a 100 Gb/s port with DSCP 26 (PFC priority 3),
+// taken one frame per transmit() call.
+struct OneFrameAtATime {
+  static EndpointConfig config() {
+    EndpointConfig c;
+    c.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+    return c;
+  }
+  EndpointConfig cfg = config();
+  SenderAndReceiver t{cfg, 64 << 10, /*dscp=*/26, fixed_rate(cfg.port_rate_bytes_per_sec)};
+  Endpoint& ep = *t.a.ep;
+  std::vector<uint8_t> storage = std::vector<uint8_t>(4200);
   std::vector<std::span<uint8_t>> bufs{storage};
-  std::vector<uint32_t> lens(1);
+  std::vector<uint32_t> lens = std::vector<uint32_t>(1);
 
+  OneFrameAtATime() { t.post_write(); }
+  size_t transmit(uint64_t now) { return ep.transmit(now, bufs, lens); }
+};
+
+TEST(Endpoint, PfcPausesOnlyThePausedPriorityForItsQuanta) {
+  OneFrameAtATime s;
   // Expect: a pause of another priority (5) changes nothing.
-  t.a.ep->receive(pfc_frame(5, 0xFFFF), 0);
-  EXPECT_EQ(t.a.ep->transmit(0, bufs, lens), 1u);
+  s.ep.receive(pfc_frame(5, 0xFFFF), 0);
+  EXPECT_EQ(s.transmit(0), 1u);
   // Expect: XOFF for priority 3 (DSCP 26 >> 3) with 1000 quanta holds the
   // QP for 1000 * 512 bits / 100 Gb/s = 5120 ns.
-  t.a.ep->receive(pfc_frame(3, 1000), 1000);
-  EXPECT_TRUE(t.a.ep->paused(3, 1000));
-  EXPECT_EQ(t.a.ep->transmit(1000, bufs, lens), 0u);
-  EXPECT_EQ(t.a.ep->transmit(6119, bufs, lens), 0u);
-  EXPECT_EQ(t.a.ep->next_deadline(), 6120u);
-  EXPECT_EQ(t.a.ep->transmit(6120, bufs, lens), 1u);
-  EXPECT_GE(t.a.ep->counters().tx_pfc_held, 1u);
+  s.ep.receive(pfc_frame(3, 1000), 1000);
+  EXPECT_TRUE(s.ep.paused(3, 1000));
+  EXPECT_EQ(s.transmit(1000), 0u);
+  EXPECT_EQ(s.transmit(6119), 0u);
+  EXPECT_EQ(s.ep.next_deadline(), 6120u);
+  EXPECT_EQ(s.transmit(6120), 1u);
+  EXPECT_GE(s.ep.counters().tx_pfc_held, 1u);
   // Expect: XON (quanta 0) ends a long pause at once.
-  t.a.ep->receive(pfc_frame(3, 0xFFFF), 7000);
-  EXPECT_EQ(t.a.ep->transmit(7000, bufs, lens), 0u);
-  t.a.ep->receive(pfc_frame(3, 0), 8000);
-  EXPECT_EQ(t.a.ep->transmit(8000, bufs, lens), 1u);
-  EXPECT_EQ(t.a.ep->counters().rx_pfc_frames, 4u);
+  s.ep.receive(pfc_frame(3, 0xFFFF), 7000);
+  EXPECT_EQ(s.transmit(7000), 0u);
+  s.ep.receive(pfc_frame(3, 0), 8000);
+  EXPECT_EQ(s.transmit(8000), 1u);
+  EXPECT_EQ(s.ep.counters().rx_pfc_frames, 4u);
 }
 
 // A link that goes down takes its PFC state with it: the held QP sends at
 // the next transmit(), the pause's account stops at the link-down time, and
 // priorities that were not paused stay as they were.
 TEST(Endpoint, LinkDownEndsEveryPfcPause) {
-  EndpointConfig cfg;
-  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
-  SenderAndReceiver t(cfg, 64 << 10, /*dscp=*/26, fixed_rate(cfg.port_rate_bytes_per_sec));
-  t.post_write();
-  std::vector<uint8_t> storage(4200);
-  std::vector<std::span<uint8_t>> bufs{storage};
-  std::vector<uint32_t> lens(1);
-  Endpoint& ep = *t.a.ep;
+  OneFrameAtATime s;
+  Endpoint& ep = s.ep;
   ep.receive(pfc_frame(3, 0xFFFF), 1000);  // 335 us at 100 Gb/s
-  EXPECT_EQ(ep.transmit(1000, bufs, lens), 0u);
+  EXPECT_EQ(s.transmit(1000), 0u);
   ep.link_down(4000);
   EXPECT_FALSE(ep.paused(3, 4000));
   EXPECT_LE(ep.next_deadline(), 4000u);
-  EXPECT_EQ(ep.transmit(4000, bufs, lens), 1u);
+  EXPECT_EQ(s.transmit(4000), 1u);
   EXPECT_EQ(ep.paused_ns(3, 1'000'000), 3000u);
   EXPECT_EQ(ep.paused_ns(5, 1'000'000), 0u);
   // A pause after the link is back works as before.
