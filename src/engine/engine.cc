@@ -129,6 +129,12 @@ struct Shard {
   // PFC updates already fed to the endpoint (PortState::pfc_*).
   uint32_t pfc_gen_seen = 0;
   std::array<uint32_t, wire::kPfcPriorities> pfc_seq_seen{};
+  // Link state (shard 0 polls it, poll_link) and, on every shard of a
+  // sharded port, the link-down events already given to the endpoint.
+  uint64_t next_link_poll = 0;
+  bool link_known = false;
+  bool link_up = true;
+  uint32_t link_downs_seen = 0;
 };
 
 // What the data path does for one port: its DPDK port, its pool, and its
@@ -156,6 +162,8 @@ struct PortState {
   std::array<std::atomic<uint64_t>, wire::kPfcPriorities> pfc_until{};
   std::array<std::atomic<uint32_t>, wire::kPfcPriorities> pfc_seq{};
   std::atomic<uint32_t> pfc_gen{0};
+  // Sharded ports: link-down events shard 0 saw (pfc_gen moves with it).
+  std::atomic<uint32_t> link_downs{0};
   std::mutex capture_mu;  // shards transmit on several lcores
   pcap_t* pcap_dead = nullptr;
   pcap_dumper_t* dumper = nullptr;
@@ -379,6 +387,11 @@ void apply_pfc(Shard& s, uint64_t now) {
   const uint32_t gen = p.pfc_gen.load(std::memory_order_acquire);
   if (gen == s.pfc_gen_seen) return;
   s.pfc_gen_seen = gen;
+  if (const uint32_t downs = p.link_downs.load(std::memory_order_acquire);
+      downs != s.link_downs_seen) {
+    s.link_downs_seen = downs;
+    s.ep->link_down(now);
+  }
   wire::PfcFrame f;
   const uint64_t bps = s.rate * 8;
   for (unsigned prio = 0; prio < wire::kPfcPriorities; ++prio) {
@@ -400,6 +413,31 @@ void apply_pfc(Shard& s, uint64_t now) {
   if (n == 0) return;
   s.ep->receive(std::span<const uint8_t>(buf.data(), n), now);
   ++s.counters.pfc_applied;
+}
+
+// Shard 0, every kLinkPollNs: the port's link state. PFC state lives on
+// the link (IEEE 802.1Qbb): when it goes down, every pause on it ends, on
+// every shard (Endpoint::link_down; sharded ports through apply_pfc). The
+// first reading only sets the state (a memif port may start down).
+constexpr uint64_t kLinkPollNs = 10'000'000;
+
+void poll_link(Shard& s, uint64_t now) {
+  s.next_link_poll = now + kLinkPollNs;
+  PortState& p = *s.port;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(p.port_id, &link) != 0) return;
+  const bool up = link.link_status == RTE_ETH_LINK_UP;
+  if (s.link_known && s.link_up && !up) {
+    ++s.counters.link_downs;
+    if (p.sharded()) {
+      p.link_downs.fetch_add(1, std::memory_order_release);
+      p.pfc_gen.fetch_add(1, std::memory_order_release);
+    } else {
+      s.ep->link_down(now);
+    }
+  }
+  s.link_known = true;
+  s.link_up = up;
 }
 
 constexpr int kDispatchConsumed = -1;
@@ -601,6 +639,7 @@ void worker_loop(Worker& w) {
     for (Shard* s : w.shards) {
       ++s->counters.loops;
       const bool sharded = s->port->sharded();
+      if (s->index == 0 && now >= s->next_link_poll) poll_link(*s, now);
       if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
       if (s->rx_ring) busy |= poll_rx_ring(*s, now);
       if (sharded) apply_pfc(*s, now);
@@ -776,6 +815,7 @@ int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "eth_rx_nombuf", p.eth_rx_nombuf);
     rte_tel_data_add_dict_u64(d, "mempool_size", p.mempool_size);
     rte_tel_data_add_dict_u64(d, "mempool_avail", p.mempool_avail);
+    rte_tel_data_add_dict_u64(d, "link_up", p.link_up ? 1 : 0);
     return 0;
   }
   return -EINVAL;
@@ -1424,6 +1464,7 @@ void Engine::Impl::fill_snapshot(Worker& w, std::vector<PortSnapshot>& parts,
       }
       ps.mempool_size = p->pool->size;
       ps.mempool_avail = rte_mempool_avail_count(p->pool);
+      ps.link_up = sh->link_up;
     }
     ps.next_deadline_ns = sh->ep->next_deadline();
     sh->device->for_each_qp([&](transport::QueuePair& qp) {

@@ -68,6 +68,7 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
     line("  ", "eth_rx_nombuf", p.eth_rx_nombuf);
     out += fmt::format("  {:<34} {}/{}\n", "mbufs_available", p.mempool_avail,
                        p.mempool_size);
+    if (!p.link_up) out += fmt::format("  {:<34} down\n", "link");
     // A sharded port: what each lcore did (the counters above are sums).
     if (p.shards.size() > 1)
       for (const ShardSnapshot& sh : p.shards)
@@ -110,6 +111,7 @@ std::string to_json(const Snapshot& s) {
                  {"oerrors", p.eth_oerrors},   {"rx_nombuf", p.eth_rx_nombuf}};
     jp["mempool_size"] = p.mempool_size;
     jp["mempool_avail"] = p.mempool_avail;
+    jp["link_up"] = p.link_up;
     jp["shards"] = nlohmann::ordered_json::array();
     for (const ShardSnapshot& sh : p.shards) {
       nlohmann::ordered_json js;

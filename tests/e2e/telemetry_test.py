@@ -64,6 +64,7 @@ def main():
         p0 = got2["/droce/port"]
         check(p0["name"] == "net_null0" and p0["eth_ipackets"] > 0, f"port {p0}")
         check(p0["mempool_size"] > 0, "mempool size")
+        check(p0["link_up"] == 1 and p0["port_link_downs"] == 0, f"link state {p0}")
         # A QPN that does not exist is an error, not a crash.
         got3, _ = query(["/droce/qp,0x99"])
         check(got3.get("/droce/qp") is None, f"unknown QPN answered {got3}")

@@ -163,7 +163,8 @@ struct PortConfig {
   X(rx_from_ring)       /* sharded: frames this shard took from its ring */   \
   X(tx_to_ring)         /* sharded: frames given to the RX lcore to send */   \
   X(pfc_shared)         /* sharded: PFC frames shared with every shard */     \
-  X(pfc_applied)        /* sharded: PFC updates fed to this shard */
+  X(pfc_applied)        /* sharded: PFC updates fed to this shard */        \
+  X(link_downs)         /* the port's link went down: its PFC pauses ended */
 
 struct PortCounters {
 #define DROCE_DECLARE_PORT_COUNTER(name) uint64_t name = 0;
@@ -277,6 +278,9 @@ struct PortSnapshot {
            eth_imissed = 0, eth_ierrors = 0, eth_oerrors = 0, eth_rx_nombuf = 0;
   uint32_t mempool_size = 0;
   uint32_t mempool_avail = 0;  // mbufs in the pool (and its caches)
+  // The link at the last poll (every 10 ms, rte_eth_link_get_nowait); a
+  // vdev without link state reports up.
+  bool link_up = true;
   // Endpoint::next_deadline(): UINT64_MAX when the port has nothing due
   // until a frame arrives or a WR is posted.
   uint64_t next_deadline_ns = UINT64_MAX;
