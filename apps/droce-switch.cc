@@ -403,6 +403,12 @@ struct SwitchPort {
   uint64_t interval_qmax = 0;
   fabric::PortCounters last{};
   uint64_t flooded = 0;
+  // Link state (App::poll_links): up while any member's link is. The model
+  // port follows only once the link has been seen up: a memif port reads
+  // down until its peer connects, and was never a failure.
+  bool link_seen_up = false;
+  bool link_up = true;
+  uint64_t link_downs = 0;
 };
 
 uint64_t mac_key(const uint8_t* p) {
@@ -439,6 +445,7 @@ class App {
   void send_to(size_t member, const fabric::Packet& pkt, uint64_t now);
   void capture(const fabric::Packet& pkt, uint64_t now);
   void live_stats(uint64_t now, double elapsed);
+  void poll_links(uint64_t now);
   void report(uint64_t now);
   fabric::FrameBytes take_buffer();
   void recycle(fabric::FrameBytes&& b);
@@ -458,6 +465,7 @@ class App {
   uint64_t lag_sum_ns_ = 0;
   uint64_t lag_count_ = 0;
   uint64_t start_ns_ = 0;
+  uint64_t next_link_poll_ = 0;
   int64_t wall_offset_ns_ = 0;  // realtime - now_ns, for capture timestamps
   bool closed_ = false;
   bool opened_ = false;
@@ -704,6 +712,32 @@ void App::live_stats(uint64_t now, double interval) {
   std::fflush(stdout);
 }
 
+// Every 10 ms: each switch port's link (any member up). A port whose link
+// goes down is down in the model too (Switch::set_port_up: its queues
+// flushed, ECMP around it, PFC on the link ended), as a switch does when a
+// cable is pulled or a peer process leaves; it comes back with its link.
+constexpr uint64_t kLinkPollNs = 10'000'000;
+
+void App::poll_links(uint64_t now) {
+  next_link_poll_ = now + kLinkPollNs;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    SwitchPort& port = ports_[p];
+    bool up = false;
+    for (size_t mi : port.members) {
+      rte_eth_link link{};
+      up |= rte_eth_link_get_nowait(members_[mi].port_id, &link) == 0 &&
+            link.link_status == RTE_ETH_LINK_UP;
+    }
+    if (up) port.link_seen_up = true;
+    if (!port.link_seen_up || up == port.link_up) continue;
+    port.link_up = up;
+    if (!up) ++port.link_downs;
+    sw_->set_port_up(static_cast<uint16_t>(p), up, now);
+    fmt::print("port {}: link {}\n", p, up ? "up" : "down");
+    std::fflush(stdout);
+  }
+}
+
 void App::report(uint64_t now) {
   nlohmann::json j;
   j["duration_s"] = (now - start_ns_) / 1e9;
@@ -738,6 +772,9 @@ void App::report(uint64_t now) {
     put("int_stamped", c.int_stamped);
     put("int_full", c.int_full);
     put("flooded", ports_[p].flooded);
+    put("link_downs", ports_[p].link_downs);
+    jp["link_up"] = ports_[p].link_up;
+    if (!ports_[p].link_up) fmt::print("  link down\n");
     uint64_t marks = 0, drops = 0, qmax = 0;
     nlohmann::json jq = nlohmann::json::object();
     for (size_t q = 0; q < fabric::kNumClasses; ++q) {
@@ -819,6 +856,7 @@ int App::run() {
     const uint64_t now = engine::now_ns();  // the one clock read of this iteration
     uint64_t rx_before = 0;
     for (const Member& m : members_) rx_before += m.rx_frames;
+    if (now >= next_link_poll_) poll_links(now);
     rx_all(now);
     sw_->advance(now, emit);
     tx_due(now);
