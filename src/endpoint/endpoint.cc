@@ -227,27 +227,20 @@ void Endpoint::receive_pfc(std::span<const uint8_t> frame, uint64_t now) {
   const uint64_t rate_bps = config_.port_rate_bytes_per_sec * 8;
   for (unsigned p = 0; p < wire::kPfcPriorities; ++p) {
     if (!pfc.enabled(p)) continue;
-    // A frame that finds the priority running opens a new interval (the
-    // last one ended at its paused_until_); one that finds it paused
-    // moves the end of the current one, earlier for XON.
-    if (paused_until_[p] <= now) {
-      paused_total_[p] += paused_until_[p] - pause_start_[p];
-      pause_start_[p] = now;
+    if (pfc.quanta[p] == 0 || rate_bps == 0) {
+      pause_[p].resume(now);
+    } else {
+      pause_[p].pause(now, now + wire::pfc_quanta_to_ns(pfc.quanta[p], rate_bps));
     }
-    paused_until_[p] = pfc.quanta[p] == 0 || rate_bps == 0
-                           ? now
-                           : now + wire::pfc_quanta_to_ns(pfc.quanta[p], rate_bps);
   }
 }
 
 uint64_t Endpoint::paused_ns(uint8_t priority, uint64_t now) const {
-  const unsigned p = priority & 7;
-  const uint64_t end = std::min(now, paused_until_[p]);
-  return paused_total_[p] + (end > pause_start_[p] ? end - pause_start_[p] : 0);
+  return pause_[priority & 7].paused_ns(now);
 }
 
 void Endpoint::link_down(uint64_t now) {
-  for (uint64_t& until : paused_until_) until = std::min(until, now);
+  for (wire::PauseTimer& t : pause_) t.resume(now);
 }
 
 std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
@@ -339,7 +332,7 @@ void Endpoint::maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len) 
 void Endpoint::release_paused(uint64_t now) {
   for (unsigned held = held_mask_; held != 0; held &= held - 1) {
     const unsigned p = static_cast<unsigned>(std::countr_zero(held));
-    if (paused_until_[p] > now) continue;
+    if (pause_[p].paused(now)) continue;
     for (QpSlot* s : held_[p]) activate(*s);
     held_[p].clear();
     held_mask_ &= static_cast<uint8_t>(~(1u << p));
@@ -363,7 +356,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
          port_free_ns_ <= now + config_.tx_run_ahead_ns) {
     QpSlot* s = active_.front();
     active_.pop_front();
-    if (paused_until_[s->priority] > now) {
+    if (pause_[s->priority].paused(now)) {
       s->active = false;
       s->cc->mark_idle();  // a pause is not lost time to make up
       held_[s->priority].push_back(s);
@@ -411,7 +404,7 @@ uint64_t Endpoint::next_deadline() const {
     t = std::min(t, port_free_ns_ > ra ? port_free_ns_ - ra : 0);
   }
   for (unsigned held = held_mask_; held != 0; held &= held - 1)
-    t = std::min(t, paused_until_[std::countr_zero(held)]);
+    t = std::min(t, pause_[std::countr_zero(held)].until);
   return t;
 }
 

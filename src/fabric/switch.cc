@@ -76,11 +76,7 @@ bool Switch::paused(uint16_t port, uint8_t prio, uint64_t now) const {
 }
 
 uint64_t Switch::paused_ns(uint16_t port, uint8_t prio, uint64_t now) const {
-  const Port& p = ports_[port];
-  uint64_t total = p.paused_total[prio];
-  const uint64_t end = std::min(now, p.pause_until[prio]);
-  if (end > p.pause_start[prio]) total += end - p.pause_start[prio];
-  return total;
+  return ports_[port].pause[prio].paused_ns(now);
 }
 
 uint64_t Switch::next_event_time() const {
@@ -131,11 +127,11 @@ uint64_t Switch::compute_next(const Port& port) const {
     const unsigned bit = 1u << c;
     if (port.queued & bit) {
       uint64_t e = std::max(port.busy_until, port.q[c].front().enqueue_time);
-      if (is_paused(port, c, e)) e = port.pause_until[c];
+      if (is_paused(port, c, e)) e = port.pause[c].until;
       t = std::min(t, e);
       if (pfc.watchdog_ns && !(port.wd_active & bit)) {
         const uint64_t d =
-            std::max(port.pause_start[c] + pfc.watchdog_ns, clock_);
+            std::max(port.pause[c].start + pfc.watchdog_ns, clock_);
         if (is_paused(port, c, d)) t = std::min(t, d);
       }
     }
@@ -184,14 +180,14 @@ void Switch::process_port(uint16_t p, uint64_t t) {
       if (port.wd_last_pause[c] + restore <= t) port.wd_active &= static_cast<uint8_t>(~bit);
     }
     if (pfc.watchdog_ns && !(port.wd_active & bit) && (port.queued & bit) &&
-        is_paused(port, c, t) && port.pause_start[c] + pfc.watchdog_ns <= t) {
+        is_paused(port, c, t) && port.pause[c].start + pfc.watchdog_ns <= t) {
       // PFC storm: the peer has held this priority longer than any healthy
       // congestion episode. Stop honouring it so the deadlock/storm cannot
       // spread upstream.
       port.wd_active |= bit;
       port.wd_last_pause[c] = t;
       ++port.counters.watchdog_triggers[c];
-      port.pause_until[c] = t;  // closes the paused interval
+      port.pause[c].resume(t);
       if (pfc.watchdog_action == WatchdogAction::kDrop)
         flush_class(p, static_cast<int>(c), t, true);
     }
@@ -288,18 +284,12 @@ void Switch::on_pfc(uint16_t p, std::span<const uint8_t> frame, uint64_t now) {
       if (q) port.wd_last_pause[c] = now;
       continue;
     }
-    const bool was_paused = port.pause_until[c] > now;
     if (q == 0) {  // XON: resume now (802.1Qbb 36.1.3.2, timer set to zero)
-      if (was_paused) port.pause_until[c] = now;
+      port.pause[c].resume(now);
       continue;
     }
     // A new PFC frame restarts the pause timer with its own value.
-    const uint64_t until = now + wire::pfc_quanta_to_ns(q, port.cfg.rate_bps);
-    if (!was_paused) {
-      port.paused_total[c] += port.pause_until[c] - port.pause_start[c];
-      port.pause_start[c] = now;
-    }
-    port.pause_until[c] = until;
+    port.pause[c].pause(now, now + wire::pfc_quanta_to_ns(q, port.cfg.rate_bps));
   }
 }
 
@@ -478,7 +468,7 @@ void Switch::set_port_up(uint16_t p, bool up, uint64_t now) {
       // PFC state lives on the link (IEEE 802.1Qbb): a link that goes down
       // ends the peer's pause of this egress (the interval closes now) and
       // the pause this port asked of the peer, which needs no XON later.
-      if (port.pause_until[c] > now) port.pause_until[c] = now;
+      port.pause[c].resume(now);
     }
     port.xoff_sent = 0;
     port.ctrl.clear();

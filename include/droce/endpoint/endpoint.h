@@ -108,7 +108,7 @@ class Endpoint {
   const EndpointCounters& counters() const { return counters_; }
   // PFC state, for tests and telemetry.
   bool paused(uint8_t priority, uint64_t now) const {
-    return paused_until_[priority & 7] > now;
+    return pause_[priority & 7].paused(now);
   }
   // Total time `priority` has been paused by PFC frames, up to `now`: from
   // each XOFF until XON or the pause running out, a refresh extending it.
@@ -167,11 +167,7 @@ class Endpoint {
   // Frames have waited for the port since then (UINT64_MAX: none did).
   uint64_t port_backlog_since_ = UINT64_MAX;
   std::vector<uint32_t> due_;
-  std::array<uint64_t, wire::kPfcPriorities> paused_until_{};
-  // Pause time accounting: the current (or last) pause interval started at
-  // pause_start_ and ends at paused_until_; earlier ones are in paused_total_.
-  std::array<uint64_t, wire::kPfcPriorities> pause_start_{};
-  std::array<uint64_t, wire::kPfcPriorities> paused_total_{};
+  std::array<wire::PauseTimer, wire::kPfcPriorities> pause_;  // PFC, per priority
   std::array<std::vector<QpSlot*>, wire::kPfcPriorities> held_;  // by PFC
   uint8_t held_mask_ = 0;  // bit p: held_[p] is not empty (read per event)
   std::vector<uint8_t> scratch_;  // INT frames are stripped here

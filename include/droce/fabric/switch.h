@@ -28,6 +28,7 @@
 #include "droce/fabric/scheduler.h"
 #include "droce/wire/headers.h"
 #include "droce/wire/int.h"
+#include "droce/wire/pfc.h"
 
 namespace droce::fabric {
 
@@ -220,9 +221,7 @@ class Switch {
     uint64_t tx_total = 0;    // bytes sent (INT tx_bytes)
     bool up = true;
     // Pauses received from the peer (egress side).
-    std::array<uint64_t, kNumClasses> pause_until{};
-    std::array<uint64_t, kNumClasses> pause_start{};
-    std::array<uint64_t, kNumClasses> paused_total{};
+    std::array<wire::PauseTimer, kNumClasses> pause{};
     uint8_t wd_active = 0;    // the PFC watchdog ignores the peer's pauses
     std::array<uint64_t, kNumClasses> wd_last_pause{};
     // Ingress accounting and our own XOFF state (ingress side).
@@ -239,7 +238,7 @@ class Switch {
   // The earliest of next_ (lowest port on a tie), rescanned when stale.
   uint64_t earliest_port(uint16_t& port) const;
   bool is_paused(const Port& port, int c, uint64_t t) const {
-    return port.pause_until[c] > t && !(port.wd_active >> c & 1);
+    return port.pause[c].paused(t) && !(port.wd_active >> c & 1);
   }
   void on_pfc(uint16_t p, std::span<const uint8_t> frame, uint64_t now);
   void enqueue(uint16_t out, Packet&& pkt, uint64_t now);

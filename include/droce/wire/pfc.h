@@ -67,4 +67,35 @@ constexpr uint64_t pfc_quanta_to_ns(uint16_t quanta, uint64_t rate_bps) {
   return (bits * 1'000'000'000ull + rate_bps - 1) / rate_bps;
 }
 
+// One priority's pause on the receiving side of a link (IEEE 802.1Qbb
+// 36.1.3.2: a PFC frame starts a timer, a new frame restarts it, quanta 0
+// ends it), with the time paused so far for counters. The switch model's
+// egress queues and the endpoint's priorities both keep one per priority.
+struct PauseTimer {
+  uint64_t until = 0;  // paused while now < until
+  uint64_t start = 0;  // the current (or last) pause began here
+  uint64_t total = 0;  // earlier pauses, ns
+
+  bool paused(uint64_t now) const { return until > now; }
+  // XOFF: paused until `end`. A frame that finds the priority running opens
+  // a new pause (the last one ended at `until`); one that finds it paused
+  // moves the end of the current one.
+  void pause(uint64_t now, uint64_t end) {
+    if (until <= now) {
+      total += until - start;
+      start = now;
+    }
+    until = end;
+  }
+  // XON, a link going down, a watchdog: a running pause ends at `now`.
+  void resume(uint64_t now) {
+    if (until > now) until = now;
+  }
+  // Time paused up to `now`.
+  uint64_t paused_ns(uint64_t now) const {
+    const uint64_t end = until < now ? until : now;
+    return total + (end > start ? end - start : 0);
+  }
+};
+
 }  // namespace droce::wire
