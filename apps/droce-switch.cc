@@ -712,22 +712,18 @@ void App::live_stats(uint64_t now, double interval) {
   std::fflush(stdout);
 }
 
-// Every 10 ms: each switch port's link (any member up). A port whose link
-// goes down is down in the model too (Switch::set_port_up: its queues
-// flushed, ECMP around it, PFC on the link ended), as a switch does when a
-// cable is pulled or a peer process leaves; it comes back with its link.
-constexpr uint64_t kLinkPollNs = 10'000'000;
-
+// Every engine::kLinkPollNs: each switch port's link (any member up; one
+// whose PMD cannot tell counts as down). A port whose link goes down is
+// down in the model too (Switch::set_port_up: its queues flushed, ECMP
+// around it, PFC on the link ended), as a switch does when a cable is
+// pulled or a peer process leaves; it comes back with its link.
 void App::poll_links(uint64_t now) {
-  next_link_poll_ = now + kLinkPollNs;
+  next_link_poll_ = now + engine::kLinkPollNs;
   for (size_t p = 0; p < ports_.size(); ++p) {
     SwitchPort& port = ports_[p];
     bool up = false;
-    for (size_t mi : port.members) {
-      rte_eth_link link{};
-      up |= rte_eth_link_get_nowait(members_[mi].port_id, &link) == 0 &&
-            link.link_status == RTE_ETH_LINK_UP;
-    }
+    for (size_t mi : port.members)
+      up |= engine::port_link_up(members_[mi].port_id).value_or(false);
     if (up) port.link_seen_up = true;
     if (!port.link_seen_up || up == port.link_up) continue;
     port.link_up = up;

@@ -81,6 +81,12 @@ uint64_t now_ns() {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(c) * g_ns_per_tick_q32) >> 32);
 }
 
+std::optional<bool> port_link_up(uint16_t port_id) {
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port_id, &link) != 0) return std::nullopt;
+  return link.link_status == RTE_ETH_LINK_UP;
+}
+
 // ---------------------------------------------------------------------------
 
 struct Worker;
@@ -419,14 +425,12 @@ void apply_pfc(Shard& s, uint64_t now) {
 // the link (IEEE 802.1Qbb): when it goes down, every pause on it ends, on
 // every shard (Endpoint::link_down; sharded ports through apply_pfc). The
 // first reading only sets the state (a memif port may start down).
-constexpr uint64_t kLinkPollNs = 10'000'000;
-
 void poll_link(Shard& s, uint64_t now) {
   s.next_link_poll = now + kLinkPollNs;
   PortState& p = *s.port;
-  rte_eth_link link{};
-  if (rte_eth_link_get_nowait(p.port_id, &link) != 0) return;
-  const bool up = link.link_status == RTE_ETH_LINK_UP;
+  const std::optional<bool> link = port_link_up(p.port_id);
+  if (!link) return;
+  const bool up = *link;
   if (s.link_known && s.link_up && !up) {
     ++s.counters.link_downs;
     if (p.sharded()) {

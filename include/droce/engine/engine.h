@@ -76,6 +76,14 @@ void cleanup_eal();
 // TSC -> nanoseconds since the engine's epoch (the one clock of the data path).
 uint64_t now_ns();
 
+// How often the data path reads its ports' link state (the engine's
+// shard 0 of each port, droce-switch): PFC state lives on the link, so a
+// link going down ends the pauses on it (IEEE 802.1Qbb).
+constexpr uint64_t kLinkPollNs = 10'000'000;
+// A DPDK port's link (rte_eth_link_get_nowait, which does not wait);
+// nullopt when the PMD cannot tell.
+std::optional<bool> port_link_up(uint16_t port_id);
+
 struct PortConfig {
   // A port name as ethdev knows it ("net_pcap0", "0000:3b:00.0", a vdev
   // given with --vdev) or a decimal port id ("0").
