@@ -474,9 +474,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
       transport::QueuePair* peer_qp;
     };
     for (End e : {End{&hs, fl.src_qp, &hd, fl.dst_qp}, End{&hd, fl.dst_qp, &hs, fl.src_qp}}) {
-      const uint64_t rate = e.host == &hs ? sc.hosts[fl.src].rate_bps : sc.hosts[fl.dst].rate_bps;
-      bring_up(*e.host, *e.peer, *e.qp, *e.peer_qp, fs, m.pcp_tagged, rate / 8,
-               sc.file + ": flow " + fs.name);
+      bring_up(*e.host, *e.peer, *e.qp, *e.peer_qp, fs, m.pcp_tagged,
+               m.dirs[e.host->out_link]->rate_bps / 8, sc.file + ": flow " + fs.name);
       const uint32_t qpn = e.qp->qpn();
       if (e.host->qp_role.size() <= qpn) e.host->qp_role.resize(qpn + 1, -1);
       const bool initiator = e.host == m.hosts[fl.initiator].get();
