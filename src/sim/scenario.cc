@@ -321,12 +321,14 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   if (r.integer(t, "retry_cnt", path, v, 0, 7)) f.retry_cnt = static_cast<uint8_t>(v);
   if (r.integer(t, "ack_every_n", path, v, 0, 1 << 20)) f.ack_every_n = static_cast<uint32_t>(v);
   r.boolean(t, "verify", path, f.verify);
-  r.choice(t, "payload", path, f.virtual_payload, {{"real", false}, {"virtual", true}});
+  using Payload = FlowSpec::Payload;
+  r.choice(t, "payload", path, f.payload,
+           {{"auto", Payload::kAuto}, {"real", Payload::kReal}, {"virtual", Payload::kVirtual}});
   // Virtual payload never reaches the destination memory, so there is
   // nothing to verify: refuse the combination rather than report every
   // flow corrupt. Blame the key of this table that makes it so (verify
   // defaults to true; defaults in [flow] were checked when read).
-  if (f.virtual_payload && f.verify) {
+  if (f.payload == Payload::kVirtual && f.verify) {
     const char* key = t.get("payload") ? "payload" : "verify";
     const toml::node* n = t.get(key);
     r.fail(n ? n->source() : t.source(), Reader::join(path, key),

@@ -456,8 +456,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     fl.dst_mr = hd.device.reg_mr(hd.pd, fl.dst_mem.data(), fl.dst_mem.size(), kAccess);
     if (!fl.src_mr || !fl.dst_mr)
       throw ScenarioError(sc.file + ": flow " + fs.name + ": cannot register memory");
-    fl.src_mr->set_virtual_payload(fs.virtual_payload);
-    fl.dst_mr->set_virtual_payload(fs.virtual_payload);
+    fl.src_mr->set_virtual_payload(fs.virtual_payload());
+    fl.dst_mr->set_virtual_payload(fs.virtual_payload());
     transport::QpInitAttr init;
     init.caps.max_send_wr = fs.max_outstanding + 4;
     init.caps.max_recv_wr = fs.max_outstanding + 4;

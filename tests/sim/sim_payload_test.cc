@@ -1,7 +1,8 @@
 // [flow] payload = "virtual" (docs/SIM.md): the transport does not depend on
 // payload bytes, so a run that moves none gives the same outputs as one that
-// does, byte for byte, while the destination memory stays untouched; and the
-// option is refused together with verify = true.
+// does, byte for byte, while the destination memory stays untouched; the
+// option is refused together with verify = true; and the default ("auto")
+// moves payload exactly for the flows that verify it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +25,11 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 // A 4-to-1 incast; `buffer` small and PFC off gives drops and go-back-N
-// retransmissions, so the comparison covers recovery too.
+// retransmissions, so the comparison covers recovery too. `payload` "":
+// no payload key (the default).
 std::string scenario(const char* opcode, const char* payload, bool lossy) {
+  const std::string payload_key =
+      *payload ? std::string("payload = \"") + payload + "\"\n" : std::string();
   return std::string("[run]\nduration = \"50ms\"\ncsv_interval = \"5us\"\n") +
          "[topology]\nkind = \"incast\"\nsenders = 4\nrate = \"100G\"\ndelay = \"1us\"\n" +
          "flow_bytes = \"512KiB\"\n" +
@@ -33,7 +37,7 @@ std::string scenario(const char* opcode, const char* payload, bool lossy) {
                 : "[switch]\nbuffer = \"4MiB\"\n"
                   "pfc = { enabled = true, priorities = [3], xoff = \"64KiB\", xon = \"32KiB\" }\n") +
          "[flow]\ncc = \"dcqcn\"\nmtu = 1024\nmessage = \"128KiB\"\ntimeout = 8\nverify = false\n" +
-         "opcode = \"" + opcode + "\"\npayload = \"" + payload + "\"\n";
+         "opcode = \"" + opcode + "\"\n" + payload_key;
 }
 
 struct Outputs {
@@ -47,7 +51,7 @@ Outputs run(const char* opcode, const char* payload, bool lossy) {
   s.run();
   EXPECT_TRUE(s.all_done()) << opcode << " " << payload;
   const auto dir = std::filesystem::temp_directory_path() /
-                   ("droce-payload-" + std::to_string(::getpid()) + "-" + payload);
+                   ("droce-payload-" + std::to_string(::getpid()) + "-" + opcode + "-" + payload);
   s.write_outputs(dir.string());
   Outputs o;
   const char* names[5] = {"flows.csv", "queues.csv", "links.csv", "fct.csv", "summary.json"};
@@ -77,6 +81,10 @@ TEST_P(VirtualPayload, SameRunNoBytesMoved) {
   EXPECT_TRUE(real.sink_has_source);
   EXPECT_FALSE(real.sink_untouched);
   EXPECT_TRUE(virt.sink_untouched);
+  // These flows are not verified, so by default they move no payload.
+  const Outputs unset = run(opcode, "", lossy);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(real.files[i], unset.files[i]) << names[i] << " differs";
+  EXPECT_TRUE(unset.sink_untouched);
 }
 
 INSTANTIATE_TEST_SUITE_P(Opcodes, VirtualPayload,
@@ -107,9 +115,36 @@ TEST(VirtualPayloadScenario, RefusedWithVerify) {
       "[[flows]]\nsrc = \"a\"\ndst = \"b\"\nbytes = \"1MiB\"\nverify = true\n");
   EXPECT_NE(msg.find("v.toml:20:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("flows[0].verify"), std::string::npos) << msg;
-  EXPECT_NE(refusal("[flow]\npayload = \"none\"\n" + head).find("one of: real, virtual"),
+  EXPECT_NE(refusal("[flow]\npayload = \"none\"\n" + head).find("one of: auto, real, virtual"),
             std::string::npos);
   EXPECT_EQ(refusal("[flow]\npayload = \"virtual\"\nverify = false\n" + head), "(accepted)");
+}
+
+// payload = "auto" (the default): real where the flow verifies, virtual
+// where it does not, decided per flow after [flow]'s defaults apply.
+TEST(VirtualPayloadScenario, DefaultMovesPayloadOnlyForVerifiedFlows) {
+  const std::string head =
+      "[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[switches]]\nname = \"s\"\n"
+      "[[links]]\na = \"a\"\nb = \"s\"\n[[links]]\na = \"b\"\nb = \"s\"\n";
+  const auto flows = [&](const std::string& defaults, const std::string& flow_keys) {
+    return parse_scenario(defaults + head + "[[flows]]\nsrc = \"a\"\ndst = \"b\"\n" + flow_keys,
+                          "v.toml")
+        .flows;
+  };
+  EXPECT_FALSE(flows("", "")[0].virtual_payload());                 // verified
+  EXPECT_TRUE(flows("", "verify = false\n")[0].virtual_payload());  // nothing reads it
+  EXPECT_TRUE(flows("[flow]\nverify = false\n", "")[0].virtual_payload());
+  EXPECT_FALSE(flows("[flow]\nverify = false\n", "verify = true\n")[0].virtual_payload());
+  EXPECT_TRUE(flows("[flow]\npayload = \"auto\"\n", "verify = false\n")[0].virtual_payload());
+  // Explicit choices hold, inherited or not.
+  EXPECT_FALSE(flows("[flow]\npayload = \"real\"\n", "verify = false\n")[0].virtual_payload());
+  EXPECT_FALSE(flows("", "verify = false\npayload = \"real\"\n")[0].virtual_payload());
+  EXPECT_TRUE(flows("", "verify = false\npayload = \"virtual\"\n")[0].virtual_payload());
+  // A scenario built in code, not parsed, has the same default.
+  FlowSpec f;
+  EXPECT_FALSE(f.virtual_payload());
+  f.verify = false;
+  EXPECT_TRUE(f.virtual_payload());
 }
 
 }  // namespace

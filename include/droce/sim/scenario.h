@@ -83,10 +83,18 @@ struct FlowSpec {
   // AckReq-only ACKs, 1 ACKs every packet (what HPCC's INT feedback needs).
   uint32_t ack_every_n = 0;
   bool verify = true;    // check destination memory at the end
-  // payload = "virtual": the flow's memory regions are not read or written
-  // for payload (MemoryRegion::virtual_payload); frames keep their length
-  // and a valid ICRC over unspecified payload bytes. Needs verify = false.
-  bool virtual_payload = false;
+  // Whether payload bytes move (docs/SIM.md, "Virtual payload"). Virtual:
+  // the flow's memory regions are not read or written for payload
+  // (MemoryRegion::virtual_payload); frames keep their length and a valid
+  // ICRC over unspecified payload bytes, and every output is the same.
+  // Auto, the default, is real for a verified flow and virtual otherwise:
+  // without the check nothing ever reads the bytes that arrive. Virtual
+  // with verify is refused.
+  enum class Payload : uint8_t { kAuto, kReal, kVirtual };
+  Payload payload = Payload::kAuto;
+  bool virtual_payload() const {
+    return payload == Payload::kVirtual || (payload == Payload::kAuto && !verify);
+  }
   int line = 0;          // source line, for messages
 };
 
