@@ -51,20 +51,14 @@
 #include <string>
 #include <vector>
 
-#include "droce/cc/registry.h"
 #include "droce/endpoint/endpoint.h"
-#include "droce/transport/device.h"
 #include "droce/wire/build.h"
+#include "responder_under_test.h"
 #include "write_stream.h"
 
 namespace {
 
 using namespace droce;
-
-using bench::kIova;
-using bench::kKey;
-using bench::kQpn;
-using bench::connect;
 
 int gen(const char* out, size_t payload, uint32_t count, uint8_t service) {
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
@@ -164,27 +158,8 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "port setup failed\n");
     return 1;
   }
-  transport::Device dev;
-  endpoint::EndpointConfig ec;
-  ec.port_rate_bytes_per_sec = 0;  // no link emulation: as fast as the core goes
-  endpoint::Endpoint ep(dev, ec);
-  auto* pd = dev.alloc_pd();
-  auto* cq = dev.create_cq(1024);
-  std::vector<uint8_t> mem(payload * count + 64);
-  if (!dev.reg_mr(pd, mem.data(), mem.size(),
-                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, kIova, kKey)) {
-    fmt::print(stderr, "reg_mr failed\n");
-    return 1;
-  }
-  transport::QpInitAttr init;
-  init.pd = pd;
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  if (uc) init.type = transport::QpType::kUc;
-  transport::QueuePair* qp = dev.create_qp(init, kQpn);
-  ep.attach(*qp, cc::make_algorithm("none", {}, 400'000'000'000ull / 8));
-  connect(*qp);
-  ep.notify(kQpn);
+  bench::ResponderUnderTest responder(payload * count + 64, IBV_MTU_4096, true,
+                              uc ? transport::QpType::kUc : transport::QpType::kRc);
 
   constexpr uint16_t kBurst = 32;
   rte_mbuf* rx[kBurst];
@@ -238,15 +213,13 @@ int run(int argc, char** argv) {
     for (uint16_t i = 0; i < n;) {
       if (in_pass == count) {
         // Pass done: every PSN of it must have been executed.
-        if (qp->expected_psn() != (count & 0xFFFFFF)) ++bad_passes;
+        if (responder.qp->expected_psn() != (count & 0xFFFFFF)) ++bad_passes;
         ++passes;
         in_pass = 0;
-        qp->modify(transport::QpState::kReset, {});
-        connect(*qp);
-        ep.notify(kQpn);
+        responder.restart();
       }
       const uint16_t take = static_cast<uint16_t>(std::min<uint64_t>(n - i, count - in_pass));
-      ep.receive_burst(std::span(views + i, take), tnow);
+      responder.ep.receive_burst(std::span(views + i, take), tnow);
       in_pass += take;
       i += take;
     }
@@ -261,7 +234,7 @@ int run(int argc, char** argv) {
     }
     for (int i = 0; i < kBurst; ++i)
       bufs[i] = std::span(rte_pktmbuf_mtod(tx[i], uint8_t*), rte_pktmbuf_tailroom(tx[i]));
-    const size_t k = ep.transmit(tnow, std::span(bufs, kBurst), std::span(lens, kBurst));
+    const size_t k = responder.ep.transmit(tnow, std::span(bufs, kBurst), std::span(lens, kBurst));
     if (k == 0) continue;
     for (size_t i = 0; i < k; ++i) tx[i]->data_len = tx[i]->pkt_len = static_cast<uint16_t>(lens[i]);
     const uint16_t sent = rte_eth_tx_burst(port, 0, tx, static_cast<uint16_t>(k));
@@ -287,7 +260,7 @@ int run(int argc, char** argv) {
              "\"placed_gbytes_per_sec\": {:.3f}, \"cpu_seconds\": {:.3f}, "
              "\"mpps_per_cpu_second\": {:.4f}}}\n",
              payload, frames, secs, frames / secs / 1e6, passes, bad_passes, acks,
-             ep.counters().rx_malformed,
+             responder.ep.counters().rx_malformed,
              static_cast<double>(placed) * static_cast<double>(payload) / secs / 1e9,
              cpu_secs, frames / cpu_secs / 1e6);
   rte_eth_dev_stop(port);

@@ -30,11 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "droce/cc/registry.h"
 #include "droce/endpoint/endpoint.h"
-#include "droce/transport/device.h"
 #include "droce/transport/requester.h"
 #include "droce/wire/build.h"
+#include "responder_under_test.h"
 #include "write_stream.h"
 
 namespace {
@@ -42,10 +41,6 @@ namespace {
 using namespace droce;
 using Clock = std::chrono::steady_clock;
 
-using bench::kIova;
-using bench::kKey;
-using bench::kQpn;
-using bench::connect;
 constexpr uint32_t kMinFrames = 256;  // per pass
 
 struct Result {
@@ -57,24 +52,7 @@ struct Result {
 Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, ibv_mtu mtu,
            bool predict, double seconds) {
   const size_t n_frames = frames.size();
-  transport::Device dev;
-  endpoint::EndpointConfig ec;
-  ec.port_rate_bytes_per_sec = 0;
-  ec.header_prediction = predict;
-  endpoint::Endpoint ep(dev, ec);
-  auto* pd = dev.alloc_pd();
-  auto* cq = dev.create_cq(1024);
-  std::vector<uint8_t> mem(payload * n_frames + 64);
-  dev.reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-             kIova, kKey);
-  transport::QpInitAttr init;
-  init.pd = pd;
-  init.send_cq = init.recv_cq = cq;
-  transport::QueuePair* qp = dev.create_qp(init, kQpn);
-  ep.attach(*qp, cc::make_algorithm("none", {}, 100'000'000'000ull / 8));
-  connect(*qp, mtu);
-  ep.notify(kQpn);
-
+  bench::ResponderUnderTest responder(payload * n_frames + 64, mtu, predict);
   std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
   std::vector<std::vector<uint8_t>> tx_store(32, std::vector<uint8_t>(256));
   std::vector<std::span<uint8_t>> tx(tx_store.begin(), tx_store.end());
@@ -85,13 +63,12 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, ibv_
   const auto end = t0 + std::chrono::duration<double>(seconds);
   while (Clock::now() < end) {
     for (size_t i = 0; i < n_frames; i += 32) {
-      ep.receive_burst(std::span(views).subspan(i, std::min<size_t>(32, n_frames - i)), ++now);
-      ep.transmit(now, tx, lens);
+      responder.ep.receive_burst(std::span(views).subspan(i, std::min<size_t>(32, n_frames - i)), ++now);
+      responder.ep.transmit(now, tx, lens);
     }
     done += n_frames;
-    all_placed = all_placed && qp->expected_psn() == n_frames;
-    connect(*qp, mtu);
-    ep.notify(kQpn);
+    all_placed = all_placed && responder.qp->expected_psn() == n_frames;
+    responder.restart();
   }
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
   return {ns / static_cast<double>(done), done, all_placed};
