@@ -30,6 +30,13 @@ frames received and freed, nothing else. Its time per frame is paid by
 droce and by testpmd alike, so the bench prints droce's own time per frame
 (its time minus the floor's) and what the 0.5x target leaves for it.
 
+The lower bound (droce-bench-receive-bound, 64 B, frames in memory, no
+DPDK): the least receive work per frame (masked header compare, IPv4
+checksum, lengths, droce's batched ICRC, PSN/R_Key/range check, the copy,
+one ACK per burst) as one flat loop, next to droce's receive path on the
+same frames in the same run, and without its ICRC. It says whether any
+responder could fit the 0.5x budget above.
+
 usage: engine_bench.py BUILD_DIR [--seconds S]   (ninja -C BUILD bench-engine)
 """
 
@@ -45,6 +52,7 @@ from testpmd_ref import testpmd_mpps
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 5
 rx_bench = os.path.join(build, "tests/bench/droce-bench-engine-rx")
+bound_bench = os.path.join(build, "tests/bench/droce-bench-receive-bound")
 perf = os.path.join(build, "apps/droce-perf")
 endpoint = os.path.join(build, "apps/droce-endpoint")
 tmp = tempfile.mkdtemp(prefix="droce-engine-bench-")
@@ -146,6 +154,15 @@ for payload, count in ((64, 4096), (4096, 1024)):
               if payload == 64 else "")
     print(f"RX {payload:5d} B vdev floor (receive + free only): {fl['mpps']:.2f} Mpps; "
           f"droce's own work {own_ns:.1f} ns/frame{budget}", flush=True)
+    if payload == 64:
+        out = subprocess.run(["taskset", "-c", "1", bound_bench, str(seconds / 2)],
+                             capture_output=True, text=True, check=True).stdout
+        b = json.loads(out.strip().splitlines()[-1])
+        results["rx_64_bound"] = b
+        print(f"RX    64 B lower bound (frames in memory, no DPDK): a flat loop of the "
+              f"unavoidable work {b['bound_ns']:.1f} ns/frame ({b['bound_no_icrc_ns']:.1f} "
+              f"without its ICRC), droce's receive path {b['droce_ns']:.1f} in the same run",
+              flush=True)
     h, uc_pcap = droce_rx(payload, count, f"uc{payload}", uc=True)
     e = endpoint_uc(payload, count, uc_pcap, f"uc{payload}")
     results[f"rx_uc_{payload}"] = {"bench_loop_mpps": h["mpps"], "droce_endpoint_mpps": e}
