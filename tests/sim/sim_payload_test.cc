@@ -91,6 +91,11 @@ INSTANTIATE_TEST_SUITE_P(Opcodes, VirtualPayload,
                          ::testing::Combine(::testing::Values("write", "send", "read"),
                                             ::testing::Bool()));
 
+// Two hosts on one switch, 12 lines of TOML.
+const std::string kTwoHosts =
+    "[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[switches]]\nname = \"s\"\n"
+    "[[links]]\na = \"a\"\nb = \"s\"\n[[links]]\na = \"b\"\nb = \"s\"\n";
+
 std::string refusal(const std::string& text) {
   try {
     parse_scenario(text, "v.toml");
@@ -101,9 +106,7 @@ std::string refusal(const std::string& text) {
 }
 
 TEST(VirtualPayloadScenario, RefusedWithVerify) {
-  const std::string head =
-      "[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[switches]]\nname = \"s\"\n"
-      "[[links]]\na = \"a\"\nb = \"s\"\n[[links]]\na = \"b\"\nb = \"s\"\n";  // 12 lines
+  const std::string head = kTwoHosts;  // 12 lines
   // verify defaults to true: the payload key is blamed.
   EXPECT_NE(refusal("[flow]\npayload = \"virtual\"\n" + head).find("v.toml:2:"),
             std::string::npos);
@@ -123,11 +126,8 @@ TEST(VirtualPayloadScenario, RefusedWithVerify) {
 // payload = "auto" (the default): real where the flow verifies, virtual
 // where it does not, decided per flow after [flow]'s defaults apply.
 TEST(VirtualPayloadScenario, DefaultMovesPayloadOnlyForVerifiedFlows) {
-  const std::string head =
-      "[[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n[[switches]]\nname = \"s\"\n"
-      "[[links]]\na = \"a\"\nb = \"s\"\n[[links]]\na = \"b\"\nb = \"s\"\n";
-  const auto flows = [&](const std::string& defaults, const std::string& flow_keys) {
-    return parse_scenario(defaults + head + "[[flows]]\nsrc = \"a\"\ndst = \"b\"\n" + flow_keys,
+  const auto flows = [](const std::string& defaults, const std::string& flow_keys) {
+    return parse_scenario(defaults + kTwoHosts + "[[flows]]\nsrc = \"a\"\ndst = \"b\"\n" + flow_keys,
                           "v.toml")
         .flows;
   };
