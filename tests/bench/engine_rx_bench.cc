@@ -159,7 +159,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   bench::ResponderUnderTest responder(payload * count + 64, IBV_MTU_4096, true,
-                              uc ? transport::QpType::kUc : transport::QpType::kRc);
+                                      uc ? transport::QpType::kUc : transport::QpType::kRc);
 
   constexpr uint16_t kBurst = 32;
   rte_mbuf* rx[kBurst];
@@ -234,7 +234,8 @@ int run(int argc, char** argv) {
     }
     for (int i = 0; i < kBurst; ++i)
       bufs[i] = std::span(rte_pktmbuf_mtod(tx[i], uint8_t*), rte_pktmbuf_tailroom(tx[i]));
-    const size_t k = responder.ep.transmit(tnow, std::span(bufs, kBurst), std::span(lens, kBurst));
+    const size_t k =
+        responder.ep.transmit(tnow, std::span(bufs, kBurst), std::span(lens, kBurst));
     if (k == 0) continue;
     for (size_t i = 0; i < k; ++i) tx[i]->data_len = tx[i]->pkt_len = static_cast<uint16_t>(lens[i]);
     const uint16_t sent = rte_eth_tx_burst(port, 0, tx, static_cast<uint16_t>(k));

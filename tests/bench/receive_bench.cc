@@ -63,7 +63,8 @@ Result run(const std::vector<std::vector<uint8_t>>& frames, size_t payload, ibv_
   const auto end = t0 + std::chrono::duration<double>(seconds);
   while (Clock::now() < end) {
     for (size_t i = 0; i < n_frames; i += 32) {
-      responder.ep.receive_burst(std::span(views).subspan(i, std::min<size_t>(32, n_frames - i)), ++now);
+      responder.ep.receive_burst(std::span(views).subspan(i, std::min<size_t>(32, n_frames - i)),
+                                 ++now);
       responder.ep.transmit(now, tx, lens);
     }
     done += n_frames;

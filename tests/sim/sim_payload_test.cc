@@ -127,9 +127,8 @@ TEST(VirtualPayloadScenario, RefusedWithVerify) {
 // where it does not, decided per flow after [flow]'s defaults apply.
 TEST(VirtualPayloadScenario, DefaultMovesPayloadOnlyForVerifiedFlows) {
   const auto flows = [](const std::string& defaults, const std::string& flow_keys) {
-    return parse_scenario(defaults + kTwoHosts + "[[flows]]\nsrc = \"a\"\ndst = \"b\"\n" + flow_keys,
-                          "v.toml")
-        .flows;
+    const std::string flow = "[[flows]]\nsrc = \"a\"\ndst = \"b\"\n" + flow_keys;
+    return parse_scenario(defaults + kTwoHosts + flow, "v.toml").flows;
   };
   EXPECT_FALSE(flows("", "")[0].virtual_payload());                 // verified
   EXPECT_TRUE(flows("", "verify = false\n")[0].virtual_payload());  // nothing reads it
