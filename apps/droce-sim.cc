@@ -32,6 +32,20 @@ std::string human_ns(uint64_t ns) {
   return fmt::format("{} ns", ns);
 }
 
+// The table's "verified" column (docs/SIM.md, "Outputs").
+const char* verification_name(droce::sim::Simulator::Verification v) {
+  using V = droce::sim::Simulator::Verification;
+  switch (v) {
+    case V::kMatched: return "yes";
+    case V::kCorrupt: return "CORRUPT";
+    case V::kOff: return "off";
+    case V::kOffVirtual: return "virtual";
+    case V::kTooLarge: return "too large";
+    case V::kNotDone: return "-";
+  }
+  return "?";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,7 +159,7 @@ int main(int argc, char** argv) {
                  st.failed ? "failed" : st.done() ? human_ns(st.fct_ns()) : "running",
                  s->source_qp(f).counters().tx_retransmit_packets +
                      s->sink_qp(f).counters().tx_retransmit_packets,
-                 s->verify(f) ? "yes" : "no");
+                 verification_name(s->verification(f)));
     }
     fmt::print("\nvirtual time {}  flows done {}/{}  FCT p50 {}  p99 {}  max {}\n",
                human_ns(sum.end_ns), sum.flows_completed, s->num_flows(),

@@ -659,6 +659,15 @@ bool Simulator::verify(size_t f) const {
                     fl.dst_mem.begin());
 }
 
+Simulator::Verification Simulator::verification(size_t f) const {
+  const Impl::Flow& fl = impl_->flows.at(f);
+  if (!fl.spec->verify)
+    return fl.spec->virtual_payload() ? Verification::kOffVirtual : Verification::kOff;
+  if (!fl.whole) return Verification::kTooLarge;
+  if (!flows_[f].done() || flows_[f].failed) return Verification::kNotDone;
+  return verify(f) ? Verification::kMatched : Verification::kCorrupt;
+}
+
 QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
   Impl& m = *impl_;
   if (host_a >= m.hosts.size() || host_b >= m.hosts.size() || host_a == host_b)
@@ -995,13 +1004,9 @@ Summary Simulator::summary() const {
       fcts.push_back(st.fct_ns());
     }
     if (st.failed) ++s.flows_failed;
-    if (m.flows[f].spec->verify && m.flows[f].whole && st.done() && !st.failed) {
-      if (verify(f)) {
-        ++s.flows_verified;
-      } else {
-        ++s.flows_corrupt;
-      }
-    }
+    const Verification v = verification(f);
+    if (v == Verification::kMatched) ++s.flows_verified;
+    if (v == Verification::kCorrupt) ++s.flows_corrupt;
     const auto& c = m.flows[f].src_qp->counters();
     const auto& d = m.flows[f].dst_qp->counters();
     s.retransmits += c.tx_retransmit_packets + d.tx_retransmit_packets;

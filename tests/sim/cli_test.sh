@@ -28,4 +28,56 @@ for f in flows.csv queues.csv links.csv fct.csv summary.json; do
 done
 rm -rf "${TMPDIR:-/tmp}/droce-sim-cli.$$"
 "$sim" "$good" --duration soon >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL --duration soon not refused"; fail=1; }
+# The table's "verified" column says why a flow was or was not checked.
+scn="${TMPDIR:-/tmp}/droce-sim-verify.$$.toml"
+cat > "$scn" <<'SCENARIO'
+[[hosts]]
+name = "a"
+[[hosts]]
+name = "b"
+[[switches]]
+name = "s"
+[[links]]
+a = "a"
+b = "s"
+[[links]]
+a = "b"
+b = "s"
+[[flows]]
+name = "checked"
+src = "a"
+dst = "b"
+bytes = "64KiB"
+[[flows]]
+name = "virt"
+src = "a"
+dst = "b"
+bytes = "64KiB"
+verify = false
+[[flows]]
+name = "moved"
+src = "a"
+dst = "b"
+bytes = "64KiB"
+verify = false
+payload = "real"
+[[flows]]
+name = "late"
+src = "a"
+dst = "b"
+bytes = "64KiB"
+start = "1s"
+[[flows]]
+name = "big"
+src = "a"
+dst = "b"
+bytes = "65MiB"
+message = "1MiB"
+SCENARIO
+out=$("$sim" "$scn" --duration 1ms 2>&1); rc=$?
+[ $rc -eq 1 ] || { echo "FAIL verify scenario: exit $rc, want 1 (flows left running): $out"; fail=1; }
+for want in 'checked .* yes$' 'virt .* virtual$' 'moved .* off$' 'late .* -$' 'big .* too large$'; do
+  echo "$out" | grep -q "^$want" || { echo "FAIL verified column: no line '$want' in: $out"; fail=1; }
+done
+rm -f "$scn"
 exit $fail

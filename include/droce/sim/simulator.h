@@ -156,6 +156,11 @@ class Simulator {
   // Destination memory equals the source pattern (flows with verify and a
   // size that fits the verification window; false otherwise).
   bool verify(size_t f) const;
+  // What became of the flow's check: its memory matched or did not, or it
+  // was not checked, and why (verify off with the payload moved or, the
+  // default then, virtual; too large for the window; not completed).
+  enum class Verification { kMatched, kCorrupt, kOff, kOffVirtual, kTooLarge, kNotDone };
+  Verification verification(size_t f) const;
   // The flow's memory windows (one message for unverified flows): the
   // source pattern and what arrived. A payload = "virtual" flow leaves the
   // sink as it was set up (zeros).
