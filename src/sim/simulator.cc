@@ -652,12 +652,7 @@ const std::vector<LinkSample>& Simulator::link_samples() const {
   return link_samples_;
 }
 
-bool Simulator::verify(size_t f) const {
-  const Impl::Flow& fl = impl_->flows.at(f);
-  if (!fl.spec->verify || !fl.whole || !flows_[f].done() || flows_[f].failed) return false;
-  return std::equal(fl.src_mem.begin(), fl.src_mem.begin() + static_cast<ptrdiff_t>(fl.spec->bytes),
-                    fl.dst_mem.begin());
-}
+bool Simulator::verify(size_t f) const { return verification(f) == Verification::kMatched; }
 
 Simulator::Verification Simulator::verification(size_t f) const {
   const Impl::Flow& fl = impl_->flows.at(f);
@@ -665,7 +660,10 @@ Simulator::Verification Simulator::verification(size_t f) const {
     return fl.spec->virtual_payload() ? Verification::kOffVirtual : Verification::kOff;
   if (!fl.whole) return Verification::kTooLarge;
   if (!flows_[f].done() || flows_[f].failed) return Verification::kNotDone;
-  return verify(f) ? Verification::kMatched : Verification::kCorrupt;
+  const bool same =
+      std::equal(fl.src_mem.begin(), fl.src_mem.begin() + static_cast<ptrdiff_t>(fl.spec->bytes),
+                 fl.dst_mem.begin());
+  return same ? Verification::kMatched : Verification::kCorrupt;
 }
 
 QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {

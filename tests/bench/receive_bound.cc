@@ -90,15 +90,7 @@ bool headers_match(const wire::RxTemplate& t, const uint8_t* f) {
 // to show what of the bound it is.
 double bound_ns(const std::vector<std::span<const uint8_t>>& views, double seconds, bool icrc,
                 bool& ok) {
-  wire::PathSpec us;
-  {
-    const wire::PathSpec in = bench::peer_to_us();
-    us.src_mac = in.dst_mac;
-    us.dst_mac = in.src_mac;
-    us.src_ip = in.dst_ip;
-    us.dst_ip = in.src_ip;
-    us.udp_src_port = in.udp_src_port;
-  }
+  const wire::PathSpec us = bench::us_to_peer();
   const wire::RxTemplate t = wire::make_write_template(us, bench::kQpn, IBV_OPCODE_RC, 0xFFFF);
   std::vector<uint8_t> mem(kPayload * kFrames + 64);
   const uint64_t base = bench::kIova, limit = bench::kIova + mem.size();

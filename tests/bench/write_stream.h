@@ -31,6 +31,18 @@ inline wire::PathSpec peer_to_us() {
   return p;
 }
 
+// The QP's own path: peer_to_us with the ends swapped (its UDP source
+// port is the QP's own entropy, which the stream's frames need not match).
+inline wire::PathSpec us_to_peer() {
+  const wire::PathSpec in = peer_to_us();
+  wire::PathSpec p;
+  p.src_mac = in.dst_mac;
+  p.dst_mac = in.src_mac;
+  p.src_ip = in.dst_ip;
+  p.dst_ip = in.src_ip;
+  return p;
+}
+
 // Frame `psn` of the stream into `out`; returns its length. `service`: the
 // opcode's transport bits, IBV_OPCODE_RC, or IBV_OPCODE_UC for the same
 // stream to a UC QP.
@@ -74,11 +86,7 @@ inline size_t write_message_frame(uint32_t psn, uint32_t packets,
 // exits on a refused transition.
 inline void connect(transport::QueuePair& qp, ibv_mtu mtu = IBV_MTU_4096) {
   transport::QpAttr a;
-  const wire::PathSpec in = peer_to_us();
-  a.path.src_mac = in.dst_mac;
-  a.path.dst_mac = in.src_mac;
-  a.path.src_ip = in.dst_ip;
-  a.path.dst_ip = in.src_ip;
+  a.path = us_to_peer();
   a.dest_qpn = kPeerQpn;
   a.rq_psn = 0;
   a.path_mtu = mtu;
