@@ -154,24 +154,43 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     size_t n = 1, bytes = frames[0].size();
     while (n < std::min(frames.size(), kRxBatch) && bytes + frames[n].size() <= kRxBatchBytes)
       bytes += frames[n++].size();
-    for (size_t i = 0; i < n; ++i) {
-      predicted[i] = config_.header_prediction ? predict(frames[i], rx_predicted_[i]) : nullptr;
-      parsed[i] = !predicted[i] && !wire::is_pfc(frames[i]) &&
-                  wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) ==
-                      wire::ParseError::kOk;
-    }
-    // The ICRCs in one pass: independent CRC chains the CPU overlaps. A
-    // frame failing its check goes to receive(), which counts it.
+    // Each frame that passes its header checks queues its ICRC check; the
+    // ICRCs then run in one pass (independent CRC chains the CPU overlaps).
+    // A frame failing its check goes to receive(), which counts it.
     auto& checks = rx_icrc_checks_;
     std::array<uint8_t, kRxBatch> checked;  // frame index of checks[j]
     size_t k = 0;
+    // Frames in a row for the QP of the previous predicted frame are
+    // matched against its template in a tight loop (the template compares
+    // the destination QP too, so a match is the slot predict() would find,
+    // without the lookup). The template is copied first: the stores to
+    // rx_predicted_ might alias the QP's, so every frame would reload it.
+    QpSlot* last = nullptr;
     for (size_t i = 0; i < n; ++i) {
-      if (predicted[i])
-        checks[k] = wire::icrc_check(predicted[i]->qp->rx_template(), frames[i], rx_predicted_[i]);
-      else if (parsed[i])
+      if (last) {
+        const wire::RxTemplate t = last->qp->rx_template();
+        for (; i < n && wire::rx_template_match(t, frames[i], rx_predicted_[i]); ++i) {
+          predicted[i] = last;
+          parsed[i] = false;
+          checks[k] = wire::icrc_check(t, frames[i], rx_predicted_[i]);
+          checked[k++] = static_cast<uint8_t>(i);
+        }
+        if (i == n) break;
+      }
+      QpSlot* s = config_.header_prediction ? predict(frames[i], rx_predicted_[i]) : nullptr;
+      predicted[i] = s;
+      parsed[i] = false;
+      if (s) {
+        last = s;
+        checks[k] = wire::icrc_check(s->qp->rx_template(), frames[i], rx_predicted_[i]);
+      } else if (!wire::is_pfc(frames[i]) &&
+                 wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) ==
+                     wire::ParseError::kOk) {
+        parsed[i] = true;
         checks[k] = wire::icrc_check(frames[i], rx_batch_[i]);
-      else
+      } else {
         continue;
+      }
       checked[k++] = static_cast<uint8_t>(i);
     }
     std::array<bool, kRxBatch> icrc_ok;
@@ -188,22 +207,29 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     // A run of frames for one QP wakes its scheduling (round robin, timer
     // wheel) once, after the run, not per frame; anything else in between
     // ends the run first, so QPs are woken in the order frame by frame gives.
+    // Consecutive predicted frames of one QP go to it together; the first
+    // it does not take goes to receive().
     QpSlot* run = nullptr;
-    for (size_t i = 0; i < n; ++i) {
-      QpSlot* s = nullptr;
-      if (predicted[i] && predicted[i]->qp->try_predicted_write(rx_predicted_[i])) {
-        s = predicted[i];
-        ++counters_.rx_delivered;
+    for (size_t i = 0; i < n;) {
+      QpSlot* s = predicted[i];
+      size_t took = 0;
+      if (s) {
+        size_t end = i + 1;
+        while (end < n && predicted[end] == s) ++end;
+        took = s->qp->try_predicted_writes(std::span(rx_predicted_).subspan(i, end - i));
+        counters_.rx_delivered += took;
       } else if (parsed[i]) {
         s = deliver_to_qp(rx_batch_[i], now, 0, false);
-      } else {
+        took = 1;
+      }
+      if (took == 0) {
         if (run) schedule_slot(*run, now);
         run = nullptr;
-        receive(frames[i], now);
+        receive(frames[i++], now);
         continue;
       }
-      ++counters_.rx_frames;
-      counters_.rx_bytes += frames[i].size();
+      counters_.rx_frames += took;
+      for (const size_t end = i + took; i < end; ++i) counters_.rx_bytes += frames[i].size();
       if (s != run) {
         if (run) schedule_slot(*run, now);
         run = s;

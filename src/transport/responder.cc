@@ -9,6 +9,7 @@
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
 #include "droce/wire/psn.h"
+#include "payload_copy.h"
 #include "prefetch.h"
 
 namespace droce::transport {
@@ -95,7 +96,7 @@ constexpr uint32_t kGrhSize = 40;  // IBA 11.4.1.2: UD receive buffers start wit
 
 [[gnu::always_inline]] inline void QueuePair::place_write(const MemoryRegion& mr, uint64_t offset,
                                                           const uint8_t* src, uint32_t len) {
-  if (!mr.virtual_payload()) std::memcpy(mr.translate(write_va_ + offset, len), src, len);
+  if (!mr.virtual_payload()) copy_payload(mr.translate(write_va_ + offset, len), src, len);
 }
 
 // The message's next packet lands right after this one (prefetch.h);
@@ -417,13 +418,86 @@ template <Position kPos>
   return true;
 }
 
-// `w` comes from rx_template_match: a WRITE without immediate of this QP's
-// transport, at the position the match took from the opcode table. WRITE
-// ONLY is tested first and the other positions live in a function of their
-// own, so the hot path saves no registers it does not use.
-bool QueuePair::try_predicted_write(const wire::PredictedWrite& w) {
-  if (w.position == Position::kOnly) return try_write_packet<Position::kOnly>(w);
-  return try_message_packet(w);
+// A run of WRITE ONLY packets, the bulk at small sizes: try_write_packet
+// <kOnly> packet after packet, with what no packet of the run can change
+// tested once (QP state, go-back-N, no message in progress, the QP's remote
+// write access), the expected PSN and the MSN kept in registers (the copy
+// into the region may alias the QP, so fields would be reloaded after it),
+// the region of the previous packet's R_Key reused (nothing deregisters it
+// within a burst), and each ACK after the run's first written into the
+// queued one, as queue_ack would coalesce it (IBA 9.7.5.1.2). Returns how
+// many packets it took; the next is left untouched.
+size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {
+  if (!receives() || responder_fatal_ || attr_.recovery != Recovery::kGoBackN ||
+      in_msg_ != InMsg::kNone || !(attr_.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+    return 0;
+  const bool uc = type_ == QpType::kUc;
+  const uint32_t mtu = mtu_, every_n = attr_.ack_every_n;
+  uint32_t epsn = epsn_, msn = msn_, unacked = unacked_;
+  const MemoryRegion* mr = nullptr;
+  uint32_t mr_key = 0;
+  Response* ack = nullptr;  // the queued ACK this run's ACKs coalesce into
+  bool room = uc || room_for_answer();  // changes only when an ACK is queued
+  size_t n = 0;
+  for (; n < ws.size(); ++n) {
+    const wire::PredictedWrite& w = ws[n];
+    const uint32_t len = w.payload_length;
+    // The PSN, room for the ACK, the length rules of an ONLY (1..MTU, all
+    // of the DMA length; write_fits at offset 0), the RETH's range.
+    if (w.position != Position::kOnly || w.psn != epsn || !room ||
+        len > mtu || len == 0 || len != w.dma_length || w.dma_length > kMaxMessageBytes)
+      break;
+    if (!mr || w.rkey != mr_key) {
+      mr = nullptr;
+      if (check_remote(w.rkey, w.va, len, IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk) break;
+      mr_key = w.rkey;
+    }
+    uint8_t* dst = mr->translate(w.va, len);
+    if (!dst) break;
+    if (!mr->virtual_payload()) copy_payload(dst, w.payload, len);
+    msn = wire::psn_add(msn, 1);  // finish_write
+    epsn = wire::psn_add(epsn, 1);  // advance_after_request
+    if (uc) continue;
+    ++unacked;
+    if (w.ack_req || (every_n && unacked >= every_n)) {
+      unacked = 0;
+      if (ack) {
+        ack->psn = w.psn;
+        ack->msn = msn;
+      } else {
+        msn_ = msn;
+        queue_ack(w.psn);
+        ack = tail_ack();
+        room = room_for_answer();
+      }
+    }
+  }
+  if (n == 0) return 0;
+  const wire::PredictedWrite& last = ws[n - 1];
+  start_write(last.psn, last.va, last.dma_length, last.rkey);
+  in_msg_ = InMsg::kNone;
+  epsn_ = epsn;
+  msn_ = msn;
+  unacked_ = unacked;
+  counters_.rx_request_packets += n;
+  if (!uc) nak_seq_sent_ = false;
+  return n;
+}
+
+// `ws` come from rx_template_match: WRITEs without immediate of this QP's
+// transport, at the positions the match took from the opcode table. Runs
+// of WRITE ONLY take the loop above; the other positions live in a
+// function of their own, so the hot path saves no registers it does not use.
+size_t QueuePair::try_predicted_writes(std::span<const wire::PredictedWrite> ws) {
+  size_t done = 0;
+  while (done < ws.size()) {
+    const size_t took = ws[done].position == Position::kOnly
+                            ? try_write_only_run(ws.subspan(done))
+                            : try_message_packet(ws[done]);
+    if (took == 0) break;
+    done += took;
+  }
+  return done;
 }
 
 bool QueuePair::try_message_packet(const wire::PredictedWrite& w) {
@@ -700,14 +774,17 @@ Response* QueuePair::push_response() {
   return r;
 }
 
+Response* QueuePair::tail_ack() {
+  if (resp_count_ == 0) return nullptr;
+  Response& tail = resp_at(resp_head_ + resp_count_ - 1);
+  return tail.kind == Response::Kind::kAck ? &tail : nullptr;
+}
+
 void QueuePair::queue_ack(uint32_t psn) {
-  if (resp_count_ > 0) {
-    Response& tail = resp_at(resp_head_ + resp_count_ - 1);
-    if (tail.kind == Response::Kind::kAck) {  // coalesce: ACKs are cumulative
-      tail.psn = psn;
-      tail.msn = msn_;
-      return;
-    }
+  if (Response* tail = tail_ack()) {  // coalesce: ACKs are cumulative
+    tail->psn = psn;
+    tail->msn = msn_;
+    return;
   }
   Response* r = push_response();
   if (!r) return;  // a later ACK covers it

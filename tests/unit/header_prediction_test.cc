@@ -327,21 +327,23 @@ struct Responder {
   }
 
   // RC go-back-N (IPv4), UC (IPv4 with a VLAN tag), RC selective repeat
-  // (IPv6), RC without remote write access, RC left in RTR (IPv6, VLAN).
+  // (IPv6), RC without remote write access, RC left in RTR (IPv6, VLAN) that
+  // also ACKs every third packet unasked.
   struct Kind {
     QpType type;
     Recovery recovery;
     bool v6, vlan;
     uint32_t access;
     bool rts;
+    uint32_t ack_every_n;
   };
   static constexpr Kind kKinds[] = {
       {QpType::kRc, Recovery::kGoBackN, false, false,
-       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, true},
-      {QpType::kUc, Recovery::kGoBackN, false, true, IBV_ACCESS_REMOTE_WRITE, true},
-      {QpType::kRc, Recovery::kSelectiveRepeat, true, false, IBV_ACCESS_REMOTE_WRITE, true},
-      {QpType::kRc, Recovery::kGoBackN, false, false, IBV_ACCESS_REMOTE_READ, true},
-      {QpType::kRc, Recovery::kGoBackN, true, true, IBV_ACCESS_REMOTE_WRITE, false},
+       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, true, 0},
+      {QpType::kUc, Recovery::kGoBackN, false, true, IBV_ACCESS_REMOTE_WRITE, true, 0},
+      {QpType::kRc, Recovery::kSelectiveRepeat, true, false, IBV_ACCESS_REMOTE_WRITE, true, 0},
+      {QpType::kRc, Recovery::kGoBackN, false, false, IBV_ACCESS_REMOTE_READ, true, 0},
+      {QpType::kRc, Recovery::kGoBackN, true, true, IBV_ACCESS_REMOTE_WRITE, false, 3},
   };
 
   // RESET -> INIT -> RTR (-> RTS) expecting `psn`; again after a fatal NAK
@@ -357,6 +359,7 @@ struct Responder {
     a.path_mtu = IBV_MTU_1024;
     a.recovery = k.recovery;
     a.max_dest_rd_atomic = 4;
+    a.ack_every_n = k.ack_every_n;
     if (qp.state() != QpState::kReset) {
       EXPECT_EQ(qp.modify(QpState::kReset, a), 0);
     }
@@ -702,6 +705,30 @@ TEST(HeaderPredictionMessages, InOrderMessagesArePlacedInPlace) {
     EXPECT_EQ(m[9000 + kMtu], 0xC0);
     EXPECT_EQ(t.predicted.qps[q]->msn(), 3u);
     EXPECT_EQ(t.predicted.qps[q]->expected_psn(), 1006u);
+  }
+}
+
+// Runs of WRITE ONLY, which the predicted path takes together: each ACK
+// of a run carries the PSN and MSN of its own packet, a run ends at a PSN
+// gap (one sequence NAK) and the next in-order run re-arms that NAK, so a
+// second gap NAKs again (IBA 9.7.5.2.1). RC, UC, and RC ACKing every third
+// packet (QP 4).
+TEST(HeaderPredictionMessages, RunsOfWriteOnly) {
+  for (size_t q : {0u, 1u, 4u}) {
+    Twins t;
+    std::vector<Packet> run;
+    for (uint32_t i = 0; i < 12; ++i)
+      run.push_back(W{kOnly, i, 64, 64u * i, 64, static_cast<uint8_t>(i)});
+    t.burst(q, run);
+    t.expect_same();
+    EXPECT_EQ(t.predicted.qps[q]->msn(), 12u);
+    t.burst(q, {W{kOnly, 12, 64, 1024, 64}, W{kOnly, 14, 64, 1088, 64}});  // 13 lost
+    t.burst(q, {W{kOnly, 13, 64, 1152, 64}, W{kOnly, 14, 64, 1216, 64},
+                W{kOnly, 16, 64, 1280, 64}});  // 15 lost
+    t.expect_same();
+    EXPECT_EQ(t.counters(q).naks_seq_sent, q == 1 ? 0u : 2u);  // UC: no NAKs
+    // UC resynchronises at a gap (IBA 9.8.3): it takes 14, then 16.
+    EXPECT_EQ(t.predicted.qps[q]->expected_psn(), q == 1 ? 1017u : 1015u);
   }
 }
 

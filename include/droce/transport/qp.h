@@ -178,14 +178,14 @@ class QueuePair {
   // immediate) this QP's peer sends, as a template; set when the path is
   // (INIT->RTR), matches nothing before that and for UD.
   const wire::RxTemplate& rx_template() const { return rx_template_; }
-  // on_packet() for a request rx_template() matched whose ICRC is good,
-  // when it is the plain case: the expected PSN, the opcode in sequence
-  // with the message in progress, a payload length right for its position
-  // and the DMA length, an access the QP and the region grant, room for
-  // the ACK, go-back-N. Returns false, having changed nothing, in every
-  // other case; the caller then parses the frame and calls on_packet(),
-  // which applies the full rules.
-  bool try_predicted_write(const wire::PredictedWrite& w);
+  // on_packet() for requests rx_template() matched whose ICRCs are good, in
+  // order, as long as each is the plain case: the expected PSN, the opcode
+  // in sequence with the message in progress, a payload length right for
+  // its position and the DMA length, an access the QP and the region
+  // grant, room for the ACK, go-back-N. Returns how many it took; the first
+  // it did not take changed nothing, and the caller parses it and calls
+  // on_packet(), which applies the full rules.
+  size_t try_predicted_writes(std::span<const wire::PredictedWrite> ws);
   size_t produce(uint64_t now, std::span<uint8_t> buf);
   bool has_work(uint64_t now) const;
   uint64_t next_deadline() const;
@@ -297,11 +297,15 @@ class QueuePair {
   template <wire::Position kPos>
   bool try_write_packet(const wire::PredictedWrite& w);
   [[gnu::noinline]] bool try_message_packet(const wire::PredictedWrite& w);
+  // try_write_packet<kOnly> over the WRITE ONLY packets that start `ws`.
+  size_t try_write_only_run(std::span<const wire::PredictedWrite> ws);
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);
   void sr_advance();
   Response* push_response();
+  // The last queued response if it is an ACK (a new ACK coalesces into it).
+  Response* tail_ack();
   void queue_ack(uint32_t psn);
   void queue_nak(uint32_t psn, wire::NakCode code, uint32_t msn_field, bool fatal);
   void queue_rnr_nak(uint32_t psn);
