@@ -11,6 +11,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+#include <array>
+
 #include "crc32_clmul.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,7 +28,14 @@ DROCE_TARGET_AVX512 inline __m512i load512(const uint8_t* p) {
   return _mm512_loadu_si512(p);
 }
 
-// The same (lo, hi) constant pair in each 128-bit lane.
+// A running state as a zmm to XOR into a message's first 64 bytes: it
+// enters the CRC as an XOR into the first 32 message bits.
+DROCE_TARGET_AVX512 inline __m512i state_block512(uint32_t state) {
+  return _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state)));
+}
+
+// The same (lo, hi) constant pair in each 128-bit lane (also used for the
+// reduction's constants, which pair up the same way).
 DROCE_TARGET_AVX512 inline __m512i fold_pair512(FoldConstants k) {
   const auto lo = static_cast<int64_t>(k.lo);
   const auto hi = static_cast<int64_t>(k.hi);
@@ -67,7 +76,7 @@ DROCE_TARGET_AVX512 inline __m128i collapse(__m512i z) {
 // bytes (zero for a plain CRC).
 DROCE_TARGET_AVX512 inline uint32_t fold_all(uint32_t state, const uint8_t* p, size_t len,
                                              __m512i first_or) {
-  const __m512i init = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(state)));
+  const __m512i init = state_block512(state);
   const __m512i k512 = fold_pair512(fold_constants(512));
   __m512i acc;
   if (len >= 256) {
@@ -103,33 +112,154 @@ DROCE_TARGET_AVX512 inline uint32_t fold_all(uint32_t state, const uint8_t* p, s
   return finish128(collapse(acc), p, len);
 }
 
-// The message is four 0xFF bytes then `len` (64..124) bytes of data whose
-// first 64 are OR-ed with `or_mask`, CRCed from a zero register (65..124). Leading
-// zero bytes leave a zero register unchanged, so the message is loaded
-// right-aligned into two zmm registers: the first holds zeros, the four
-// ones and data[0, len - 64), the second the last 64 data bytes. One fold,
-// the collapse and the reduction: about half the dependent multiplies of
-// the general path, which for these lengths folds 16 bytes at a time.
-DROCE_TARGET_AVX512 inline uint32_t short_ones_or64(const uint8_t* p, size_t len,
-                                                    const uint8_t* or_mask) {
-  const unsigned head = static_cast<unsigned>(len - 64);  // data bytes in the first zmm
-  const unsigned shift = 64 - head;                       // where they start there (>= 4)
-  const __mmask64 head_k = ~uint64_t{0} << shift;
-  const __mmask64 tail_k = ~uint64_t{0} >> head;  // the mask bytes [head, 64)
-  // Masked loads read nothing outside the mask, so the addresses before
-  // `p` and `or_mask` are never dereferenced (integer arithmetic: no
-  // out-of-object pointer is formed).
-  const auto before = [](const uint8_t* q, unsigned n) {
-    return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(q) - n);
-  };
-  const __m512i ones = _mm512_maskz_mov_epi8(__mmask64{0xF} << (shift - 4), _mm512_set1_epi8(-1));
-  const __m512i first = _mm512_ternarylogic_epi64(
-      _mm512_maskz_loadu_epi8(head_k, before(p, shift)),
-      _mm512_maskz_loadu_epi8(head_k, before(or_mask, shift)), ones, 0xFE);  // a | b | c
-  const __m512i second = _mm512_or_si512(load512(p + head),
-                                         _mm512_maskz_loadu_epi8(tail_k, or_mask + head));
-  const __m512i acc = fold512(first, fold_pair512(fold_constants(512)), second);
-  return reduce128(collapse(acc));
+// Short messages: 64..127 bytes, one zmm of data and the rest of one more.
+// Step 1 of reduce128 (crc32_internal.h) is itself a fold: the last
+// block's low qword times rev32(x^95 mod P), its high qword times
+// rev32(x^31 mod P) = 1, which is fold_constants(64), a move 64 bits past
+// the message's end into a 95-bit remainder W. Every other 128-bit lane,
+// d bits before the last one, gets there by one multiply pair with
+// fold_constants(d + 64); the products are 95 bits and XOR into W. So a
+// short message is four independent zmm multiplies away from W (no
+// fold-then-collapse chain), and four messages' W, summed across a 4x4
+// transpose of 128-bit lanes, sit one per lane, where steps 2 and 3 (three
+// dependent multiplies) run lane-wise for all four.
+constexpr bool is_short(size_t len) { return len >= 64 && len < 128; }
+
+// The lead zmm (the first 64 bytes) of a short message is followed by
+// `tail` = len - 64 more bytes, so its lane j sits 128 * (3 - j) + 8 * tail
+// bits before the last lane: a (lo, hi) constant pair per lane for each
+// tail, fold_constants(128 * (3 - j) + 8 * tail + 64), in one aligned zmm.
+struct alignas(64) LaneMoves {
+  uint64_t k[8];  // lane j: k[2j] multiplies the low qword, k[2j + 1] the high
+};
+
+// Built by stepping each x^e mod P on by x^8 per tail byte: a few thousand
+// steps at compile time, where 512 xpow_mod calls would loop some 250,000
+// times.
+constexpr std::array<LaneMoves, 64> lead_lane_moves() {
+  std::array<LaneMoves, 64> table{};
+  uint32_t lo[4], hi[4];  // x^e mod P for the current tail, normal form
+  for (unsigned j = 0; j < 4; ++j) {
+    lo[j] = xpow_mod(128 * (3 - j) + 64 + 31);  // fold_constants' exponents
+    hi[j] = xpow_mod(128 * (3 - j) + 64 - 33);
+  }
+  for (LaneMoves& moves : table) {
+    for (unsigned j = 0; j < 4; ++j) {
+      moves.k[2 * j] = reverse_bits(lo[j], 32);
+      moves.k[2 * j + 1] = reverse_bits(hi[j], 32);
+      for (int bit = 0; bit < 8; ++bit) {
+        lo[j] = times_x_mod(lo[j]);
+        hi[j] = times_x_mod(hi[j]);
+      }
+    }
+  }
+  return table;
+}
+constexpr std::array<LaneMoves, 64> kLeadLaneMoves = lead_lane_moves();
+// The stepping agrees with fold_constants at the ends and in the middle.
+static_assert(kLeadLaneMoves[0].k[6] == fold_constants(64).lo &&
+              kLeadLaneMoves[0].k[7] == fold_constants(64).hi);
+static_assert(kLeadLaneMoves[63].k[0] == fold_constants(384 + 8 * 63 + 64).lo &&
+              kLeadLaneMoves[63].k[1] == fold_constants(384 + 8 * 63 + 64).hi);
+static_assert(kLeadLaneMoves[52].k[3] == fold_constants(256 + 8 * 52 + 64).hi);
+
+DROCE_TARGET_AVX512 inline __m512i lane_pairs512(FoldConstants k0, FoldConstants k1,
+                                                 FoldConstants k2, FoldConstants k3) {
+  const auto q = [](uint64_t v) { return static_cast<int64_t>(v); };
+  return _mm512_set_epi64(q(k3.hi), q(k3.lo), q(k2.hi), q(k2.lo), q(k1.hi), q(k1.lo),
+                          q(k0.hi), q(k0.lo));
+}
+
+// The message is `len` (64..127) bytes whose first 64 are OR-ed with
+// `or_mask`, CRCed from the state in `init` (state_block512). It splits
+// into the lead zmm, the first 64 bytes, and the rest zmm, the last 64
+// bytes with their first 64 - tail (the lead's) zeroed: leading zeros do
+// not change a polynomial, so the rest zmm is the last `tail` bytes alone.
+// The result's four lanes XOR to the message's W. Every load stays inside
+// the message and the mask.
+DROCE_TARGET_AVX512 inline __m512i short_w_lanes(const uint8_t* p, size_t len,
+                                                 const uint8_t* or_mask, __m512i init) {
+  const unsigned tail = static_cast<unsigned>(len - 64);
+  const __mmask64 rest_k = ~(~uint64_t{0} >> tail);  // bytes [64 - tail, 64)
+  const __m512i lead = _mm512_ternarylogic_epi64(load512(p), load512(or_mask), init,
+                                                 0x56);  // (a | b) ^ c
+  const __m512i rest = _mm512_maskz_loadu_epi8(rest_k, p + tail);
+  const __m512i lead_moves = _mm512_load_si512(kLeadLaneMoves[tail].k);
+  const __m512i rest_moves = lane_pairs512(fold_constants(448), fold_constants(320),
+                                           fold_constants(192), fold_constants(64));
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(lead, lead_moves, 0x00),
+                                   _mm512_clmulepi64_epi128(lead, lead_moves, 0x11),
+                                   fold_mul512(rest, rest_moves), 0x96);
+}
+
+// Lanes 0 and 1 of a and of b XOR-ed with lanes 2 and 3: (a0 ^ a2, a1 ^ a3,
+// b0 ^ b2, b1 ^ b3).
+DROCE_TARGET_AVX512 inline __m512i sum_halves_x2(__m512i a, __m512i b) {
+  return _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xEE));
+}
+
+// Lane i of the result: the XOR of a_i's four lanes (a 4x4 transpose of
+// 128-bit lanes folded into its additions).
+DROCE_TARGET_AVX512 inline __m512i sum_lanes_x4(__m512i a0, __m512i a1, __m512i a2,
+                                                __m512i a3) {
+  const __m512i s01 = sum_halves_x2(a0, a1);
+  const __m512i s23 = sum_halves_x2(a2, a3);
+  // Even lanes beside odd ones: lane i is a_i's whole sum.
+  return _mm512_xor_si512(_mm512_shuffle_i64x2(s01, s23, 0x88),
+                          _mm512_shuffle_i64x2(s01, s23, 0xDD));
+}
+
+// Steps 2 and 3 of reduce128 in each 128-bit lane: W (bits 0..94) to the
+// state, which is left in dword 1 of the lane. The lanes' states, in order.
+DROCE_TARGET_AVX512 inline __m128i reduce_w_lanes(__m512i w) {
+  // As (lo, hi) pairs in every lane, the layout reduce128 uses.
+  const __m512i low32 = fold_pair512({0xFFFFFFFFu, 0});
+  const __m512i k = fold_pair512({kReduce96, kReduce64});
+  const __m512i b = fold_pair512({kBarrettMu, kBarrettPoly});
+  // 95 -> 63 bits: z, and its low 32 bits for Barrett in the same step.
+  const __m512i moved = _mm512_clmulepi64_epi128(_mm512_and_si512(w, low32), k, 0x10);
+  const __m512i rest = _mm512_bsrli_epi128(w, 4);
+  const __m512i z = _mm512_xor_si512(moved, rest);
+  const __m512i z_low = _mm512_ternarylogic_epi64(moved, rest, low32, 0x28);  // (a ^ b) & c
+  // Barrett: the state is bits 32..63 of z ^ (q * P).
+  const __m512i q = _mm512_and_si512(_mm512_clmulepi64_epi128(z_low, b, 0x00), low32);
+  const __m512i r = _mm512_xor_si512(z, _mm512_clmulepi64_epi128(q, b, 0x10));
+  const __m512i dword1_of_lanes = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                   13, 9, 5, 1);
+  return _mm512_castsi512_si128(_mm512_permutexvar_epi32(dword1_of_lanes, r));
+}
+
+// One short message's state: its lanes moved onto W and summed (collapse's
+// shuffles), then steps 2 and 3. Seven multiplies, at most three of them
+// dependent.
+DROCE_TARGET_AVX512 inline uint32_t short_or64(const uint8_t* p, size_t len,
+                                               const uint8_t* or_mask, __m512i init) {
+  const __m512i lanes = short_w_lanes(p, len, or_mask, init);
+  const __m512i y = _mm512_xor_si512(lanes, _mm512_shuffle_i64x2(lanes, lanes, 0x4E));
+  const __m512i w = _mm512_xor_si512(y, _mm512_shuffle_i64x2(y, y, 0xB1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(reduce_w_lanes(w)));
+}
+
+// W lanes of short message i (short_w_lanes).
+DROCE_TARGET_AVX512 inline __m512i short_w_lanes_at(const uint8_t* const* p, const size_t* len,
+                                                    const uint8_t* const* or_mask, size_t i,
+                                                    __m512i init) {
+  return short_w_lanes(p[i], len[i], or_mask[i], init);
+}
+
+// The states of the four short messages `which[0, 4)` into out[which[i]].
+DROCE_TARGET_AVX512 inline void short_or64_x4(const uint8_t* const* p, const size_t* len,
+                                              const uint8_t* const* or_mask, __m512i init,
+                                              const size_t* which, uint32_t* out) {
+  const __m128i states =
+      reduce_w_lanes(sum_lanes_x4(short_w_lanes_at(p, len, or_mask, which[0], init),
+                                  short_w_lanes_at(p, len, or_mask, which[1], init),
+                                  short_w_lanes_at(p, len, or_mask, which[2], init),
+                                  short_w_lanes_at(p, len, or_mask, which[3], init)));
+  out[which[0]] = static_cast<uint32_t>(_mm_cvtsi128_si32(states));
+  out[which[1]] = static_cast<uint32_t>(_mm_extract_epi32(states, 1));
+  out[which[2]] = static_cast<uint32_t>(_mm_extract_epi32(states, 2));
+  out[which[3]] = static_cast<uint32_t>(_mm_extract_epi32(states, 3));
 }
 
 // Zero bytes at the end of a message need no folding: n of them multiply
@@ -173,7 +303,8 @@ DROCE_TARGET_AVX512 inline uint32_t fold_all_but_zeros(uint32_t state, const uin
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* p, size_t len,
                                                              const uint8_t* or_mask,
                                                              uint32_t state_after_ones) {
-  if (len > 64 && len <= 124) return short_ones_or64(p, len, or_mask);
+  const __m512i init = state_block512(state_after_ones);
+  if (is_short(len)) return short_or64(p, len, or_mask, init);
   return fold_all_but_zeros(state_after_ones, p, len, load512(or_mask));
 }
 
@@ -182,12 +313,31 @@ DROCE_TARGET_AVX512 void update_vpclmul_avx512_ones_or64_many(const uint8_t* con
                                                               const uint8_t* const* or_mask,
                                                               uint32_t state_after_ones,
                                                               uint32_t* out, size_t n) {
-  // The short path inlined in a loop: no call, return or vzeroupper between
-  // one message's reduction and the next one's loads.
+  // Short messages wait in fours (short_or64_x4), the rest go alone; every
+  // message's state lands at its own index, so order is free. A short
+  // message that could not complete a four even if all the rest were short
+  // goes alone at once (the whole batch, when n < 4).
+  const __m512i init = state_block512(state_after_ones);
+  size_t waiting[4];
+  size_t n_waiting = 0;
   for (size_t i = 0; i < n; ++i) {
-    out[i] = len[i] > 64 && len[i] <= 124
-                 ? short_ones_or64(p[i], len[i], or_mask[i])
-                 : fold_all_but_zeros(state_after_ones, p[i], len[i], load512(or_mask[i]));
+    if (!is_short(len[i])) {
+      out[i] = fold_all_but_zeros(state_after_ones, p[i], len[i], load512(or_mask[i]));
+      continue;
+    }
+    if (n - i < 4 - n_waiting) {
+      out[i] = short_or64(p[i], len[i], or_mask[i], init);
+      continue;
+    }
+    waiting[n_waiting++] = i;
+    if (n_waiting == 4) {
+      short_or64_x4(p, len, or_mask, init, waiting, out);
+      n_waiting = 0;
+    }
+  }
+  for (size_t j = 0; j < n_waiting; ++j) {
+    const size_t i = waiting[j];
+    out[i] = short_or64(p[i], len[i], or_mask[i], init);
   }
 }
 

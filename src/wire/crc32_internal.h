@@ -22,7 +22,7 @@ uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t len,
                                     const uint8_t* or_mask);
 // crc32_update_ones_or_first64 (crc32.h) for 64 <= len; the caller passes
-// the state after the eight 0xFF bytes, which lengths over 124 start from.
+// the state after the eight 0xFF bytes, which every length starts from.
 uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const uint8_t* or_mask,
                                          uint32_t state_after_ones);
 // update_vpclmul_avx512_ones_or64 for n messages (crc32_update_ones_or_first64_many).

@@ -989,6 +989,56 @@ TEST(Endpoint, HeaderPredictionLeavesAFullResponseQueueToTheRules) {
   EXPECT_EQ(predicted.qps[0]->expected_psn(), parsed.qps[0]->expected_psn());
 }
 
+// A run of WRITE ONLY that starts with room for one answer: its first ACK
+// takes it, so the next WRITE must be left to the rules, which count a
+// full queue and drop it. Queues from nearly empty to full before the run.
+TEST(Endpoint, HeaderPredictionRunStopsWhenItsAckFillsTheQueue) {
+  bool took_exactly_one = false;
+  for (int sends = 20; sends <= 40; ++sends) {
+    Responder predicted(true), parsed(false);
+    const transport::QueuePair& qp = *predicted.qps[0];
+    const wire::PathSpec from = reversed(qp.attr().path);
+    const uint32_t psn = qp.expected_psn();
+    auto burst = [&](const std::vector<wire::TransportSpec>& ts) {
+      std::vector<std::vector<uint8_t>> frames;
+      for (const wire::TransportSpec& t : ts) {
+        std::vector<uint8_t> payload(64, 0x5A), f(300);
+        f.resize(wire::build_packet(from, t, payload, f));
+        frames.push_back(f);
+      }
+      std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
+      predicted.ep->receive_burst(views, 1);
+      parsed.ep->receive_burst(views, 1);
+    };
+    // SENDs with no receive WQE posted: an RNR NAK each, the PSN not used.
+    wire::TransportSpec send;
+    send.opcode = IBV_OPCODE_RC_SEND_ONLY;
+    send.dest_qp = qp.qpn();
+    send.psn = psn;
+    burst(std::vector<wire::TransportSpec>(sends, send));
+    std::vector<wire::TransportSpec> writes(3);
+    for (uint32_t i = 0; i < 3; ++i) {
+      writes[i].opcode = IBV_OPCODE_RC_RDMA_WRITE_ONLY;
+      writes[i].dest_qp = qp.qpn();
+      writes[i].psn = psn + i;
+      writes[i].ack_req = true;
+      writes[i].reth_rkey = predicted.mr->rkey();
+      writes[i].reth_va = 64 * i;
+      writes[i].reth_dma_length = 64;
+    }
+    burst(writes);
+    EXPECT_EQ(predicted.answers(1), parsed.answers(1)) << sends;
+    EXPECT_EQ(predicted.memory, parsed.memory) << sends;
+    std::vector<std::pair<std::string, uint64_t>> q1, q2;
+    predicted.qps[0]->counters().for_each([&](std::string_view k, uint64_t v) { q1.emplace_back(k, v); });
+    parsed.qps[0]->counters().for_each([&](std::string_view k, uint64_t v) { q2.emplace_back(k, v); });
+    EXPECT_EQ(q1, q2) << sends;
+    EXPECT_EQ(qp.expected_psn(), parsed.qps[0]->expected_psn()) << sends;
+    took_exactly_one = took_exactly_one || qp.expected_psn() == psn + 1;
+  }
+  EXPECT_TRUE(took_exactly_one);  // some queue left room for the first ACK only
+}
+
 // States that take no requests: a predicted WRITE is dropped as on_packet()
 // drops it (IBA 10.3.1), and nothing is placed.
 TEST(Endpoint, HeaderPredictionTakesNothingInTheErrorState) {
