@@ -105,6 +105,10 @@ void Endpoint::run_timers(uint64_t now) {
 void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now) {
   ++counters_.rx_frames;
   counters_.rx_bytes += frame.size();
+  receive_counted(frame, now);
+}
+
+void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now) {
   if (wire::is_pfc(frame)) {
     receive_pfc(frame, now);
     return;
@@ -148,45 +152,54 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
   // which parses again and counts the exact reason.
   std::array<QpSlot*, kRxBatch> predicted;
   std::array<bool, kRxBatch> parsed;
+  // At the first frame of a run of frames one template call matched, the
+  // run's length; 0 elsewhere.
+  std::array<uint8_t, kRxBatch> run_length;
   while (!frames.empty()) {
     // Large frames in small groups: a group's frames should still be in
     // L1 when they are placed (32 x 4 KiB would not be; 4 x 4 KiB is).
     size_t n = 1, bytes = frames[0].size();
     while (n < std::min(frames.size(), kRxBatch) && bytes + frames[n].size() <= kRxBatchBytes)
       bytes += frames[n++].size();
+    // Every frame is counted here, once; receive_counted() below does not.
+    counters_.rx_frames += n;
+    counters_.rx_bytes += bytes;
+    parsed.fill(false);
+    run_length.fill(0);
     // Each frame that passes its header checks queues its ICRC check; the
     // ICRCs then run in one pass (independent CRC chains the CPU overlaps).
     // A frame failing its check goes to receive(), which counts it.
     auto& checks = rx_icrc_checks_;
     std::array<uint8_t, kRxBatch> checked;  // frame index of checks[j]
-    size_t k = 0;
-    // Frames in a row for the QP of the previous predicted frame are
-    // matched against its template in a tight loop (the template compares
-    // the destination QP too, so a match is the slot predict() would find,
-    // without the lookup). The template is copied first: the stores to
-    // rx_predicted_ might alias the QP's, so every frame would reload it.
-    QpSlot* last = nullptr;
+    size_t k = 0, parsed_count = 0;
+    // Frames in a row for the QP of the previous predicted frame (of this
+    // burst or the one before) are matched against its template in one call
+    // (the template compares the destination QP too, so a match is the slot
+    // predict() would find, without the lookup; slots are never removed).
+    QpSlot*& last = rx_last_predicted_;
     for (size_t i = 0; i < n; ++i) {
       if (last) {
-        const wire::RxTemplate t = last->qp->rx_template();
-        for (; i < n && wire::rx_template_match(t, frames[i], rx_predicted_[i]); ++i) {
+        const size_t m = wire::rx_template_match_run(last->qp->rx_template(),
+                                                     frames.subspan(i, n - i),
+                                                     &rx_predicted_[i], &checks[k]);
+        if (m > 0) run_length[i] = static_cast<uint8_t>(m);
+        for (const size_t end = i + m; i < end; ++i) {
           predicted[i] = last;
-          parsed[i] = false;
-          checks[k] = wire::icrc_check(t, frames[i], rx_predicted_[i]);
           checked[k++] = static_cast<uint8_t>(i);
         }
         if (i == n) break;
       }
       QpSlot* s = config_.header_prediction ? predict(frames[i], rx_predicted_[i]) : nullptr;
       predicted[i] = s;
-      parsed[i] = false;
       if (s) {
         last = s;
+        run_length[i] = 1;
         checks[k] = wire::icrc_check(s->qp->rx_template(), frames[i], rx_predicted_[i]);
       } else if (!wire::is_pfc(frames[i]) &&
                  wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) ==
                      wire::ParseError::kOk) {
         parsed[i] = true;
+        ++parsed_count;
         checks[k] = wire::icrc_check(frames[i], rx_batch_[i]);
       } else {
         continue;
@@ -195,26 +208,33 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     }
     std::array<bool, kRxBatch> icrc_ok;
     wire::icrc_check_many(checks.data(), icrc_ok.data(), k);
-    for (size_t j = 0; j < k; ++j) {
-      const size_t i = checked[j];
-      if (!icrc_ok[j]) {
-        predicted[i] = nullptr;
-        parsed[i] = false;
-      } else if (parsed[i]) {
-        rx_batch_[i].icrc_checked = true;
+    // Usually every ICRC is good and no frame was parsed: nothing to mark.
+    const bool all_good =
+        std::all_of(icrc_ok.begin(), icrc_ok.begin() + k, [](bool ok) { return ok; });
+    if (!all_good || parsed_count > 0) {
+      for (size_t j = 0; j < k; ++j) {
+        const size_t i = checked[j];
+        if (!icrc_ok[j]) {
+          predicted[i] = nullptr;
+          parsed[i] = false;
+        } else if (parsed[i]) {
+          rx_batch_[i].icrc_checked = true;
+        }
       }
     }
     // A run of frames for one QP wakes its scheduling (round robin, timer
     // wheel) once, after the run, not per frame; anything else in between
     // ends the run first, so QPs are woken in the order frame by frame gives.
     // Consecutive predicted frames of one QP go to it together; the first
-    // it does not take goes to receive().
+    // it does not take goes to receive_counted().
     QpSlot* run = nullptr;
     for (size_t i = 0; i < n;) {
       QpSlot* s = predicted[i];
       size_t took = 0;
       if (s) {
+        // A failed ICRC may have cut a matched run short: then look.
         size_t end = i + 1;
+        if (all_good && run_length[i] > 0) end = i + run_length[i];
         while (end < n && predicted[end] == s) ++end;
         took = s->qp->try_predicted_writes(std::span(rx_predicted_).subspan(i, end - i));
         counters_.rx_delivered += took;
@@ -225,11 +245,10 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
       if (took == 0) {
         if (run) schedule_slot(*run, now);
         run = nullptr;
-        receive(frames[i++], now);
+        receive_counted(frames[i++], now);
         continue;
       }
-      counters_.rx_frames += took;
-      for (const size_t end = i + took; i < end; ++i) counters_.rx_bytes += frames[i].size();
+      i += took;
       if (s != run) {
         if (run) schedule_slot(*run, now);
         run = s;

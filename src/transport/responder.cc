@@ -436,6 +436,7 @@ size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {
   uint32_t epsn = epsn_, msn = msn_, unacked = unacked_;
   const MemoryRegion* mr = nullptr;
   uint32_t mr_key = 0;
+  bool copy = false;  // mr holds its bytes (not virtual_payload)
   Response* ack = nullptr;  // the queued ACK this run's ACKs coalesce into
   bool room = uc || room_for_answer();  // changes only when an ACK is queued
   size_t n = 0;
@@ -443,18 +444,21 @@ size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {
     const wire::PredictedWrite& w = ws[n];
     const uint32_t len = w.payload_length;
     // The PSN, room for the ACK, the length rules of an ONLY (1..MTU, all
-    // of the DMA length; write_fits at offset 0), the RETH's range.
-    if (w.position != Position::kOnly || w.psn != epsn || !room ||
-        len > mtu || len == 0 || len != w.dma_length || w.dma_length > kMaxMessageBytes)
+    // of the DMA length, which is then a legal message size: write_fits at
+    // offset 0, check_reth_of), the RETH's range.
+    static_assert(kMaxMessageBytes >= 4096, "an MTU is a legal message size");
+    if (w.position != Position::kOnly || w.psn != epsn || !room || len > mtu || len == 0 ||
+        len != w.dma_length)
       break;
     if (!mr || w.rkey != mr_key) {
       mr = nullptr;
       if (check_remote(w.rkey, w.va, len, IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk) break;
       mr_key = w.rkey;
+      copy = !mr->virtual_payload();
     }
     uint8_t* dst = mr->translate(w.va, len);
     if (!dst) break;
-    if (!mr->virtual_payload()) copy_payload(dst, w.payload, len);
+    if (copy) copy_payload(dst, w.payload, len);
     msn = wire::psn_add(msn, 1);  // finish_write
     epsn = wire::psn_add(epsn, 1);  // advance_after_request
     if (uc) continue;

@@ -93,4 +93,18 @@ WriteShape write_shape(uint8_t opcode) {
 
 }  // namespace detail
 
+size_t rx_template_match_run(const RxTemplate& shared,
+                             std::span<const std::span<const uint8_t>> frames,
+                             PredictedWrite* out, IcrcCheck* checks) {
+  if (shared.words == 0) return 0;
+  const RxTemplate t = shared;
+  return detail::with_layout(t, [&](auto layout) {
+    using L = decltype(layout);
+    size_t n = 0;
+    for (; n < frames.size() && detail::match<L>(t, frames[n], out[n]); ++n)
+      checks[n] = detail::icrc_check<L>(frames[n], out[n]);
+    return n;
+  });
+}
+
 }  // namespace droce::wire

@@ -177,6 +177,9 @@ int run(int argc, char** argv) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
   };
   const double cpu0 = cpu_ns();
+  // Outside the loop, as the engine's Shard::rx_frames: an array of spans
+  // declared inside it is zeroed on every iteration.
+  std::span<const uint8_t> views[kBurst];
   const double t0 = ns();
   const double t_end = t0 + seconds * 1e9;
   double now = t0;
@@ -205,7 +208,6 @@ int run(int argc, char** argv) {
       continue;
     }
     const uint64_t tnow = static_cast<uint64_t>(now);
-    std::span<const uint8_t> views[kBurst];
     for (uint16_t i = 0; i < n; ++i)
       views[i] = std::span(rte_pktmbuf_mtod(rx[i], const uint8_t*), rx[i]->data_len);
     // As the engine's poll_rx: one receive_burst per burst, split where a

@@ -141,6 +141,8 @@ class Endpoint {
   uint64_t slot_deadline(const QpSlot& s) const;
   void run_timers(uint64_t now);
   void receive_pfc(std::span<const uint8_t> frame, uint64_t now);
+  // receive() for a frame already counted in rx_frames and rx_bytes.
+  void receive_counted(std::span<const uint8_t> frame, uint64_t now);
   // Takes the INT header off `frame` into scratch_; returns the plain frame
   // (empty if it was not usable) and fills the hops.
   std::span<const uint8_t> strip_int(std::span<const uint8_t> frame,
@@ -177,6 +179,7 @@ class Endpoint {
   wire::ParsedPacket rx_packet_;
   std::array<wire::ParsedPacket, kRxBatch> rx_batch_;
   std::array<wire::PredictedWrite, kRxBatch> rx_predicted_;
+  QpSlot* rx_last_predicted_ = nullptr;  // the slot of the last predicted frame
   std::array<wire::IcrcCheck, kRxBatch> rx_icrc_checks_;
   cc::IntRecord int_record_;
 };

@@ -27,6 +27,7 @@
 #include "droce/wire/build.h"
 #include "droce/wire/icrc.h"
 #include "droce/wire/opcode.h"
+#include "droce/wire/psn.h"
 
 namespace droce::wire {
 
@@ -49,48 +50,6 @@ struct RxTemplate {
 // dst = the peer), carrying `pkey`.
 RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
                                uint16_t pkey);
-
-namespace detail {
-
-// The masked compare: 64 bytes (every IPv4 layout), 80 for IPv6, straight
-// through, since a loop over the exact word count cost as much as the rest
-// of the match. Bytes past the template are masked out; the caller has
-// checked the frame is longer than the compare reads.
-[[gnu::always_inline]] inline bool headers_equal(const RxTemplate& t, const uint8_t* f) {
-#if defined(__SSE2__)
-  const auto chunk = [&](size_t at) {
-    const __m128i have = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f + at));
-    const __m128i want = _mm_load_si128(reinterpret_cast<const __m128i*>(t.expect + at));
-    const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(t.mask + at));
-    return _mm_and_si128(_mm_xor_si128(have, want), mask);
-  };
-  __m128i diff = _mm_or_si128(_mm_or_si128(chunk(0), chunk(16)), _mm_or_si128(chunk(32), chunk(48)));
-  if (t.words > 8) diff = _mm_or_si128(diff, chunk(64));
-  return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
-#else
-  uint64_t diff = 0;
-  for (size_t i = 0; i < t.words; ++i) {
-    uint64_t have, want, mask;
-    std::memcpy(&have, f + 8 * i, 8);
-    std::memcpy(&want, t.expect + 8 * i, 8);
-    std::memcpy(&mask, t.mask + 8 * i, 8);
-    diff |= (have ^ want) & mask;
-  }
-  return diff == 0;
-#endif
-}
-
-// What the opcode table says of a WRITE opcode other than ONLY (one that
-// predictable_opcode() let through): its position, a RETH or not (IBA
-// 9.3.2). Out of line (rx_template.cc), so the WRITE ONLY path of
-// rx_template_match keeps its few registers.
-struct WriteShape {
-  bool reth;
-  Position position;
-};
-WriteShape write_shape(uint8_t opcode);
-
-}  // namespace detail
 
 // The fields of a matched frame that vary per packet.
 struct PredictedWrite {
@@ -139,58 +98,104 @@ constexpr bool predictable_opcode(uint8_t opcode) {
   return opcode < 64 && ((kRcAndUc >> opcode) & 1);
 }
 
-// True when `frame` is an RDMA WRITE (ONLY, FIRST, MIDDLE or LAST, no
-// immediate) the template describes, with consistent lengths, a good IPv4
-// header checksum and no CE mark; fills `out`. Whether the opcode fits the
-// QP's message in progress is the QP's to say (try_predicted_write). Reads
-// only bytes inside `frame`.
-//
-// Inline: it runs once per received frame, and as a call from the
-// endpoint its out-parameter went through memory.
-[[gnu::always_inline]] inline bool rx_template_match(const RxTemplate& t,
-                                                     std::span<const uint8_t> f,
-                                                     PredictedWrite& out) {
-  if (t.words == 0 || f.size() < (t.words > 8 ? 80u : 64u)) return false;
+namespace detail {
+
+// The masked compare of the first kBytes bytes: 64 (every IPv4 layout) or
+// 80 (IPv6), straight through, since a loop over the exact word count cost
+// as much as the rest of the match. Bytes past the template are masked
+// out; the caller has checked the frame is longer than the compare reads.
+template <size_t kBytes>
+[[gnu::always_inline]] inline bool headers_equal(const RxTemplate& t, const uint8_t* f) {
+  static_assert(kBytes == 64 || kBytes == 80);
+#if defined(__SSE2__)
+  const auto chunk = [&](size_t at) {
+    const __m128i have = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f + at));
+    const __m128i want = _mm_load_si128(reinterpret_cast<const __m128i*>(t.expect + at));
+    const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(t.mask + at));
+    return _mm_and_si128(_mm_xor_si128(have, want), mask);
+  };
+  __m128i diff = _mm_or_si128(_mm_or_si128(chunk(0), chunk(16)), _mm_or_si128(chunk(32), chunk(48)));
+  if constexpr (kBytes == 80) diff = _mm_or_si128(diff, chunk(64));
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
+#else
+  uint64_t diff = 0;
+  for (size_t i = 0; i < kBytes / 8; ++i) {
+    uint64_t have, want, mask;
+    std::memcpy(&have, f + 8 * i, 8);
+    std::memcpy(&want, t.expect + 8 * i, 8);
+    std::memcpy(&mask, t.mask + 8 * i, 8);
+    diff |= (have ^ want) & mask;
+  }
+  return diff == 0;
+#endif
+}
+
+// What the opcode table says of a WRITE opcode other than ONLY (one that
+// predictable_opcode() let through): its position, a RETH or not (IBA
+// 9.3.2). Out of line (rx_template.cc), so the WRITE ONLY path of the
+// match keeps its few registers.
+struct WriteShape {
+  bool reth;
+  Position position;
+};
+WriteShape write_shape(uint8_t opcode);
+
+// A template's layout as compile-time constants (a template has one of
+// four: IPv4 without options or IPv6, with or without one VLAN tag), so
+// the match of a run of frames folds every offset into its addressing.
+template <bool kIpv6, bool kVlan>
+struct Layout {
+  static constexpr size_t kL3 = kEthSize + (kVlan ? kVlanTagSize : 0);
+  static constexpr size_t kBth = kL3 + (kIpv6 ? kIpv6Size : kIpv4Size) + kUdpSize;
+  static constexpr size_t kCompared = kIpv6 ? 80 : 64;  // bytes headers_equal reads
+  static_assert(kBth + kBthSize <= kCompared);
+};
+
+// rx_template_match for a template of layout L (t.l3_offset == L::kL3,
+// t.ipv6 == L's).
+template <class L>
+[[gnu::always_inline]] inline bool match(const RxTemplate& t, std::span<const uint8_t> f,
+                                         PredictedWrite& out) {
+  if (f.size() < L::kCompared) return false;
   // The operation must be an RDMA WRITE without immediate (the transport is
   // compared with the headers). WRITE ONLY, the bulk at small sizes where
   // every instruction shows, is known by one compare; ACKs, READ responses
   // and SENDs leave at the opcode filter before the compare; the other
-  // WRITEs ask the table.
-  const uint8_t* bth = f.data() + t.bth_offset;
-  // predictable_opcode() is exactly the RC and UC WRITEs without immediate
-  // (those with one consume a receive WQE: the general path); its test
-  // checks it against the opcode table.
-  detail::WriteShape shape{true, Position::kOnly};
+  // WRITEs ask the table. predictable_opcode() is exactly the RC and UC
+  // WRITEs without immediate (those with one consume a receive WQE: the
+  // general path); its test checks it against the opcode table.
+  const uint8_t* bth = f.data() + L::kBth;
+  WriteShape shape{true, Position::kOnly};
   if (bth[0] != t.write_only) {
     if (!predictable_opcode(bth[0])) return false;
-    shape = detail::write_shape(bth[0]);
+    shape = write_shape(bth[0]);
   }
-  if (!detail::headers_equal(t, f.data())) return false;
-  const bool reth = shape.reth;
-  const size_t payload_off = size_t{t.bth_offset} + kBthSize + (reth ? kRethSize : 0);
-  const uint8_t* l3 = f.data() + t.l3_offset;
+  if (!headers_equal<L::kCompared>(t, f.data())) return false;
+  const size_t payload_off = L::kBth + kBthSize + (shape.reth ? kRethSize : 0);
+  const uint8_t* l3 = f.data() + L::kL3;
   size_t l3_end;
-  if (t.ipv6) {
+  if constexpr (L::kCompared == 80) {
     // A CE mark (RFC 3168) needs a CNP: the general path sends it.
     if (((load_be16(l3) >> 4) & 3) == static_cast<uint8_t>(Ecn::kCe)) return false;
-    l3_end = size_t{t.l3_offset} + kIpv6Size + load_be16(l3 + 4);
+    l3_end = L::kL3 + kIpv6Size + load_be16(l3 + 4);
   } else {
     if ((l3[1] & 3) == static_cast<uint8_t>(Ecn::kCe)) return false;
     if (ipv4_checksum(l3, kIpv4Size) != 0) return false;
-    l3_end = size_t{t.l3_offset} + load_be16(l3 + 2);
+    l3_end = L::kL3 + load_be16(l3 + 2);
   }
   // The datagram must fit the frame (anything after it is Ethernet
   // padding), hold the headers and ICRC, and agree with the UDP length.
   if (l3_end > f.size() || l3_end < payload_off + kIcrcSize) return false;
-  const size_t l4 = size_t{t.bth_offset} - kUdpSize;
-  if (load_be16(f.data() + l4 + 4) != l3_end - l4) return false;
+  constexpr size_t kL4 = L::kBth - kUdpSize;
+  if (load_be16(f.data() + kL4 + 4) != l3_end - kL4) return false;
   // Pad count 0 (the template): the payload is whole 4-byte words (IBA 9.2.5).
   const size_t len = l3_end - kIcrcSize - payload_off;
   if (len % 4 != 0) return false;
   out.position = shape.position;
-  out.psn = load_be24(bth + 9);
-  out.ack_req = bth[8] & 0x80;
-  if (reth) {
+  const uint32_t ack_req_psn = load_be32(bth + 8);  // AckReq, 7 reserved bits, PSN
+  out.psn = ack_req_psn & kPsnMask;
+  out.ack_req = ack_req_psn >> 31;
+  if (shape.reth) {
     const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
     out.va = reth->va();
     out.rkey = reth->rkey();
@@ -206,6 +211,38 @@ constexpr bool predictable_opcode(uint8_t opcode) {
   return true;
 }
 
+// The ICRC check of a frame match<L> accepted (icrc_check_many).
+template <class L>
+[[gnu::always_inline]] inline IcrcCheck icrc_check(std::span<const uint8_t> frame,
+                                                   const PredictedWrite& w) {
+  const size_t icrc_at = w.frame_length - kIcrcSize;
+  return {frame.data() + L::kL3, static_cast<uint32_t>(icrc_at - L::kL3), L::kCompared == 80,
+          load_le32(frame.data() + icrc_at)};
+}
+
+// Calls f(Layout<...>{}) for the template's layout.
+template <class F>
+[[gnu::always_inline]] inline decltype(auto) with_layout(const RxTemplate& t, F&& f) {
+  const bool vlan = t.l3_offset != kEthSize;
+  if (t.ipv6) return vlan ? f(Layout<true, true>{}) : f(Layout<true, false>{});
+  return vlan ? f(Layout<false, true>{}) : f(Layout<false, false>{});
+}
+
+}  // namespace detail
+
+// True when `frame` is an RDMA WRITE (ONLY, FIRST, MIDDLE or LAST, no
+// immediate) the template describes, with consistent lengths, a good IPv4
+// header checksum and no CE mark; fills `out`. Whether the opcode fits the
+// QP's message in progress is the QP's to say (try_predicted_writes). Reads
+// only bytes inside `frame`.
+inline bool rx_template_match(const RxTemplate& t, std::span<const uint8_t> f,
+                              PredictedWrite& out) {
+  if (t.words == 0) return false;
+  return detail::with_layout(t, [&](auto layout) {
+    return detail::match<decltype(layout)>(t, f, out);
+  });
+}
+
 // The ICRC check of a frame rx_template_match accepted (icrc_check_many).
 inline IcrcCheck icrc_check(const RxTemplate& t, std::span<const uint8_t> frame,
                             const PredictedWrite& w) {
@@ -213,5 +250,13 @@ inline IcrcCheck icrc_check(const RxTemplate& t, std::span<const uint8_t> frame,
   return {frame.data() + t.l3_offset, static_cast<uint32_t>(icrc_at - t.l3_offset), t.ipv6,
           load_le32(frame.data() + icrc_at)};
 }
+
+// rx_template_match and icrc_check over `frames` from the first, as long
+// as they match: out[j] and checks[j] for each; returns how many matched.
+// The receive path's loop for a run of one QP's frames: the template's
+// layout is fixed once for the run and its bytes copied where the stores
+// to out and checks cannot alias them.
+size_t rx_template_match_run(const RxTemplate& t, std::span<const std::span<const uint8_t>> frames,
+                             PredictedWrite* out, IcrcCheck* checks);
 
 }  // namespace droce::wire
