@@ -5,6 +5,8 @@
 #include "droce/wire/crc32.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "crc32_internal.h"
 
@@ -72,6 +74,41 @@ UpdateFn function_for(Crc32Impl impl) {
   return crc32_detail::update_slice8;
 }
 
+using OrFirst64Fn = uint32_t (*)(uint32_t state, const uint8_t* data, size_t len,
+                                 const uint8_t* or_mask);
+
+// crc32_update_or_first64 where the implementation has no masked load: a
+// masked copy of the first 64 bytes, then the rest in place.
+template <UpdateFn update>
+uint32_t or_first64_by_copy(uint32_t state, const uint8_t* data, size_t len,
+                            const uint8_t* or_mask) {
+  // Fixed counts, which the compiler turns into a few vector ORs.
+  if (len < 64) {
+    uint8_t first[64] = {};
+    std::memcpy(first, data, len);
+    for (size_t i = 0; i < 64; ++i) first[i] |= or_mask[i];
+    return update(state, first, len);
+  }
+  uint8_t first[64];
+  for (size_t i = 0; i < 64; ++i) first[i] = data[i] | or_mask[i];
+  return update(update(state, first, 64), data + 64, len - 64);
+}
+
+OrFirst64Fn or_first64_function_for(Crc32Impl impl) {
+  switch (impl) {
+    case Crc32Impl::kBitwise: return or_first64_by_copy<crc32_detail::update_bitwise>;
+    case Crc32Impl::kSliceBy8: break;
+#ifdef DROCE_CRC32_X86
+    case Crc32Impl::kPclmul: return or_first64_by_copy<crc32_detail::update_pclmul>;
+    case Crc32Impl::kVpclmulAvx512: return crc32_detail::update_vpclmul_avx512_or64;
+#else
+    case Crc32Impl::kPclmul:
+    case Crc32Impl::kVpclmulAvx512: break;
+#endif
+  }
+  return or_first64_by_copy<crc32_detail::update_slice8>;
+}
+
 }  // namespace
 
 std::string_view to_string(Crc32Impl impl) {
@@ -118,42 +155,41 @@ uint32_t crc32_update_with(Crc32Impl impl, uint32_t state, const uint8_t* data, 
   return function_for(impl)(state, data, len);
 }
 
+namespace {
+// The best implementation's crc32_update_or_first64, chosen at the first
+// call: that call goes to resolve_or_first64, which stores the choice here.
+// An ICRC (an ACK's, say) is short enough that a function-local static's
+// guard, with the registers saved around its slow path, would show.
+uint32_t resolve_or_first64(uint32_t state, const uint8_t* data, size_t len,
+                            const uint8_t* or_mask);
+std::atomic<OrFirst64Fn> best_or_first64{resolve_or_first64};
+
+uint32_t resolve_or_first64(uint32_t state, const uint8_t* data, size_t len,
+                            const uint8_t* or_mask) {
+  const OrFirst64Fn best = or_first64_function_for(crc32_best_impl());
+  best_or_first64.store(best, std::memory_order_relaxed);
+  return best(state, data, len, or_mask);
+}
+}  // namespace
+
 uint32_t crc32_update_or_first64_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
                                       size_t len, const uint8_t* or_mask) {
-#ifdef DROCE_CRC32_X86
-  if (impl == Crc32Impl::kVpclmulAvx512)
-    return crc32_detail::update_vpclmul_avx512_or64(state, data, len, or_mask);
-#endif
-  // Elsewhere: mask a copy of the first 64 bytes, then the rest in place.
-  uint8_t first[64];
-  for (size_t i = 0; i < 64; ++i) first[i] = data[i] | or_mask[i];
-  const UpdateFn f = function_for(impl);
-  return f(f(state, first, 64), data + 64, len - 64);
+  return or_first64_function_for(impl)(state, data, len, or_mask);
 }
 
 uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len,
                                  const uint8_t* or_mask) {
-  return crc32_update_or_first64_with(crc32_best_impl(), state, data, len, or_mask);
+  return best_or_first64.load(std::memory_order_relaxed)(state, data, len, or_mask);
 }
 
-namespace {
-// The running state after kCrc32Init and the eight 0xFF bytes.
-uint32_t state_after_ones() {
-  static const uint32_t after_ones = [] {
-    const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-    return crc32_detail::update_slice8(kCrc32Init, ones, sizeof ones);
-  }();
-  return after_ones;
+uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask) {
+  return best_or_first64.load(std::memory_order_relaxed)(crc32_detail::kStateAfterOnes, data,
+                                                         len, or_mask);
 }
-}  // namespace
 
 uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
                                            const uint8_t* or_mask) {
-#ifdef DROCE_CRC32_X86
-  if (impl == Crc32Impl::kVpclmulAvx512)
-    return crc32_detail::update_vpclmul_avx512_ones_or64(data, len, or_mask, state_after_ones());
-#endif
-  return crc32_update_or_first64_with(impl, state_after_ones(), data, len, or_mask);
+  return crc32_update_or_first64_with(impl, crc32_detail::kStateAfterOnes, data, len, or_mask);
 }
 
 void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const* data,
@@ -161,8 +197,7 @@ void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const
                                             uint32_t* out, size_t n) {
 #ifdef DROCE_CRC32_X86
   if (impl == Crc32Impl::kVpclmulAvx512) {
-    crc32_detail::update_vpclmul_avx512_ones_or64_many(data, len, or_mask, state_after_ones(),
-                                                       out, n);
+    crc32_detail::update_vpclmul_avx512_ones_or64_many(data, len, or_mask, out, n);
     return;
   }
 #endif
@@ -173,10 +208,6 @@ void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const
 void crc32_update_ones_or_first64_many(const uint8_t* const* data, const size_t* len,
                                        const uint8_t* const* or_mask, uint32_t* out, size_t n) {
   crc32_update_ones_or_first64_many_with(crc32_best_impl(), data, len, or_mask, out, n);
-}
-
-uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask) {
-  return crc32_update_ones_or_first64_with(crc32_best_impl(), data, len, or_mask);
 }
 
 uint32_t crc32_zeros(uint32_t state, size_t n) {

@@ -1,11 +1,19 @@
-// Private to the CRC-32 implementation files: the per-implementation entry
-// points and the constants the carry-less-multiply folding derives from the
-// polynomial. Not installed; tests reach the implementations through
-// crc32_update_with().
+// Private to the CRC-32 implementation files and the ICRC: the
+// per-implementation entry points, the constants the carry-less-multiply
+// folding derives from the polynomial, and the ICRC's masks. Not installed;
+// tests reach the implementations through crc32_update_with() and
+// icrc_check_many().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "droce/wire/crc32.h"
+#include "droce/wire/headers.h"
+
+namespace droce::wire {
+struct IcrcCheck;
+}  // namespace droce::wire
 
 namespace droce::wire::crc32_detail {
 
@@ -17,18 +25,18 @@ uint32_t update_slice8(uint32_t state, const uint8_t* data, size_t len);
 // Only defined on x86; callers check the CPU flags first.
 uint32_t update_pclmul(uint32_t state, const uint8_t* data, size_t len);
 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
-// update_vpclmul_avx512 with the first 64 bytes OR-ed with `or_mask`;
-// len >= 64.
+// update_vpclmul_avx512 with the first 64 bytes (all of them, under 64)
+// OR-ed with `or_mask` (crc32_update_or_first64).
 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t len,
                                     const uint8_t* or_mask);
-// crc32_update_ones_or_first64 (crc32.h) for 64 <= len; the caller passes
-// the state after the eight 0xFF bytes, which every length starts from.
-uint32_t update_vpclmul_avx512_ones_or64(const uint8_t* data, size_t len, const uint8_t* or_mask,
-                                         uint32_t state_after_ones);
-// update_vpclmul_avx512_ones_or64 for n messages (crc32_update_ones_or_first64_many).
+// update_vpclmul_avx512_or64 from kStateAfterOnes for n messages
+// (crc32_update_ones_or_first64_many).
 void update_vpclmul_avx512_ones_or64_many(const uint8_t* const* data, const size_t* len,
-                                          const uint8_t* const* or_mask,
-                                          uint32_t state_after_ones, uint32_t* out, size_t n);
+                                          const uint8_t* const* or_mask, uint32_t* out, size_t n);
+// icrc_check_many (icrc.h): reads the checks and writes the flags itself,
+// with no arrays in between; a layout icrc_in_place() refuses goes through
+// icrc_compute().
+void icrc_check_many_vpclmul_avx512(const IcrcCheck* checks, bool* ok, size_t n);
 // crc32_zeros (crc32.h) for n a multiple of 64, 64 <= n <= kZeroShiftMax.
 uint32_t zeros_pclmul(uint32_t state, size_t n);
 constexpr size_t kZeroShiftMax = 160 * 64;  // a 9000-byte jumbo frame's payload fits
@@ -48,10 +56,18 @@ constexpr uint32_t times_x_mod(uint32_t r) {
   return (r << 1) ^ ((r & 0x80000000u) ? kPolyLow : 0u);
 }
 
-// x^n mod P, normal form.
-constexpr uint32_t xpow_mod(unsigned n) {
+// r / x mod P, normal form. P's constant term is 1, so x has an inverse:
+// an odd r first becomes r + P, which x divides.
+constexpr uint32_t over_x_mod(uint32_t r) {
+  return (r & 1u) ? ((r ^ kPolyLow) >> 1) | 0x80000000u : r >> 1;
+}
+static_assert(over_x_mod(times_x_mod(0x80000001u)) == 0x80000001u);
+
+// x^n mod P, normal form; a negative n is a power of x's inverse.
+constexpr uint32_t xpow_mod(int n) {
   uint32_t r = 1;
-  for (unsigned i = 0; i < n; ++i) r = times_x_mod(r);
+  for (int i = 0; i < n; ++i) r = times_x_mod(r);
+  for (int i = 0; i > n; --i) r = over_x_mod(r);
   return r;
 }
 
@@ -88,7 +104,11 @@ struct FoldConstants {
   uint64_t lo;  // multiplies the low qword
   uint64_t hi;  // multiplies the high qword
 };
-constexpr FoldConstants fold_constants(unsigned distance_bits) {
+// A negative distance moves a block earlier: everything here is congruence
+// mod P, where x is invertible. consteval: at a call in a function body,
+// clang otherwise ran the hundreds of xpow_mod steps on every call (GCC
+// folds them); a fold constant is always known at compile time.
+consteval FoldConstants fold_constants(int distance_bits) {
   return {reverse_bits(xpow_mod(distance_bits + 31), 32),
           reverse_bits(xpow_mod(distance_bits - 33), 32)};
 }
@@ -126,5 +146,57 @@ constexpr bool barrett_mu_is_quotient() {
   return true;
 }
 static_assert(barrett_mu_is_quotient());
+
+// ---------------------------------------------------------------------------
+// The ICRC (icrc.h, RoCEv2 annex A17.4.1): CRC-32 from kCrc32Init over eight
+// 0xFF bytes (the pseudo-LRH), then the datagram with its variant fields set
+// to ones.
+
+// The running state after kCrc32Init and the eight 0xFF bytes, which every
+// ICRC starts from: a constant, so no call computes it.
+constexpr uint32_t state_after_ones() {
+  uint32_t state = kCrc32Init;
+  for (int byte = 0; byte < 8; ++byte) {
+    state ^= 0xFFu;
+    for (int bit = 0; bit < 8; ++bit) state = (state >> 1) ^ (kPolyReflected & (0u - (state & 1u)));
+  }
+  return state;
+}
+constexpr uint32_t kStateAfterOnes = state_after_ones();
+
+// OR masks over the first 64 bytes of the IP header for the layouts whose
+// variant fields all lie there (IPv4 without options, IPv6): those fields
+// set to ones. masks[0] is IPv4's, masks[1] IPv6's, so a bool picks one.
+struct IcrcFirstMasks {
+  alignas(64) uint8_t masks[2][64] = {};
+  constexpr IcrcFirstMasks() {
+    uint8_t* v4 = masks[0];
+    v4[1] = 0xFF;   // TOS (DSCP + ECN)
+    v4[8] = 0xFF;   // TTL
+    v4[10] = 0xFF;  // header checksum
+    v4[11] = 0xFF;
+    v4[kIpv4Size + 6] = v4[kIpv4Size + 7] = 0xFF;  // UDP checksum
+    v4[kIpv4Size + kUdpSize + 4] = 0xFF;           // BTH FECN, BECN, reserved
+    uint8_t* v6 = masks[1];
+    v6[0] = 0x0F;   // traffic class, high nibble; version stays
+    v6[1] = v6[2] = v6[3] = 0xFF;  // traffic class, low nibble + flow label
+    v6[7] = 0xFF;   // hop limit
+    v6[kIpv6Size + 6] = v6[kIpv6Size + 7] = 0xFF;
+    v6[kIpv6Size + kUdpSize + 4] = 0xFF;
+  }
+};
+// Hidden: one copy, reached without a GOT load (this is a static library
+// built position-independent).
+[[gnu::visibility("hidden")]] inline constexpr IcrcFirstMasks kIcrcFirstMasks;
+
+inline const uint8_t* icrc_first_mask(bool ipv6) { return kIcrcFirstMasks.masks[ipv6]; }
+
+// Whether a datagram can be CRCed where it lies with icrc_first_mask OR-ed
+// in: IPv4 without options or IPv6, with the IP, UDP and BTH headers (every
+// masked byte) inside `len_before_icrc`. Anything else icrc_compute copies.
+inline bool icrc_in_place(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
+  if (ipv6) return len_before_icrc >= kIpv6Size + kUdpSize + kBthSize;
+  return (l3[0] & 0x0F) * 4 == kIpv4Size && len_before_icrc >= kIpv4Size + kUdpSize + kBthSize;
+}
 
 }  // namespace droce::wire::crc32_detail

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string_view>
@@ -160,16 +161,22 @@ TEST(Crc32, ChainedUpdatesEqualOneShot) {
 }
 
 TEST(Crc32, OrFirst64EqualsMaskingACopy) {
+  // Expect: from a random state, any length (under 64 too, where the mask
+  // bytes past the message must not count), equals the bitwise CRC of a
+  // masked copy.
   std::mt19937 rng(5);
+  std::vector<size_t> lengths;
+  for (size_t len = 0; len < 64; ++len) lengths.push_back(len);
+  for (size_t len : {64u, 65u, 100u, 127u, 128u, 255u, 256u, 300u, 4170u}) lengths.push_back(len);
   for (Crc32Impl impl : kAllImpls) {
     if (!crc32_impl_supported(impl)) continue;
-    for (size_t len : {64u, 65u, 100u, 128u, 255u, 256u, 300u, 4170u}) {
+    for (size_t len : lengths) {
       std::vector<uint8_t> data(len + 1), mask(64);
       for (auto& b : data) b = static_cast<uint8_t>(rng());
       for (auto& b : mask) b = rng() % 4 == 0 ? static_cast<uint8_t>(rng()) : 0;
       const uint8_t* p = data.data() + 1;  // not aligned
       std::vector<uint8_t> masked(p, p + len);
-      for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+      for (size_t i = 0; i < std::min<size_t>(len, 64); ++i) masked[i] |= mask[i];
       const uint32_t init = static_cast<uint32_t>(rng());
       EXPECT_EQ(crc32_update_or_first64_with(impl, init, p, len, mask.data()),
                 crc32_update_with(Crc32Impl::kBitwise, init, masked.data(), len))
@@ -179,21 +186,22 @@ TEST(Crc32, OrFirst64EqualsMaskingACopy) {
 }
 
 TEST(Crc32, OnesPrefixedOrFirst64EqualsMaskingACopy) {
-  // Expect: every length 64..300 (the AVX-512 short path covers 65..124,
-  // the general fold the rest), unaligned data, equals the bitwise CRC of
-  // eight 0xFF bytes followed by a masked copy.
+  // Expect: every length 0..300 (the AVX-512 short paths cover 0..63 and
+  // 64..127, the general fold the rest), unaligned data, equals the bitwise
+  // CRC of eight 0xFF bytes followed by a masked copy (only the first `len`
+  // mask bytes count under 64).
   std::mt19937 rng(11);
   const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   const uint32_t after_ones = crc32_update_with(Crc32Impl::kBitwise, kCrc32Init, ones, 8);
   for (Crc32Impl impl : kAllImpls) {
     if (!crc32_impl_supported(impl)) continue;
-    for (size_t len = 64; len <= 300; ++len) {
+    for (size_t len = 0; len <= 300; ++len) {
       std::vector<uint8_t> data(len + 3), mask(64);
       for (auto& b : data) b = static_cast<uint8_t>(rng());
       for (auto& b : mask) b = rng() % 4 == 0 ? static_cast<uint8_t>(rng()) : 0;
       const uint8_t* p = data.data() + 3;
       std::vector<uint8_t> masked(p, p + len);
-      for (size_t i = 0; i < 64; ++i) masked[i] |= mask[i];
+      for (size_t i = 0; i < std::min<size_t>(len, 64); ++i) masked[i] |= mask[i];
       ASSERT_EQ(crc32_update_ones_or_first64_with(impl, p, len, mask.data()),
                 crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), len))
           << to_string(impl) << " len " << len;
@@ -292,6 +300,42 @@ TEST(Crc32, OnesPrefixedShortPathReadsNothingBeforeItsBuffers) {
   munmap(m, 2 * page);
 }
 
+TEST(Crc32, ShortPathsReadNothingAfterTheirData) {
+  // Under 64 bytes the AVX-512 code loads a whole zmm from the message's
+  // start with the bytes past its end masked off. Expect: with the message
+  // ending right before an inaccessible page, no fault and the bitwise CRC,
+  // for the plain CRC and the masked one, every length 1..127.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(m);
+  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);
+  std::mt19937 rng(37);
+  for (size_t i = 0; i < page; ++i) base[i] = static_cast<uint8_t>(rng());
+  uint8_t mask[64] = {};
+  mask[1] = mask[8] = mask[10] = mask[11] = 0xFF;
+  const uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint32_t after_ones = crc32_update_with(Crc32Impl::kBitwise, kCrc32Init, ones, 8);
+  for (size_t len = 1; len < 128; ++len) {
+    const uint8_t* p = base + page - len;
+    const uint32_t init = static_cast<uint32_t>(rng());
+    std::vector<uint8_t> masked(p, p + len);
+    for (size_t i = 0; i < std::min<size_t>(len, 64); ++i) masked[i] |= mask[i];
+    for (Crc32Impl impl : supported_impls()) {
+      ASSERT_EQ(crc32_update_with(impl, init, p, len),
+                crc32_update_with(Crc32Impl::kBitwise, init, p, len))
+          << to_string(impl) << " len " << len;
+      ASSERT_EQ(crc32_update_or_first64_with(impl, init, p, len, mask),
+                crc32_update_with(Crc32Impl::kBitwise, init, masked.data(), len))
+          << to_string(impl) << " len " << len;
+      ASSERT_EQ(crc32_update_ones_or_first64_with(impl, p, len, mask),
+                crc32_update_with(Crc32Impl::kBitwise, after_ones, masked.data(), len))
+          << to_string(impl) << " len " << len;
+    }
+  }
+  munmap(m, 2 * page);
+}
+
 }  // namespace
 TEST(Crc32, ManyEqualsOneAtATime) {
   std::vector<uint8_t> buf(9000);
@@ -329,9 +373,9 @@ TEST(Crc32, ManyEqualsOneAtATime) {
 }
 
 TEST(Crc32, ManyMixedShortAndLongEqualsOneAtATime) {
-  // The AVX-512 many-path CRCs short messages (64..127 bytes) four at a time,
-  // one per 128-bit lane, gathered past longer ones. Expect: for every batch
-  // size 1..9, random mixes of short and other lengths (64..300), each with
+  // The AVX-512 many-path CRCs short messages (under 128 bytes) four at a
+  // time, one per 128-bit lane, gathered past longer ones. Expect: for every
+  // batch size 1..9, random mixes of short and other lengths (0..300), each with
   // its own data, alignment and mask, every state equals the bitwise CRC of
   // that message alone (a lane or index mixed up would not).
   std::mt19937 rng(23);
@@ -342,7 +386,8 @@ TEST(Crc32, ManyMixedShortAndLongEqualsOneAtATime) {
         std::vector<const uint8_t*> data(n), mask_ptrs(n);
         std::vector<size_t> len(n);
         for (size_t i = 0; i < n; ++i) {
-          len[i] = rng() % 4 != 0 ? 64 + rng() % 64 : 64 + rng() % 237;
+          const unsigned kind = rng() % 8;
+          len[i] = kind < 5 ? 64 + rng() % 64 : kind < 7 ? rng() % 64 : 64 + rng() % 237;
           const size_t offset = rng() % 64;
           bufs[i].resize(offset + len[i]);
           for (auto& b : bufs[i]) b = static_cast<uint8_t>(rng());

@@ -34,20 +34,19 @@ uint32_t crc32_update(uint32_t state, const uint8_t* data, size_t len);
 uint32_t crc32_update_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
                            size_t len);
 
-// crc32_update over `len` >= 64 bytes whose first 64 are taken OR-ed with
-// `or_mask` (64 bytes), as if they had been copied and masked first. The
-// ICRC sets variant header fields to ones this way, without a copy (a copy
-// followed by a wide load stalls on store forwarding).
+// crc32_update over `len` bytes whose first 64 (all of them, when fewer)
+// are taken OR-ed with `or_mask` (64 bytes; those past `len` do not
+// matter), as if they had been copied and masked first.
+// The ICRC sets variant header fields to ones this way, without a copy (a
+// copy followed by a wide load stalls on store forwarding).
 uint32_t crc32_update_or_first64(uint32_t state, const uint8_t* data, size_t len,
                                  const uint8_t* or_mask);
 uint32_t crc32_update_or_first64_with(Crc32Impl impl, uint32_t state, const uint8_t* data,
                                       size_t len, const uint8_t* or_mask);
 
-// The running state after kCrc32Init, eight 0xFF bytes, then `len` >= 64
-// bytes of `data` with the first 64 OR-ed with `or_mask`: RoCEv2's ICRC
-// (the eight ones stand in for the LRH). Knowing the prefix lets the
-// AVX-512 code treat a short frame (up to 124 bytes: a 64-byte WRITE) as two
-// right-aligned registers, with half the dependent multiplies.
+// The running state after kCrc32Init, eight 0xFF bytes, then `len` bytes
+// of `data` with the first 64 OR-ed with `or_mask` (as above): RoCEv2's
+// ICRC (the eight ones stand in for the LRH).
 uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uint8_t* or_mask);
 uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
                                            const uint8_t* or_mask);
