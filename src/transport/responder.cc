@@ -434,8 +434,12 @@ size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {
   const bool uc = type_ == QpType::kUc;
   const uint32_t mtu = mtu_, every_n = attr_.ack_every_n;
   uint32_t epsn = epsn_, msn = msn_, unacked = unacked_;
+  // The region of the last R_Key, its bounds in registers (the copy into
+  // it may alias the MemoryRegion, whose fields would be reloaded).
   const MemoryRegion* mr = nullptr;
   uint32_t mr_key = 0;
+  uint64_t mr_iova = 0, mr_length = 0;
+  uint8_t* mr_addr = nullptr;
   bool copy = false;  // mr holds its bytes (not virtual_payload)
   Response* ack = nullptr;  // the queued ACK this run's ACKs coalesce into
   bool room = uc || room_for_answer();  // changes only when an ACK is queued
@@ -454,11 +458,15 @@ size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {
       mr = nullptr;
       if (check_remote(w.rkey, w.va, len, IBV_ACCESS_REMOTE_WRITE, &mr) != AccessCheck::kOk) break;
       mr_key = w.rkey;
+      mr_iova = mr->iova();
+      mr_length = mr->length();
+      mr_addr = mr->addr();
       copy = !mr->virtual_payload();
     }
-    uint8_t* dst = mr->translate(w.va, len);
-    if (!dst) break;
-    if (copy) copy_payload(dst, w.payload, len);
+    // MemoryRegion::translate on the registers.
+    const uint64_t offset = w.va - mr_iova;
+    if (w.va < mr_iova || offset > mr_length || len > mr_length - offset) break;
+    if (copy) copy_payload(mr_addr + offset, w.payload, len);
     msn = wire::psn_add(msn, 1);  // finish_write
     epsn = wire::psn_add(epsn, 1);  // advance_after_request
     if (uc) continue;

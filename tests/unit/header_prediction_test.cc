@@ -921,6 +921,35 @@ TEST(HeaderPredictionMessages, AccessIsCheckedPerPacket) {
   }
 }
 
+// The range check of a run of WRITE ONLY against a region that does not
+// start at I/O address 0: a packet below it, straddling either end, or
+// wholly past it ends the run there and is NAKed (RC) or dropped (UC) by
+// the rules, after the good packets before it are placed.
+TEST(HeaderPredictionMessages, RunsCheckTheRegionsBounds) {
+  constexpr uint64_t kIova = 0x100000, kSize = 8 * 1024;
+  for (size_t q : {0u, 1u}) {
+    for (uint64_t bad : {kIova - 64, kIova - 32, kIova + kSize - 32, kIova + kSize,
+                         kIova + kSize + 4096, kIova + (uint64_t{1} << 40)}) {
+      Twins t;
+      uint32_t rkey = 0;
+      for (Responder* r : {&t.predicted, &t.parsed}) {
+        auto* mr = r->device.reg_mr(r->pd, r->memory.data() + 40 * 1024, kSize,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, kIova);
+        ASSERT_NE(mr, nullptr);
+        ASSERT_TRUE(rkey == 0 || rkey == mr->rkey());
+        rkey = mr->rkey();
+      }
+      t.burst(q, {W{kOnly, 0, 64, kIova, 64, 0x10, rkey},
+                  W{kOnly, 1, 64, kIova + kSize - 64, 64, 0x20, rkey},
+                  W{kOnly, 2, 64, bad, 64, 0x30, rkey}, W{kOnly, 3, 64, kIova + 64, 64, 0x40, rkey}});
+      t.expect_same();
+      EXPECT_EQ(t.predicted.memory[40 * 1024], 0x10) << bad;
+      EXPECT_EQ(t.predicted.memory[40 * 1024 + kSize - 64], 0x20) << bad;
+      EXPECT_EQ(t.counters(q).naks_remote_access_sent, q == 0 ? 1u : 0u) << bad;
+    }
+  }
+}
+
 // Selective repeat keeps write contexts for packets placed out of order
 // and walks over them after the in-order one (sr_advance): its messages
 // are left to execute() (the predicted path is go-back-N only).
