@@ -121,6 +121,8 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         rx_template_ = wire::make_write_template(
             attr_.path, qpn_,
             type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
+      if (type_ == QpType::kRc)
+        ack_template_ = wire::make_ack_template(attr_.path, attr_.dest_qpn, attr_.pkey);
       mtu_ = mtu;
       epsn_ = a.rq_psn;
       msn_ = 0;

@@ -848,10 +848,10 @@ size_t QueuePair::produce_response(uint64_t, std::span<uint8_t> buf) {
   switch (r.kind) {
     case Response::Kind::kAck:
     case Response::Kind::kNak: {
-      t.opcode = IBV_OPCODE_RC_ACKNOWLEDGE;
-      t.aeth_syndrome = r.syndrome;
-      const size_t n = build(t, {}, buf);
+      // The frame build() would write, from the QP's ACK template.
+      const size_t n = wire::build_ack(ack_template_, r.psn, r.syndrome, r.msn, buf);
       if (!n) return 0;
+      ++counters_.tx_packets;
       const bool fatal = r.fatal;
       if (r.kind == Response::Kind::kAck) {
         ++counters_.acks_sent;

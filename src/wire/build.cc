@@ -3,6 +3,8 @@
 // not get them inconsistent.
 #include "droce/wire/build.h"
 
+#include <infiniband/opcode.h>
+
 #include <cstring>
 
 #include "droce/wire/icrc.h"
@@ -159,6 +161,32 @@ size_t build_packet(const PathSpec& path, const TransportSpec& t,
   store_le32(p + icrc_off,
              icrc_compute(p + l3_off, icrc_off - l3_off, path.src_ip.v6));
   return total;
+}
+
+AckTemplate make_ack_template(const PathSpec& path, uint32_t dest_qp, uint16_t pkey) {
+  AckTemplate t;
+  TransportSpec ack;
+  ack.opcode = static_cast<uint8_t>(IBV_OPCODE_RC_ACKNOWLEDGE);
+  ack.dest_qp = dest_qp;
+  ack.pkey = pkey;
+  t.size = static_cast<uint8_t>(build_packet(path, ack, {}, t.bytes));
+  t.l3_offset = static_cast<uint8_t>(l2_size(path));
+  t.ipv6 = path.src_ip.v6;
+  return t;
+}
+
+size_t build_ack(const AckTemplate& t, uint32_t psn, uint8_t syndrome, uint32_t msn,
+                 std::span<uint8_t> out) {
+  if (t.size == 0 || out.size() < t.size) return 0;
+  uint8_t* p = out.data();
+  std::memcpy(p, t.bytes.data(), t.size);
+  const size_t icrc_at = t.size - kIcrcSize;
+  uint8_t* aeth = p + icrc_at - kAethSize;
+  store_be24(aeth - kBthSize + 9, psn);
+  aeth[0] = syndrome;
+  store_be24(aeth + 1, msn);
+  store_le32(p + icrc_at, icrc_compute(p + t.l3_offset, icrc_at - t.l3_offset, t.ipv6));
+  return t.size;
 }
 
 void refresh_checksums(std::span<uint8_t> frame, const ParsedPacket& parsed) {

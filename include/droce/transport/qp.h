@@ -328,6 +328,7 @@ class QueuePair {
   QpCounters counters_;
   CcHooks cc_;
   wire::RxTemplate rx_template_;
+  wire::AckTemplate ack_template_;  // RC: this QP's ACK/NAK frame, set at RTR
 
   // Send queue (ring; the counters only grow, index = counter % size).
   std::vector<SendWqe> sq_;

@@ -4,6 +4,7 @@
 // checksum and the ICRC are computed here; nothing is allocated.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +59,26 @@ size_t payload_offset(const PathSpec& path, uint8_t opcode);
 // length (IBA 9.2.5).
 size_t build_packet(const PathSpec& path, const TransportSpec& transport,
                     std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// An ACKNOWLEDGE frame (BTH and AETH, IBA 9.2, 9.3) of one path, peer QP
+// and P_Key, built once by build_packet. The ACKs and NAKs a responder
+// sends on a path differ only in the PSN, the AETH and the ICRC (the IPv4
+// header, its checksum included, stays the same), so build_ack copies it
+// and writes those: a responder sends one per receive burst.
+struct AckTemplate {
+  static constexpr size_t kMaxBytes =
+      kEthSize + kVlanTagSize + kIpv6Size + kUdpSize + kBthSize + kAethSize + kIcrcSize;
+  std::array<uint8_t, kMaxBytes> bytes{};
+  uint8_t size = 0;  // 0: none (build_ack builds nothing)
+  uint8_t l3_offset = 0;
+  bool ipv6 = false;
+};
+AckTemplate make_ack_template(const PathSpec& path, uint32_t dest_qp, uint16_t pkey);
+// What build_packet writes for an RC ACKNOWLEDGE to the template's peer
+// with `psn` and AETH (`syndrome`, `msn`); 0 if `out` is too small or the
+// template is empty.
+size_t build_ack(const AckTemplate& t, uint32_t psn, uint8_t syndrome, uint32_t msn,
+                 std::span<uint8_t> out);
 
 // Recomputes the ICRC (and IPv4 checksum) of a frame that build_packet wrote
 // and someone then changed in place (the fabric stamping ECN, tests
