@@ -93,6 +93,68 @@ WriteShape write_shape(uint8_t opcode) {
 
 }  // namespace detail
 
+namespace {
+
+// Whether frame `f` repeats `prev` (a frame the template matched) in every
+// byte the match checks before the BTH's AckReq: Ethernet, IP and UDP
+// headers, and the BTH through the destination QP. Then, being as long,
+// it passes every check `prev` passed (the template's bytes, CE, the IPv4
+// checksum, the lengths, the opcode and pad count), and only the PSN,
+// AckReq and RETH are its own. A sender's packets in a row usually repeat
+// so (constant IP ID, lengths, UDP port): one masked compare stands in for
+// the checksum and the length checks.
+template <class L>
+bool repeats_headers(const uint8_t* f, const uint8_t* prev) {
+  static constexpr size_t kRepeated = L::kBth + 8;  // through the destination QP
+  struct Mask {
+    alignas(16) uint8_t bytes[L::kCompared] = {};
+    constexpr Mask() {
+      for (size_t i = 0; i < kRepeated; ++i) bytes[i] = 0xFF;
+    }
+  };
+  static constexpr Mask kMask;
+#if defined(__SSE2__)
+  __m128i diff = _mm_setzero_si128();
+  for (size_t at = 0; at < L::kCompared; at += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f + at));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(prev + at));
+    const __m128i m = _mm_load_si128(reinterpret_cast<const __m128i*>(kMask.bytes + at));
+    diff = _mm_or_si128(diff, _mm_and_si128(_mm_xor_si128(a, b), m));
+  }
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
+#else
+  return std::memcmp(f, prev, kRepeated) == 0;
+#endif
+}
+
+// `out` for frame `f`, which repeats the headers of the frame `prev` was
+// filled from (repeats_headers): the same opcode and lengths, its own PSN,
+// AckReq and RETH.
+template <class L>
+void fill_repeated(const uint8_t* f, const PredictedWrite& prev, const uint8_t* prev_frame,
+                   PredictedWrite& out) {
+  const uint8_t* bth = f + L::kBth;
+  out.position = prev.position;
+  const uint32_t ack_req_psn = load_be32(bth + 8);
+  out.psn = ack_req_psn & kPsnMask;
+  out.ack_req = ack_req_psn >> 31;
+  if (prev.position == Position::kOnly || prev.position == Position::kFirst) {
+    const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
+    out.va = reth->va();
+    out.rkey = reth->rkey();
+    out.dma_length = reth->dma_length();
+  } else {
+    out.va = 0;
+    out.rkey = 0;
+    out.dma_length = 0;
+  }
+  out.payload = f + (prev.payload - prev_frame);
+  out.payload_length = prev.payload_length;
+  out.frame_length = prev.frame_length;
+}
+
+}  // namespace
+
 size_t rx_template_match_run(const RxTemplate& shared,
                              std::span<const std::span<const uint8_t>> frames,
                              PredictedWrite* out, IcrcCheck* checks) {
@@ -101,8 +163,15 @@ size_t rx_template_match_run(const RxTemplate& shared,
   return detail::with_layout(t, [&](auto layout) {
     using L = decltype(layout);
     size_t n = 0;
-    for (; n < frames.size() && detail::match<L>(t, frames[n], out[n]); ++n)
-      checks[n] = detail::icrc_check<L>(frames[n], out[n]);
+    for (; n < frames.size(); ++n) {
+      const std::span<const uint8_t> f = frames[n];
+      if (n > 0 && f.size() == frames[n - 1].size() &&
+          repeats_headers<L>(f.data(), frames[n - 1].data()))
+        fill_repeated<L>(f.data(), out[n - 1], frames[n - 1].data(), out[n]);
+      else if (!detail::match<L>(t, f, out[n]))
+        break;
+      checks[n] = detail::icrc_check<L>(f, out[n]);
+    }
     return n;
   });
 }

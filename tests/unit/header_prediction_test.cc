@@ -140,6 +140,49 @@ TEST(RxTemplate, MatchesTheQpsWritesInEveryLayout) {
 // transport but the four RDMA WRITEs without immediate, and a padded LAST
 // (pad count 0 is fixed; such a LAST ends a message of odd length, rare)
 // or one so short that the frame is under the 64 bytes the compare reads.
+// rx_template_match_run over frames in a row gives what
+// rx_template_match and icrc_check give frame by frame, whether a frame
+// repeats the previous one's headers (same opcode and length: the short
+// check) or not, and stops at the first frame the template does not match.
+TEST(RxTemplate, MatchRunEqualsFrameByFrame) {
+  for (const Layout l : kLayouts) {
+    const wire::PathSpec ours = our_path(l.v6, l.vlan);
+    const wire::RxTemplate t = wire::make_write_template(ours, kQpn, IBV_OPCODE_RC, 0xFFFF);
+    std::vector<std::vector<uint8_t>> frames;
+    uint32_t psn = 5;
+    for (const uint8_t op : kWriteOps)
+      for (uint32_t len : {8u, 8u, 128u, 128u, 128u, 4096u, 8u})
+        frames.push_back(write_only(reversed(ours), static_cast<uint8_t>(IBV_OPCODE_RC | op),
+                                    psn++, len));
+    frames.push_back(write_only(reversed(ours), IBV_OPCODE_RC_SEND_ONLY, psn++, 8));
+    frames.push_back(frames[0]);
+    std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
+    std::vector<wire::PredictedWrite> run(frames.size());
+    std::vector<wire::IcrcCheck> checks(frames.size());
+    const size_t n = wire::rx_template_match_run(t, views, run.data(), checks.data());
+    ASSERT_EQ(n, frames.size() - 2) << "stops at the SEND";
+    for (size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(::testing::Message() << "v6 " << l.v6 << " vlan " << l.vlan << " frame " << i);
+      wire::PredictedWrite w;
+      ASSERT_TRUE(wire::rx_template_match(t, frames[i], w));
+      EXPECT_EQ(run[i].position, w.position);
+      EXPECT_EQ(run[i].psn, w.psn);
+      EXPECT_EQ(run[i].ack_req, w.ack_req);
+      EXPECT_EQ(run[i].va, w.va);
+      EXPECT_EQ(run[i].rkey, w.rkey);
+      EXPECT_EQ(run[i].dma_length, w.dma_length);
+      EXPECT_EQ(run[i].payload, w.payload);
+      EXPECT_EQ(run[i].payload_length, w.payload_length);
+      EXPECT_EQ(run[i].frame_length, w.frame_length);
+      const wire::IcrcCheck c = wire::icrc_check(t, frames[i], w);
+      EXPECT_EQ(checks[i].l3, c.l3);
+      EXPECT_EQ(checks[i].len_before_icrc, c.len_before_icrc);
+      EXPECT_EQ(checks[i].ipv6, c.ipv6);
+      EXPECT_EQ(checks[i].carried, c.carried);
+    }
+  }
+}
+
 TEST(RxTemplate, OnlyPlainWritesMatch) {
   const wire::PathSpec ours = our_path(false, false);
   const wire::RxTemplate t = wire::make_write_template(ours, kQpn, IBV_OPCODE_RC, 0xFFFF);
@@ -919,6 +962,26 @@ TEST(HeaderPredictionMessages, AccessIsCheckedPerPacket) {
     EXPECT_EQ(t.counters(0).naks_remote_access_sent, 1u);
     t.expect_same();
   }
+}
+
+// Frames in a row that repeat the previous one's headers take a shorter
+// check (rx_template_match_run): a frame to another QP on the same path
+// must still go to that QP, and each frame keeps its own lengths and RETH.
+// QPs 0 and 3 share a path (IPv4, no VLAN); 3 grants no remote write.
+TEST(HeaderPredictionMessages, RepeatedHeadersStillNameTheirQp) {
+  Twins t;
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint32_t i = 0; i < 3; ++i)
+    frames.push_back(packet(t.predicted, 0, W{kOnly, i, 128, 128u * i, 128, uint8_t(i)}));
+  frames.push_back(packet(t.predicted, 3, W{kOnly, 3, 128, 1024, 128, 0x70}));
+  frames.push_back(packet(t.predicted, 0, W{kOnly, 3, 128, 2048, 128, 0x80}));
+  ASSERT_EQ(frames[0].size(), frames[3].size());
+  t.feed(frames);
+  t.expect_same();
+  EXPECT_EQ(t.predicted.qps[0]->expected_psn(), 1004u);
+  EXPECT_EQ(t.predicted.memory[1024], 0);  // QP 3's write went to QP 3: refused
+  EXPECT_EQ(t.predicted.memory[2048 + 127], static_cast<uint8_t>(0x80 + 127));
+  EXPECT_EQ(t.predicted.memory[256 + 127], static_cast<uint8_t>(2 + 127));
 }
 
 // The range check of a run of WRITE ONLY against a region that does not
