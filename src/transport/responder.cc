@@ -423,8 +423,9 @@ template <Position kPos>
 // tested once (QP state, go-back-N, no message in progress, the QP's remote
 // write access), the expected PSN and the MSN kept in registers (the copy
 // into the region may alias the QP, so fields would be reloaded after it),
-// the region of the previous packet's R_Key reused (nothing deregisters it
-// within a burst), and each ACK after the run's first written into the
+// the region of the previous packet's R_Key reused (nothing runs between
+// the packets of a run that could deregister or invalidate it), and each
+// ACK after the run's first written into the
 // queued one, as queue_ack would coalesce it (IBA 9.7.5.1.2). Returns how
 // many packets it took; the next is left untouched.
 size_t QueuePair::try_write_only_run(std::span<const wire::PredictedWrite> ws) {

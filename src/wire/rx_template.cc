@@ -133,21 +133,10 @@ bool repeats_headers(const uint8_t* f, const uint8_t* prev) {
 template <class L>
 void fill_repeated(const uint8_t* f, const PredictedWrite& prev, const uint8_t* prev_frame,
                    PredictedWrite& out) {
-  const uint8_t* bth = f + L::kBth;
   out.position = prev.position;
-  const uint32_t ack_req_psn = load_be32(bth + 8);
-  out.psn = ack_req_psn & kPsnMask;
-  out.ack_req = ack_req_psn >> 31;
-  if (prev.position == Position::kOnly || prev.position == Position::kFirst) {
-    const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
-    out.va = reth->va();
-    out.rkey = reth->rkey();
-    out.dma_length = reth->dma_length();
-  } else {
-    out.va = 0;
-    out.rkey = 0;
-    out.dma_length = 0;
-  }
+  detail::read_own_fields(f + L::kBth,
+                          prev.position == Position::kOnly || prev.position == Position::kFirst,
+                          out);
   out.payload = f + (prev.payload - prev_frame);
   out.payload_length = prev.payload_length;
   out.frame_length = prev.frame_length;

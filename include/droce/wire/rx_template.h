@@ -140,6 +140,25 @@ struct WriteShape {
 };
 WriteShape write_shape(uint8_t opcode);
 
+// The fields of a WRITE packet that are its own, from its BTH at `bth`:
+// the PSN and AckReq, and with a RETH (FIRST, ONLY) the RETH's; 0 without.
+[[gnu::always_inline]] inline void read_own_fields(const uint8_t* bth, bool reth,
+                                                   PredictedWrite& out) {
+  const uint32_t ack_req_psn = load_be32(bth + 8);  // AckReq, 7 reserved bits, PSN
+  out.psn = ack_req_psn & kPsnMask;
+  out.ack_req = ack_req_psn >> 31;
+  if (reth) {
+    const auto* r = reinterpret_cast<const Reth*>(bth + kBthSize);
+    out.va = r->va();
+    out.rkey = r->rkey();
+    out.dma_length = r->dma_length();
+  } else {
+    out.va = 0;
+    out.rkey = 0;
+    out.dma_length = 0;
+  }
+}
+
 // A template's layout as compile-time constants (a template has one of
 // four: IPv4 without options or IPv6, with or without one VLAN tag), so
 // the match of a run of frames folds every offset into its addressing.
@@ -192,19 +211,7 @@ template <class L>
   const size_t len = l3_end - kIcrcSize - payload_off;
   if (len % 4 != 0) return false;
   out.position = shape.position;
-  const uint32_t ack_req_psn = load_be32(bth + 8);  // AckReq, 7 reserved bits, PSN
-  out.psn = ack_req_psn & kPsnMask;
-  out.ack_req = ack_req_psn >> 31;
-  if (shape.reth) {
-    const auto* reth = reinterpret_cast<const Reth*>(bth + kBthSize);
-    out.va = reth->va();
-    out.rkey = reth->rkey();
-    out.dma_length = reth->dma_length();
-  } else {
-    out.va = 0;
-    out.rkey = 0;
-    out.dma_length = 0;
-  }
+  read_own_fields(bth, shape.reth, out);
   out.payload = f.data() + payload_off;
   out.payload_length = static_cast<uint32_t>(len);
   out.frame_length = static_cast<uint32_t>(l3_end);
