@@ -157,10 +157,27 @@ TEST(RxTemplate, MatchRunEqualsFrameByFrame) {
     frames.push_back(write_only(reversed(ours), IBV_OPCODE_RC_SEND_ONLY, psn++, 8));
     frames.push_back(frames[0]);
     std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
-    std::vector<wire::PredictedWrite> run(frames.size());
-    std::vector<wire::IcrcCheck> checks(frames.size());
+    std::vector<wire::PredictedWrite> run(frames.size()), portable(frames.size());
+    std::vector<wire::IcrcCheck> checks(frames.size()), portable_checks(frames.size());
     const size_t n = wire::rx_template_match_run(t, views, run.data(), checks.data());
     ASSERT_EQ(n, frames.size() - 2) << "stops at the SEND";
+    // The loop without AVX-512 (the one CPUs without it run) stops there too.
+    ASSERT_EQ(wire::detail::match_run_portable(t, views, portable.data(), portable_checks.data()),
+              n);
+    // A frame that repeats the one before in all but the destination QP
+    // ends the run, in both loops.
+    auto other_qp = frames[1];
+    other_qp[wire::predicted_bth_offset(other_qp) + 7] ^= 1;
+    const std::span<const uint8_t> two[] = {frames[0], other_qp};
+    EXPECT_EQ(wire::rx_template_match_run(t, two, run.data(), checks.data()), 1u);
+    EXPECT_EQ(wire::detail::match_run_portable(t, two, portable.data(), portable_checks.data()), 1u);
+    wire::rx_template_match_run(t, views, run.data(), checks.data());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(portable[i].psn, run[i].psn);
+      EXPECT_EQ(portable[i].va, run[i].va);
+      EXPECT_EQ(portable[i].payload_length, run[i].payload_length);
+      EXPECT_EQ(portable_checks[i].carried, checks[i].carried);
+    }
     for (size_t i = 0; i < n; ++i) {
       SCOPED_TRACE(::testing::Message() << "v6 " << l.v6 << " vlan " << l.vlan << " frame " << i);
       wire::PredictedWrite w;

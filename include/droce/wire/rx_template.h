@@ -266,4 +266,11 @@ inline IcrcCheck icrc_check(const RxTemplate& t, std::span<const uint8_t> frame,
 size_t rx_template_match_run(const RxTemplate& t, std::span<const std::span<const uint8_t>> frames,
                              PredictedWrite* out, IcrcCheck* checks);
 
+namespace detail {
+// rx_template_match_run without AVX-512, which rx_template_match_run
+// takes where the CPU has AVX-512BW (declared for the tests, to run both).
+size_t match_run_portable(const RxTemplate& t, std::span<const std::span<const uint8_t>> frames,
+                          PredictedWrite* out, IcrcCheck* checks);
+}  // namespace detail
+
 }  // namespace droce::wire
