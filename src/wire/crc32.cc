@@ -192,24 +192,6 @@ uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, 
   return crc32_update_or_first64_with(impl, crc32_detail::kStateAfterOnes, data, len, or_mask);
 }
 
-void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const* data,
-                                            const size_t* len, const uint8_t* const* or_mask,
-                                            uint32_t* out, size_t n) {
-#ifdef DROCE_CRC32_X86
-  if (impl == Crc32Impl::kVpclmulAvx512) {
-    crc32_detail::update_vpclmul_avx512_ones_or64_many(data, len, or_mask, out, n);
-    return;
-  }
-#endif
-  for (size_t i = 0; i < n; ++i)
-    out[i] = crc32_update_ones_or_first64_with(impl, data[i], len[i], or_mask[i]);
-}
-
-void crc32_update_ones_or_first64_many(const uint8_t* const* data, const size_t* len,
-                                       const uint8_t* const* or_mask, uint32_t* out, size_t n) {
-  crc32_update_ones_or_first64_many_with(crc32_best_impl(), data, len, or_mask, out, n);
-}
-
 uint32_t crc32_zeros(uint32_t state, size_t n) {
   static constexpr uint8_t kZeros[64] = {};
   // Zeros commute with zeros: the part under 64 bytes first, then blocks.

@@ -305,28 +305,6 @@ DROCE_TARGET_AVX512 inline uint32_t state_of_w_lanes(__m512i lanes) {
       _mm_extract_epi32(_mm512_castsi512_si128(reduce_w_in_lanes(_mm512_zextsi128_si512(w))), 1));
 }
 
-// W lanes of short message i (short_w_lanes).
-DROCE_TARGET_AVX512 inline __m512i short_w_lanes_at(const uint8_t* const* p, const size_t* len,
-                                                    const uint8_t* const* or_mask, size_t i,
-                                                    __m512i init) {
-  return short_w_lanes(p[i], len[i], or_mask[i], init);
-}
-
-// The states of the four short messages `which[0, 4)` into out[which[i]].
-DROCE_TARGET_AVX512 inline void short_or64_x4(const uint8_t* const* p, const size_t* len,
-                                              const uint8_t* const* or_mask, __m512i init,
-                                              const size_t* which, uint32_t* out) {
-  const __m128i states =
-      reduce_w_lanes(sum_lanes_x4(short_w_lanes_at(p, len, or_mask, which[0], init),
-                                  short_w_lanes_at(p, len, or_mask, which[1], init),
-                                  short_w_lanes_at(p, len, or_mask, which[2], init),
-                                  short_w_lanes_at(p, len, or_mask, which[3], init)));
-  out[which[0]] = static_cast<uint32_t>(_mm_cvtsi128_si32(states));
-  out[which[1]] = static_cast<uint32_t>(_mm_extract_epi32(states, 1));
-  out[which[2]] = static_cast<uint32_t>(_mm_extract_epi32(states, 2));
-  out[which[3]] = static_cast<uint32_t>(_mm_extract_epi32(states, 3));
-}
-
 // Zero bytes at the end of a message need no folding: n of them multiply
 // the state by x^(8n) mod P, one carry-less multiply (zeros_pclmul). Zeroed
 // buffers and the simulator's virtual payload end in kilobytes of them. The
@@ -448,34 +426,6 @@ DROCE_TARGET_AVX512 inline __m512i icrc_w_lanes(const IcrcCheck& c, __m512i init
 }
 
 }  // namespace
-
-DROCE_TARGET_AVX512 void update_vpclmul_avx512_ones_or64_many(const uint8_t* const* p,
-                                                              const size_t* len,
-                                                              const uint8_t* const* or_mask,
-                                                              uint32_t* out, size_t n) {
-  // Short messages wait in fours (short_or64_x4), the rest go alone; every
-  // message's state lands at its own index, so order is free. A short
-  // message that could not complete a four even if all the rest were short
-  // goes alone at once (the whole batch, when n < 4).
-  const __m512i init = state_block512(kStateAfterOnes);
-  size_t waiting[4];
-  size_t n_waiting = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!is_short(len[i]) || n - i < 4 - n_waiting) {
-      out[i] = or64(kStateAfterOnes, p[i], len[i], or_mask[i]);
-      continue;
-    }
-    waiting[n_waiting++] = i;
-    if (n_waiting == 4) {
-      short_or64_x4(p, len, or_mask, init, waiting, out);
-      n_waiting = 0;
-    }
-  }
-  for (size_t j = 0; j < n_waiting; ++j) {
-    const size_t i = waiting[j];
-    out[i] = or64(kStateAfterOnes, p[i], len[i], or_mask[i]);
-  }
-}
 
 DROCE_TARGET_AVX512 void icrc_check_many_vpclmul_avx512(const IcrcCheck* c, bool* ok, size_t n) {
   // Four checks that fit a four (the whole burst, on a stream of short

@@ -29,10 +29,6 @@ uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* data, size_t len);
 // OR-ed with `or_mask` (crc32_update_or_first64).
 uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t len,
                                     const uint8_t* or_mask);
-// update_vpclmul_avx512_or64 from kStateAfterOnes for n messages
-// (crc32_update_ones_or_first64_many).
-void update_vpclmul_avx512_ones_or64_many(const uint8_t* const* data, const size_t* len,
-                                          const uint8_t* const* or_mask, uint32_t* out, size_t n);
 // icrc_check_many (icrc.h): reads the checks and writes the flags itself,
 // with no arrays in between; a layout icrc_in_place() refuses goes through
 // icrc_compute().

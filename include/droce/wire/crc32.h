@@ -51,17 +51,6 @@ uint32_t crc32_update_ones_or_first64(const uint8_t* data, size_t len, const uin
 uint32_t crc32_update_ones_or_first64_with(Crc32Impl impl, const uint8_t* data, size_t len,
                                            const uint8_t* or_mask);
 
-// crc32_update_ones_or_first64 for `n` messages at once: out[i] is the
-// state for data[i], len[i], or_mask[i]. A receive burst's ICRCs are
-// independent; in one pass, with no call between them, the CPU overlaps
-// their chains of dependent multiplies (one at a time, a short frame's CRC
-// is mostly waiting on its own final reduction).
-void crc32_update_ones_or_first64_many(const uint8_t* const* data, const size_t* len,
-                                       const uint8_t* const* or_mask, uint32_t* out, size_t n);
-void crc32_update_ones_or_first64_many_with(Crc32Impl impl, const uint8_t* const* data,
-                                            const size_t* len, const uint8_t* const* or_mask,
-                                            uint32_t* out, size_t n);
-
 // The running state after `n` zero bytes. With PCLMULQDQ one carry-less
 // multiply per 10 KiB (multiplication by x^(8n) mod P), else a loop. The
 // AVX-512 implementation uses it for messages that end in whole 64-byte
