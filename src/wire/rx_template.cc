@@ -108,7 +108,7 @@ namespace {
 // the checksum and the length checks.
 template <class L>
 [[gnu::always_inline]] inline bool repeats_headers(const uint8_t* f, const uint8_t* prev) {
-  static constexpr size_t kRepeated = L::kBth + 8;  // through the destination QP
+  static constexpr size_t kRepeated = L::kThroughDestQp;
   struct Mask {
     alignas(16) uint8_t bytes[L::kCompared] = {};
     constexpr Mask() {
@@ -134,8 +134,8 @@ template <class L>
 // filled from (repeats_headers): the same opcode and lengths, its own PSN,
 // AckReq and RETH.
 template <class L>
-[[gnu::always_inline]] inline void fill_repeated(const uint8_t* f, const PredictedWrite& prev, const uint8_t* prev_frame,
-                   PredictedWrite& out) {
+[[gnu::always_inline]] inline void fill_repeated(const uint8_t* f, const PredictedWrite& prev,
+                                                 const uint8_t* prev_frame, PredictedWrite& out) {
   out.position = prev.position;
   detail::read_own_fields(f + L::kBth,
                           prev.position == Position::kOnly || prev.position == Position::kFirst,
@@ -172,7 +172,7 @@ template <class L, class Repeats>
 // frames of a run take this check.
 template <class L>
 DROCE_TARGET_AVX512BW bool repeats_headers_avx512(const uint8_t* f, const uint8_t* prev) {
-  constexpr size_t kRepeated = L::kBth + 8;
+  constexpr size_t kRepeated = L::kThroughDestQp;
   constexpr __mmask64 kFirst = kRepeated >= 64 ? ~__mmask64{0} : (__mmask64{1} << kRepeated) - 1;
   __mmask64 differ =
       _mm512_mask_cmpneq_epu8_mask(kFirst, _mm512_loadu_si512(f), _mm512_loadu_si512(prev));

@@ -167,6 +167,7 @@ struct Layout {
   static constexpr size_t kL3 = kEthSize + (kVlan ? kVlanTagSize : 0);
   static constexpr size_t kBth = kL3 + (kIpv6 ? kIpv6Size : kIpv4Size) + kUdpSize;
   static constexpr size_t kCompared = kIpv6 ? 80 : 64;  // bytes headers_equal reads
+  static constexpr size_t kThroughDestQp = kBth + 8;   // the template's bytes end there
   static_assert(kBth + kBthSize <= kCompared);
 };
 
