@@ -14,6 +14,9 @@ transport::CcHooks CcBinding::hooks() {
   h.may_send = [](void* c, uint32_t, uint32_t bytes, uint64_t now) {
     return static_cast<CcBinding*>(c)->may_send(bytes, now);
   };
+  h.fills_window = [](void* c, uint32_t bytes, uint32_t next_bytes) {
+    return static_cast<CcBinding*>(c)->fills_window(bytes, next_bytes);
+  };
   h.on_send = [](void* c, uint32_t, uint32_t bytes, bool, uint64_t now) {
     static_cast<CcBinding*>(c)->on_send(bytes, now);
   };
@@ -35,6 +38,11 @@ bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
   // A window smaller than one packet still lets one packet out, or the flow
   // could never send again.
   return !window || inflight_bytes_ == 0 || inflight_bytes_ + bytes <= *window;
+}
+
+bool CcBinding::fills_window(uint32_t bytes, uint32_t next_bytes) const {
+  const auto window = algorithm_->window_bytes();
+  return window && inflight_bytes_ + bytes + next_bytes > *window;
 }
 
 void CcBinding::on_send(uint32_t bytes, uint64_t now) {

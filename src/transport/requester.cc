@@ -130,8 +130,8 @@ bool QueuePair::wants_ack(const SendWqe& w, uint32_t k) const {
   return k + 1 == w.npkts || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0);
 }
 
-size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint8_t> buf,
-                                bool* ok) {
+size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool fills_window,
+                                std::span<uint8_t> buf, bool* ok) {
   *ok = true;
   wire::TransportSpec t;
   t.dest_qp = type_ == QpType::kUd ? w.ud_remote_qpn : attr_.dest_qpn;
@@ -195,7 +195,8 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       }
       t.imm_data = w.imm_data;
       t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
-      t.ack_req = wants_ack(w, k);
+      // A packet that fills the CC window asks for its ACK (CcHooks::fills_window).
+      t.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && fills_window);
       if (len > 0) {
         // Gathered straight into the frame where build_packet puts the
         // payload (it then copies nothing); through scratch_ only if the
@@ -213,6 +214,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, uint64_t, std::span<uint
       break;
     }
   }
+  built_ack_req_ = t.ack_req;
   return build(t, payload, buf, path);
 }
 
@@ -248,8 +250,9 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
     ++counters_.cc_stalls;
     return 0;
   }
+  const bool fills_window = cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_);
   bool ok;
-  const size_t n = build_request(sq_[index % sq_.size()], k, now, buf, &ok);
+  const size_t n = build_request(sq_[index % sq_.size()], k, fills_window, buf, &ok);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
@@ -327,7 +330,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   } else {
     const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
     send_high_ = wire::psn_add(psn, span);
-    tail_ack_req_ = wants_ack(w, k);
+    tail_ack_req_ = built_ack_req_;
     if (type_ == QpType::kRc && !rtt_probe_) {
       rtt_probe_ = true;
       rtt_psn_ = wire::psn_add(send_high_, wire::kPsnMask);

@@ -175,6 +175,52 @@ TEST(Requester, InflightWindowAndCcGate) {
   EXPECT_EQ(b.drain().size(), 1u);
 }
 
+TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
+  // A window-limited requester that stops mid-message must ask for an ACK
+  // (AckReq, IBA 9.7.4.1): the responder coalesces ACKs until one is asked
+  // for (9.7.5.1.2), so otherwise nothing would reopen the window before
+  // the retransmission timeout.
+  QpAttr a = QpBench::default_attr();
+  a.ack_req_every_n = 0;  // AckReq only on the message's last packet ...
+  QpBench b(QpType::kRc, a);
+  struct Window {
+    uint32_t bytes = 3 * 1024;  // ... and room for three 1 KiB packets
+    uint32_t inflight = 0;
+  } win;
+  CcHooks h;
+  h.ctx = &win;
+  h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
+    auto* w = static_cast<Window*>(ctx);
+    return w->inflight + bytes <= w->bytes;
+  };
+  h.fills_window = [](void* ctx, uint32_t bytes, uint32_t next) {
+    auto* w = static_cast<Window*>(ctx);
+    return w->inflight + bytes + next > w->bytes;
+  };
+  h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool, uint64_t) {
+    static_cast<Window*>(ctx)->inflight += bytes;
+  };
+  h.on_ack = [](void* ctx, uint32_t, uint64_t acked, uint64_t, uint64_t) {
+    auto* w = static_cast<Window*>(ctx);
+    w->inflight -= std::min<uint64_t>(w->inflight, acked);
+  };
+  b.qp_->set_cc_hooks(h);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  auto out = b.drain();
+  // Expect: three packets fit; the third fills the window and carries AckReq.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_FALSE(out[0].p.ack_req);
+  EXPECT_FALSE(out[1].p.ack_req);
+  EXPECT_TRUE(out[2].p.ack_req);
+  // Expect: its ACK reopens the window, and the next window ends the same way.
+  b.feed(ack(102));
+  out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.psn, 103u);
+  EXPECT_FALSE(out[0].p.ack_req);
+  EXPECT_TRUE(out[2].p.ack_req);
+}
+
 TEST(Requester, PostValidation) {
   QpBench b;
   // Expect: bad lkey / range are EINVAL at post time.

@@ -52,6 +52,8 @@ class CcBinding {
   void mark_idle() { backlog_since_ = UINT64_MAX; }
 
   bool may_send(uint32_t bytes, uint64_t now) const;
+  // See transport::CcHooks::fills_window.
+  bool fills_window(uint32_t bytes, uint32_t next_bytes) const;
   void on_send(uint32_t bytes, uint64_t now);
   void on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now);
   void on_cnp(uint64_t now);

@@ -18,6 +18,13 @@ struct CcHooks {
   // Returning false makes produce() return 0; has_work() stays true, so the
   // endpoint's pacer asks again later.
   bool (*may_send)(void* ctx, uint32_t qpn, uint32_t bytes, uint64_t now) = nullptr;
+  // True when a request packet of `bytes`, once sent, leaves the window no
+  // room for another of `next_bytes`. The requester then sets AckReq on it:
+  // the responder coalesces ACKs until an AckReq (IBA 9.7.5.1.2), so a
+  // window-limited QP that stopped mid-message without asking would wait
+  // for an ACK nobody sends, until its retransmission timeout. nullptr =
+  // never (no window).
+  bool (*fills_window)(void* ctx, uint32_t bytes, uint32_t next_bytes) = nullptr;
   void (*on_send)(void* ctx, uint32_t qpn, uint32_t bytes, bool retransmit,
                   uint64_t now) = nullptr;
   // acked_bytes: newly acknowledged PSNs times the path MTU (an upper bound

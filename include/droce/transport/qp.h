@@ -230,7 +230,9 @@ class QueuePair {
   bool requester_has_work() const;
   bool can_start(const SendWqe& w) const;
   void start_wqe(SendWqe& w);
-  size_t build_request(SendWqe& w, uint32_t k, uint64_t now, std::span<uint8_t> buf,
+  // `fills_window`: the packet leaves the CC window full (CcHooks), so it
+  // carries AckReq whatever wants_ack says.
+  size_t build_request(SendWqe& w, uint32_t k, bool fills_window, std::span<uint8_t> buf,
                        bool* ok);
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
@@ -364,6 +366,7 @@ class QueuePair {
   bool sr_rewalk_armed_ = false;   // a resent hole waits for evidence ...
   uint32_t sr_rewalk_at_ = 0;      // ... a SACK at or above this PSN
   bool tail_ack_req_ = false;      // PSN send_high_ - 1 carried AckReq
+  bool built_ack_req_ = false;     // the request build_request wrote last did
   bool sr_recovery_ = false;
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
