@@ -127,11 +127,13 @@ std::string fmt_rate(uint64_t bps) { return fmt::format("{:g}G", static_cast<dou
 // links get the simulator's documented defaults.
 std::string topology_toml(const std::string& kind, uint32_t ranks, uint64_t link_bps,
                           uint64_t delay_ns, uint32_t hosts_per_leaf, uint32_t spines,
-                          double oversub, bool pfc, uint64_t seed, uint64_t interval_ns) {
+                          double oversub, bool pfc, bool int_on, uint64_t seed,
+                          uint64_t interval_ns) {
   std::string t;
   t += fmt::format("[run]\nseed = {}\ncsv_interval = {}\nstop_when_done = false\nduration = \"1s\"\n",
                    seed, interval_ns);
-  t += fmt::format("[switch]\npfc.enabled = {}\n", pfc ? "true" : "false");
+  t += fmt::format("[switch]\npfc.enabled = {}\nint.enabled = {}\n", pfc ? "true" : "false",
+                   int_on ? "true" : "false");
   t += fmt::format("[link]\nrate = {}\ndelay = {}\n", link_bps, delay_ns);
   for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", r);
   if (kind == "single_switch") {
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
   std::string mode = "sim", minb = "32M", maxb = "32M", stepb = "0", chunk = "0";
   std::string link_rate = "100G", delay = "500ns", cc_name = "none", recovery = "gbn";
   std::string topology = "single_switch", loss_text = "0", interval = "10us";
+  std::string int_mode = "auto", ack_every = "auto";
   std::vector<std::string> cc_params, stragglers, backgrounds;
   uint32_t hosts_per_leaf = 4, spines = 2, mtu = 4096;
   double oversub = 1;
@@ -253,6 +256,11 @@ int main(int argc, char** argv) {
   app.add_option("--spines", spines, "leaf_spine: spine switches (2)");
   app.add_option("--oversubscription", oversub, "leaf_spine: host/uplink bandwidth (1)");
   app.add_flag("--pfc", pfc, "PFC on priority 3 in every switch");
+  app.add_option("--int", int_mode,
+                 "INT stamping in every switch: auto (on when the CC steers by INT: hpcc), on, off");
+  app.add_option("--ack-every", ack_every,
+                 "responder ACKs every N packets (0: only when asked, AckReq); auto: 1 when "
+                 "INT is on, else 0");
   app.add_option("--loss", loss_text, "packet loss on every link (0.01 or 1%)");
   app.add_option("--straggler", stragglers, "RANK:rate=25G or RANK:loss=1% (repeatable)");
   app.add_option("--background", backgrounds, "SRC-DST[:BYTES]: a competing WRITE flow (repeatable)");
@@ -313,6 +321,19 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(cc_params.empty() ? "--cc" : "--cc/--cc-param", e.what());
   }
+  const bool cc_needs_int = cc::find_algorithm(qo.cc)->needs_int;
+  bool int_on = cc_needs_int;
+  if (int_mode == "on") int_on = true;
+  else if (int_mode == "off") int_on = false;
+  else if (int_mode != "auto") return fail("--int", "'" + int_mode + "': accepted auto, on, off");
+  if (ack_every == "auto") {
+    qo.ack_every_n = int_on ? 1 : 0;  // INT feedback on every ACK, as HPCC's receivers send
+  } else {
+    uint64_t n = 0;
+    if (!parse_size(ack_every, n) || n > (1u << 20))
+      return fail("--ack-every", "'" + ack_every + "': auto or a packet count 0..1048576");
+    qo.ack_every_n = static_cast<uint32_t>(n);
+  }
   std::vector<Straggler> strag;
   for (const std::string& sarg : stragglers) {
     const auto colon = sarg.find(':');
@@ -364,13 +385,16 @@ int main(int argc, char** argv) {
   try {
     if (topology == "single_switch" || topology == "leaf_spine") {
       sc = sim::parse_scenario(topology_toml(topology, c.ranks, link_bps, delay_ns, hosts_per_leaf,
-                                             spines, oversub, pfc, sim_seed, interval_ns),
+                                             spines, oversub, pfc, int_on, sim_seed, interval_ns),
                                "--topology " + topology);
     } else if (topology.size() > 5 && topology.substr(topology.size() - 5) == ".toml") {
       sc = sim::load_scenario(topology);
       sc.run.stop_when_done = false;
       sc.run.csv_interval_ns = interval_ns;
       sc.run.seed = sim_seed;
+      // The file's own INT setting stands unless --int says otherwise.
+      if (int_mode != "auto" || int_on)
+        for (auto& sw : sc.switches) sw.cfg.int_cfg.enabled = int_on;
       if (sc.hosts.size() < c.ranks)
         return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", topology,
                                               sc.hosts.size(), c.ranks));
@@ -403,6 +427,7 @@ int main(int argc, char** argv) {
     f.cc_params = qo.cc_params;
     f.recovery = qo.recovery;
     f.mtu = mtu;
+    f.ack_every_n = qo.ack_every_n;
     f.verify = false;
     sc.flows.push_back(f);
   }
@@ -444,11 +469,14 @@ int main(int argc, char** argv) {
   out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}\n",
                      pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
                      c.chunk_bytes ? std::to_string(c.chunk_bytes) : "whole step");
-  out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, {}{} background flow(s)\n",
+  out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
+                     "acks {}, {}{} background flow(s)\n",
                      topology, fmt_rate(link_bps), delay_ns,
                      loss > 0 ? fmt::format(", loss {:g}", loss) : "", qo.cc,
                      qo.recovery == transport::Recovery::kGoBackN ? "go-back-N" : "selective repeat",
-                     mtu, pfc ? "on" : "off",
+                     mtu, pfc ? "on" : "off", int_on ? "on" : "off",
+                     qo.ack_every_n ? fmt::format("every {} packet(s)", qo.ack_every_n)
+                                    : std::string("on AckReq"),
                      strag.empty() ? "" : fmt::format("{} straggler(s), ", strag.size()), bgs.size());
   out << fmt::format("# iterations: {} timed + {} warm-up per size, verify {}\n", c.iters,
                      c.warmup_iters, verify ? "on" : "off");
@@ -510,6 +538,8 @@ int main(int argc, char** argv) {
       static_cast<double>(simr->now()) / 1e6, wall, sum.packet_events, sum.switch_drops,
       sum.link_losses, sum.ecn_marks, sum.cnps, sum.retransmits, sum.timeouts,
       sum.max_queue_bytes);
+  if (const std::string w = sim::missing_int_warning(sum); !w.empty())
+    std::cerr << "droce-pktgen: " << w << "\n";
 
   pktgen::ScheduleParams p0;
   p0.pattern = pattern;
@@ -528,6 +558,7 @@ int main(int argc, char** argv) {
                       {"delay_ns", delay_ns},   {"loss", loss},
                       {"cc", qo.cc},            {"recovery", recovery},
                       {"mtu", mtu},             {"pfc", pfc},
+                      {"int", int_on},          {"ack_every_n", qo.ack_every_n},
                       {"seed", sim_seed},       {"stragglers", stragglers},
                       {"background", backgrounds}};
       j["runs"] = extra;

@@ -175,6 +175,8 @@ int main(int argc, char** argv) {
                sum.packet_events, wall, sum.packet_events / wall / 1e6,
                sum.end_ns / 1e9 / wall);
   }
+  if (const std::string w = sim::missing_int_warning(sum); !w.empty())
+    fmt::print(stderr, "droce-sim: {}\n", w);
   const bool ok = sum.all_done && sum.flows_failed == 0 && sum.flows_corrupt == 0;
   return ok ? 0 : 1;
 }

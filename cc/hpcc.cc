@@ -155,7 +155,7 @@ std::optional<uint64_t> Hpcc::window_bytes() const {
 const AlgorithmInfo& hpcc_algorithm() {
   static const AlgorithmInfo kInfo{
       "hpcc", "HPCC INT-driven window + pacing (Li et al. SIGCOMM 2019)",
-      kSpecs, &create};
+      kSpecs, &create, /*needs_int=*/true};
   return kInfo;
 }
 

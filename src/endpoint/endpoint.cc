@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "droce/cc/registry.h"
 #include "droce/wire/packet.h"
 
 namespace droce::endpoint {
@@ -30,6 +31,8 @@ void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> c
                                      config_.tx_catch_up_ns);
   qp.set_cc_hooks(s.cc->hooks());
   s.priority = priority_of(qp.attr().path);
+  const cc::AlgorithmInfo* info = cc::find_algorithm(s.cc->algorithm().name());
+  s.needs_int = info && info->needs_int;
   activate(s);
 }
 
@@ -345,6 +348,9 @@ Endpoint::QpSlot* Endpoint::deliver_to_qp(const wire::ParsedPacket& pkt, uint64_
                    uint64_t{h.rate_mbps} * 1'000'000 / 8});
     }
     s->cc->set_pending_int(&record);
+  } else if (s->needs_int && pkt.info->op_class != wire::OpClass::kRequest &&
+             pkt.info->op_class != wire::OpClass::kCnp) {
+    ++counters_.cc_acks_without_int;
   } else if (hop_count > 0 && config_.echo_int) {
     std::copy_n(hops_.begin(), hop_count, s->echo.begin());
     s->echo_count = hop_count;

@@ -1051,10 +1051,20 @@ Summary Simulator::summary() const {
     const auto& lc = d->link.counters();
     s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
   }
-  for (const auto& h : m.hosts)
+  for (const auto& h : m.hosts) {
     for (size_t p = 0; p < wire::kPfcPriorities; ++p)
       s.host_paused_ns += h->ep->paused_ns(static_cast<uint8_t>(p), now_);
+    s.acks_without_int += h->ep->counters().cc_acks_without_int;
+  }
   return s;
+}
+
+std::string missing_int_warning(const Summary& s) {
+  if (s.acks_without_int == 0) return {};
+  return "warning: the congestion control steers by INT, but " +
+         std::to_string(s.acks_without_int) +
+         " ACK(s) carried no INT records (switch INT off: [switch] int.enabled); it ran on "
+         "its initial window";
 }
 
 std::string Simulator::summary_json() const {

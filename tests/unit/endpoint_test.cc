@@ -771,5 +771,37 @@ TEST(Endpoint, IntHopsAreStrippedEchoedAndReachTheSendersCc) {
   EXPECT_GT(recorder->last_int.hops[0].ts_ns, 0u);
 }
 
+TEST(Endpoint, WindowLimitedQpAsksForAcksAndFinishesWithoutTimeouts) {
+  // A 1 MiB WRITE under HPCC (window = line rate x base RTT = 100 KB) with
+  // ACKs only when asked for (ack_every_n = 0, AckReq every 64 packets):
+  // each window's last packet asks for its ACK, so the transfer never waits
+  // for the retransmission timer. No switch stamps INT here, and the
+  // endpoint says so in a counter.
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 100'000'000'000ull / 8;
+  Host a(cfg, 1 << 20), b(cfg, 1 << 20);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, cc::make_algorithm("hpcc", {}, cfg.port_rate_bytes_per_sec));
+  b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
+  std::iota(a.memory.begin(), a.memory.end(), 3);
+  ASSERT_EQ(post_write(a, *qa, b, 0, a.memory.size(), 1, IBV_SEND_SIGNALED), 0);
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  transport::WorkCompletion wc;
+  while (a.cq->poll({&wc, 1}) == 0 && h.now < 100'000'000) h.run(h.now + 1'000);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a.memory, b.memory);
+  // Expect: no timeouts, well under one 67 ms local ACK timeout in all.
+  EXPECT_EQ(qa->counters().retransmit_timeouts, 0u);
+  EXPECT_LT(h.now, 1'000'000u);
+  // Expect: more ACKs than the message's 256 / 64 AckReqs: one per window.
+  EXPECT_GT(qb->counters().acks_sent, 8u);
+  EXPECT_EQ(a.ep->counters().cc_acks_without_int, qb->counters().acks_sent);
+  EXPECT_EQ(b.ep->counters().cc_acks_without_int, 0u);  // its CC does not need INT
+}
+
 }  // namespace
 }  // namespace droce::endpoint

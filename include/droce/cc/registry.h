@@ -21,6 +21,11 @@ struct AlgorithmInfo {
   // `params` already validated against the table above.
   std::unique_ptr<Algorithm> (*create)(const Params& params,
                                        uint64_t line_rate_bytes_per_sec);
+  // The algorithm steers by INT hop records echoed on ACKs (HPCC): switches
+  // must stamp them (fabric IntConfig) and the receiver should ACK every
+  // packet. Without them it still runs, on what it has, and the endpoint
+  // counts the ACKs that came without (cc_acks_without_int).
+  bool needs_int = false;
 };
 
 // All registered algorithms, in registry order.

@@ -24,6 +24,7 @@ namespace droce::endpoint {
   X(rx_int_stripped)      /* INT-MD frames whose records were taken off */    \
   X(rx_int_echoes)        /* of those, echoes carrying hops for our CC */     \
   X(rx_int_bad)           /* INT header present but unusable: dropped */      \
+  X(cc_acks_without_int)  /* ACKs for a QP whose CC needs INT: none on them */ \
   X(tx_frames)                                                                \
   X(tx_bytes)                                                                 \
   X(tx_paced)             /* a QP had work but its rate/window said wait */   \

@@ -129,6 +129,7 @@ class Endpoint {
     bool active = false;        // in active_ (has or may have work)
     uint64_t timer_filed = UINT64_MAX;  // deadline filed in timers_
     uint8_t priority = 0;       // PFC priority of the QP's traffic
+    bool needs_int = false;     // its CC steers by INT (cc::AlgorithmInfo)
     // Hops of the last INT-stamped packet received, echoed on the next ACK.
     std::array<wire::IntHop, wire::kIntDefaultMaxHops> echo{};
     size_t echo_count = 0;

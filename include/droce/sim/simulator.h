@@ -126,8 +126,15 @@ struct Summary {
   uint64_t max_queue_bytes = 0;
   uint64_t p99_queue_bytes = 0;    // the largest per-queue p99
   uint64_t packet_events = 0;      // see Simulator::packet_events()
+  // ACKs that reached a QP whose CC steers by INT without INT on them
+  // (EndpointCounters::cc_acks_without_int): switches' INT was off.
+  uint64_t acks_without_int = 0;
   std::vector<QueueSummary> queues;  // every queue that carried traffic
 };
+
+// The warning a tool prints once when a CC that steers by INT ran without
+// it (Summary::acks_without_int); empty when there is nothing to say.
+std::string missing_int_warning(const Summary& s);
 
 class Simulator {
  public:
