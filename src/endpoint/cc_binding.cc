@@ -45,15 +45,34 @@ bool CcBinding::fills_window(uint32_t bytes, uint32_t next_bytes) const {
   return window && inflight_bytes_ + bytes + next_bytes > *window;
 }
 
+namespace {
+// The time `bytes` take at `rate` bytes/s, rounded up.
+uint64_t pacing_gap(uint32_t bytes, uint64_t rate) {
+  return (uint64_t{bytes} * 1'000'000'000ull + rate - 1) / rate;
+}
+}  // namespace
+
 void CcBinding::on_send(uint32_t bytes, uint64_t now) {
   const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
   // Pacing: the next packet may leave once this one has been "sent" at the
   // CC rate. Start from now when the QP was idle, so idleness earns no
   // burst; a QP that had work makes up (bounded) what a late loop lost.
-  const uint64_t gap = (uint64_t{bytes} * 1'000'000'000ull + rate - 1) / rate;
-  next_send_ns_ = pacing_start(next_send_ns_, now, backlog_since_, catch_up_ns_) + gap;
+  last_start_ns_ = pacing_start(next_send_ns_, now, backlog_since_, catch_up_ns_);
+  last_bytes_ = bytes;
+  paced_rate_ = rate;
+  next_send_ns_ = last_start_ns_ + pacing_gap(bytes, rate);
   inflight_bytes_ += bytes;
   algorithm_->on_send(now, bytes);
+  retime();  // on_send may have fired an overdue timer that moved the rate
+}
+
+void CcBinding::retime() {
+  const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
+  if (rate == paced_rate_ || last_bytes_ == 0) return;
+  // The departure after the last packet, as if that packet had been paced
+  // at the new rate: earlier when the rate rose, later when it fell.
+  paced_rate_ = rate;
+  next_send_ns_ = last_start_ns_ + pacing_gap(last_bytes_, rate);
 }
 
 void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
@@ -69,9 +88,18 @@ void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
     std::copy_n(pending_int_->hops.begin(), pending_int_->n_hops, ack.int_hops.hops.begin());
   }
   algorithm_->on_ack(now, ack);
+  retime();
 }
 
-void CcBinding::on_cnp(uint64_t now) { algorithm_->on_cnp(now); }
+void CcBinding::on_cnp(uint64_t now) {
+  algorithm_->on_cnp(now);
+  retime();
+}
+
+void CcBinding::on_timer(uint64_t now) {
+  algorithm_->on_timer(now);
+  retime();
+}
 
 void CcBinding::on_loss(transport::LossEvent event, uint64_t) {
   // After a timeout everything outstanding is sent again and counted again;

@@ -98,8 +98,7 @@ void Endpoint::run_timers(uint64_t now) {
       s->qp->on_timer(now);
       ++counters_.timers_fired;
     }
-    auto& cc = s->cc->algorithm();
-    if (auto t = cc.next_timer(); t && *t <= now) cc.on_timer(now);
+    if (auto t = s->cc->algorithm().next_timer(); t && *t <= now) s->cc->on_timer(now);
     activate(*s);
     file_timer(qpn, *s);
   }

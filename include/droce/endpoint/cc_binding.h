@@ -58,6 +58,8 @@ class CcBinding {
   void on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now);
   void on_cnp(uint64_t now);
   void on_loss(transport::LossEvent event, uint64_t now);
+  // The algorithm's timer is due (Algorithm::next_timer).
+  void on_timer(uint64_t now);
 
   // INT hops echoed on the ACK being processed: the endpoint sets them
   // around QueuePair::on_packet so the transport's on_ack hook (which knows
@@ -72,6 +74,15 @@ class CcBinding {
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
   const cc::IntRecord* pending_int_ = nullptr;
+  // The last packet's pacing: when it started, its size, and the rate its
+  // gap was computed at. After every event the algorithm saw, a new rate
+  // re-times the booked departure (retime): a flow cut to the floor would
+  // otherwise keep a departure booked milliseconds out after its rate has
+  // long recovered, as NICs and HPCC's ns-3 code (ChangeRate) avoid.
+  uint64_t last_start_ns_ = 0;
+  uint32_t last_bytes_ = 0;
+  uint64_t paced_rate_ = 0;
+  void retime();
   cc::AckEvent ack_event_;  // reused by on_ack
 };
 
