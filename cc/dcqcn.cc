@@ -172,6 +172,10 @@ void Dcqcn::increase() {
   } else if (hi > threshold_) {
     rt_ += ai_rate_;
   }
+  // R_T never exceeds the line rate, and is capped before the average (as
+  // the HPCC authors' ns-3 DCQCN and mlx5 do), so a step that would carry
+  // R_T past the line moves R_C only halfway to the line, not beyond.
+  rt_ = std::min(rt_, static_cast<double>(line_rate_bytes_per_sec()));
   rc_ = (rt_ + rc_) / 2;
   clamp();
   // Back at line rate: release the limiter, as a NIC frees its rate-limiter

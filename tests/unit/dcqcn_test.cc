@@ -84,6 +84,19 @@ TEST(Dcqcn, TwoCutsThenThreeTimerIncreases) {
   EXPECT_EQ(cc.next_timer(), 410 * kUs);
 }
 
+TEST(Dcqcn, TargetRateIsCappedAtTheLineBeforeTheAverage) {
+  Dcqcn cc(hand_config(), kLine);
+  cc.on_cnp(0);  // R_T = 12.5e9, R_C = 9.375e9
+  cc.on_timer(100 * kUs);
+  // Expect: fast recovery R_C = (12.5e9 + 9.375e9)/2 = 10.9375e9.
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 10'937'500'000u);
+  cc.on_timer(200 * kUs);
+  // Expect: additive R_T = 12.5e9 + 5e7, capped at the line 12.5e9 first;
+  //         R_C = (12.5e9 + 10.9375e9)/2 = 11.71875e9 (not 11.74375e9).
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 12.5e9);
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 11'718'750'000u);
+}
+
 TEST(Dcqcn, ByteCounterDrivesAdditiveThenHyperIncrease) {
   DcqcnConfig c = hand_config();
   c.rp_byte_reset = 1'000'000;
