@@ -163,6 +163,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);
       attr_.max_rd_atomic = std::max<uint8_t>(1, a.max_rd_atomic);
       attr_.ack_req_every_n = a.ack_req_every_n;
+      attr_.ack_req_interval_ns = a.ack_req_interval_ns;
       attr_.max_inflight_psns =
           std::clamp<uint32_t>(a.max_inflight_psns, 1, wire::kPsnHalfSpace - 1);
       if (attr_.recovery == Recovery::kSelectiveRepeat)

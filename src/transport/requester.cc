@@ -130,7 +130,7 @@ bool QueuePair::wants_ack(const SendWqe& w, uint32_t k) const {
   return k + 1 == w.npkts || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0);
 }
 
-size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool fills_window,
+size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
                                 std::span<uint8_t> buf, bool* ok) {
   *ok = true;
   wire::TransportSpec t;
@@ -195,8 +195,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool fills_window,
       }
       t.imm_data = w.imm_data;
       t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
-      // A packet that fills the CC window asks for its ACK (CcHooks::fills_window).
-      t.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && fills_window);
+      t.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && ask_ack);
       if (len > 0) {
         // Gathered straight into the frame where build_packet puts the
         // payload (it then copies nothing); through scratch_ only if the
@@ -250,9 +249,15 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
     ++counters_.cc_stalls;
     return 0;
   }
-  const bool fills_window = cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_);
+  // Asking for an ACK beyond wants_ack(): a packet that fills the CC window
+  // (the responder coalesces until asked, IBA 9.7.5.1.2), or the first new
+  // one ack_req_interval_ns after the last that asked (qp.h).
+  const bool overdue = last_ack_req_ns_ != UINT64_MAX && attr_.ack_req_interval_ns &&
+                       now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
+  const bool ask_ack =
+      overdue || (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
   bool ok;
-  const size_t n = build_request(sq_[index % sq_.size()], k, fills_window, buf, &ok);
+  const size_t n = build_request(sq_[index % sq_.size()], k, ask_ack, buf, &ok);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
@@ -331,6 +336,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
     const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
     send_high_ = wire::psn_add(psn, span);
     tail_ack_req_ = built_ack_req_;
+    if (built_ack_req_ || last_ack_req_ns_ == UINT64_MAX) last_ack_req_ns_ = now;
     if (type_ == QpType::kRc && !rtt_probe_) {
       rtt_probe_ = true;
       rtt_psn_ = wire::psn_add(send_high_, wire::kPsnMask);

@@ -221,6 +221,44 @@ TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
   EXPECT_TRUE(out[2].p.ack_req);
 }
 
+TEST(Requester, APacedFlowAsksForAnAckAtLeastEveryInterval) {
+  // A flow its CC paces slowly must still ask for ACKs: with AckReq only
+  // every 64 packets, TIMELY at its floor would get no RTT sample for
+  // 210 ms and its local ACK timer (67 ms) would fire with nothing lost.
+  int budget = 0;  // packets the "pacer" lets out
+  CcHooks h;
+  h.ctx = &budget;
+  h.may_send = [](void* ctx, uint32_t, uint32_t, uint64_t) { return *static_cast<int*>(ctx) > 0; };
+  h.on_send = [](void* ctx, uint32_t, uint32_t, bool, uint64_t) { --*static_cast<int*>(ctx); };
+  // One packet at `now`; whether it asked for an ACK.
+  auto one_at = [&](QpBench& b, uint64_t now) {
+    budget = 1;
+    auto out = b.drain(now);
+    EXPECT_EQ(out.size(), 1u) << now;
+    return !out.empty() && out[0].p.ack_req;
+  };
+  QpAttr a = QpBench::default_attr();
+  a.ack_req_interval_ns = 25'000;
+  QpBench b(QpType::kRc, a);
+  b.qp_->set_cc_hooks(h);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  // Expect: the first packet, and packets within 25 us of the last that
+  // asked, do not ask; the first one 25 us or more later does.
+  EXPECT_FALSE(one_at(b, 0));
+  EXPECT_FALSE(one_at(b, 10'000));
+  EXPECT_TRUE(one_at(b, 25'000));
+  EXPECT_FALSE(one_at(b, 49'999));
+  EXPECT_TRUE(one_at(b, 50'000));
+  // Expect: 0 turns the interval off.
+  a.ack_req_interval_ns = 0;
+  QpBench off(QpType::kRc, a);
+  off.qp_->set_cc_hooks(h);
+  ASSERT_EQ(off.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
+  EXPECT_FALSE(one_at(off, 0));
+  EXPECT_FALSE(one_at(off, 100'000));
+  EXPECT_FALSE(one_at(off, 200'000));
+}
+
 TEST(Requester, PostValidation) {
   QpBench b;
   // Expect: bad lkey / range are EINVAL at post time.

@@ -102,7 +102,7 @@ struct QpInitAttr {
 //   INIT->RTR:   path, dest_qpn, rq_psn, path_mtu, max_dest_rd_atomic,
 //                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
-//                ack_req_every_n, max_inflight_psns, sr_rto_low_ns,
+//                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
 //                sr_rto_low_threshold_pkts
 struct QpAttr {
   uint32_t qp_access_flags =
@@ -135,6 +135,13 @@ struct QpAttr {
   // Requester AckReq policy: always on the last packet of a message, and
   // on every N-th packet of a long message (0 = last packet only).
   uint32_t ack_req_every_n = 64;
+  // ... and on the first packet sent at least this long after the last one
+  // that asked (0 = never by time). A flow its CC paces slowly (TIMELY at
+  // its 10 Mb/s floor takes 210 ms for 64 packets of 4 KiB) would otherwise
+  // get no feedback, and its local ACK timer would fire with nothing lost.
+  // 25 us is more than 64 packets of 4 KiB take at 100 Gb/s, so a flow at
+  // line rate asks as often as before.
+  uint64_t ack_req_interval_ns = 25'000;
   // Cap on PSNs in flight (at most 2^23 - 1 so that the responder can tell
   // duplicates from future packets, IBA 9.7.1).
   uint32_t max_inflight_psns = 8192;
@@ -230,9 +237,9 @@ class QueuePair {
   bool requester_has_work() const;
   bool can_start(const SendWqe& w) const;
   void start_wqe(SendWqe& w);
-  // `fills_window`: the packet leaves the CC window full (CcHooks), so it
-  // carries AckReq whatever wants_ack says.
-  size_t build_request(SendWqe& w, uint32_t k, bool fills_window, std::span<uint8_t> buf,
+  // `ask_ack`: the packet carries AckReq whatever wants_ack says (it fills
+  // the CC window, CcHooks::fills_window, or ack_req_interval_ns is up).
+  size_t build_request(SendWqe& w, uint32_t k, bool ask_ack, std::span<uint8_t> buf,
                        bool* ok);
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
@@ -367,6 +374,7 @@ class QueuePair {
   uint32_t sr_rewalk_at_ = 0;      // ... a SACK at or above this PSN
   bool tail_ack_req_ = false;      // PSN send_high_ - 1 carried AckReq
   bool built_ack_req_ = false;     // the request build_request wrote last did
+  uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
   bool sr_recovery_ = false;
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
