@@ -266,6 +266,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       }
       if (pkt.has(wire::kExtImmDt) && rq_head_ == rq_tail_) {
         // WRITE with immediate consumes a receive WQE at its last packet.
+        // IBA 9.7.5.2.8: an RNR NAK consumes no PSN and leaves no responder
+        // state, so the retry finds the responder as this packet did. An
+        // ONLY started its message just above: undo that, or the retry
+        // (an ONLY again) would be out of sequence. A LAST continues the
+        // message its FIRST started, which stays in progress: go-back-N
+        // resends from the NAKed PSN, i.e. this LAST.
+        if (pos == Position::kOnly) in_msg_ = InMsg::kNone;
         if (uc) {
           in_msg_ = InMsg::kNone;
           ++counters_.rx_dropped_uc;

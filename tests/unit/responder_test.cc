@@ -64,6 +64,103 @@ TEST(Responder, RnrNakWhenNoReceiveWqe) {
   EXPECT_EQ(b.qp_->expected_psn(), 501u);
 }
 
+// IBA 9.7.5.2.8: an RNR NAK consumes no PSN and leaves no responder state.
+// A WRITE ONLY WITH IMMEDIATE that finds no receive WQE is RNR NAKed; its
+// retry (the same packet, same PSN) once a receive is posted must execute,
+// not be taken for an ONLY inside a message in progress (invalid request).
+TEST(Responder, RnrOnWriteOnlyWithImmediateLeavesNoStateForTheRetry) {
+  QpBench b;
+  auto data = bytes(16, 3);
+  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 500);
+  t.reth_va = b.va(256);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = 16;
+  t.imm_data = 0xBEEF;
+  b.feed(t, data);
+  // Expect: RNR NAK for PSN 500, nothing placed, the PSN not consumed.
+  expect_nak(b.drain(), 500, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 500u);
+  EXPECT_NE(0, std::memcmp(b.mem_.data() + 256, data.data(), 16));
+  b.post_recv(4, 1024, 64);
+  b.feed(t, data);
+  // Expect: the retry lands, consumes the receive WQE with
+  // IBV_WC_RECV_RDMA_WITH_IMM and is ACKed; the QP stays in RTS.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 4u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 16u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(wc[0].imm_data, 0xBEEFu);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 256, data.data(), 16));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 500u);
+  EXPECT_EQ(out[0].p.aeth_syndrome,
+            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  // Expect: no message is left in progress: the next plain WRITE ONLY is
+  // taken by header prediction (it declines a packet out of sequence).
+  auto more = bytes(8, 9);
+  wire::PredictedWrite w;
+  w.position = wire::Position::kOnly;
+  w.psn = 501;
+  w.ack_req = true;
+  w.va = b.va(512);
+  w.rkey = b.mr_->rkey();
+  w.dma_length = 8;
+  w.payload = more.data();
+  w.payload_length = 8;
+  EXPECT_EQ(b.qp_->try_predicted_writes({&w, 1}), 1u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 512, more.data(), 8));
+}
+
+// IBA 9.7.5.2.8 for a multi-packet WRITE WITH IMMEDIATE: the receive WQE is
+// needed at the LAST, so that is where the RNR NAK falls. Go-back-N resends
+// from the NAKed PSN, the LAST alone: the message its FIRST started (here
+// through header prediction) must still be in progress for it.
+TEST(Responder, RnrOnWriteLastWithImmediateKeepsTheMessageForTheRetriedLast) {
+  QpBench b;
+  auto data = bytes(1500, 5);
+  wire::PredictedWrite first;
+  first.position = wire::Position::kFirst;
+  first.psn = 500;
+  first.va = b.va(2048);
+  first.rkey = b.mr_->rkey();
+  first.dma_length = 1500;
+  first.payload = data.data();
+  first.payload_length = 1024;
+  ASSERT_EQ(b.qp_->try_predicted_writes({&first, 1}), 1u);
+  auto last = req(IBV_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 501);
+  last.imm_data = 0x1234;
+  b.feed(last, {data.data() + 1024, 476});
+  // Expect: RNR NAK for the LAST's PSN; the FIRST stays placed and acknowledged
+  // by the NAK's PSN (everything before 501).
+  expect_nak(b.drain(), 501, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  b.post_recv(6, 0, 64);
+  b.feed(last, {data.data() + 1024, 476});
+  // Expect: the retried LAST completes the 1500-byte message.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 1500u);
+  EXPECT_EQ(wc[0].imm_data, 0x1234u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data(), 1500));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(out[0].p.aeth_syndrome,
+            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+}
+
 TEST(Responder, OutOfSequenceGivesOneNakPerGap) {
   QpBench b;
   b.post_recv(1, 0, 64);
