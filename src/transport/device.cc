@@ -43,8 +43,8 @@ MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
   }
   const uint32_t mr_key = (static_cast<uint32_t>(slot) << 8) | gen;
   const uint64_t va = iova ? *iova : reinterpret_cast<uint64_t>(addr);
-  mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length,
-                                              access, va, mr_key);
+  mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length, access, va,
+                                              mr_key, ++registrations_);
   return mrs_[slot].get();
 }
 

@@ -54,6 +54,7 @@ namespace droce::transport {
   X(rnr_naks_sent)                                                            \
   X(acks_sent)                                                                \
   X(read_response_packets_sent)                                               \
+  X(read_responses_region_gone) /* READ's region deregistered: NAKed */       \
   X(atomic_acks_sent)                                                         \
   X(rx_response_queue_full) /* request dropped, no room to answer it */       \
   X(rx_dropped_bad_state)  /* QP not in a state that receives */              \

@@ -65,6 +65,7 @@ class Device {
   std::vector<std::unique_ptr<ProtectionDomain>> pds_;
   std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // slot = key >> 8
   std::vector<uint8_t> mr_generation_;
+  uint64_t registrations_ = 0;  // MemoryRegion::registration of the last one
   std::vector<std::unique_ptr<CompletionQueue>> cqs_;
   std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
   uint32_t next_qpn_ = kFirstQpn;
