@@ -7,8 +7,11 @@
 // given another iova (as ibv_reg_mr_iova does), e.g. 0 for offset-based VAs,
 // which keeps simulations deterministic across runs.
 //
-// Keys: lkey == rkey == (slot index << 8) | 8-bit generation, so a lookup is
-// an index plus a compare, and a stale key of a re-used slot does not match.
+// Keys: lkey == rkey == (slot index << 8) | 8-bit key byte, so a lookup is
+// an index plus a compare. An automatically assigned key's byte is random
+// (as Linux rxe draws it: the first region's key is not known in advance)
+// and never that of the slot's previous key, so a stale key of a re-used
+// slot does not match; a requested key is taken as it is (Device::reg_mr).
 #pragma once
 
 #include <infiniband/verbs.h>
