@@ -341,6 +341,9 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.hosts.resize(sc.hosts.size());
   for (size_t h = 0; h < sc.hosts.size(); ++h) {
     auto host = std::make_unique<Impl::Host>();
+    // MR keys from the run's seed: the same scenario and seed give the
+    // same keys, so the same bytes on the wire.
+    host->device.seed_mr_keys(mix(sc.run.seed, 0x4D4B0000 + h));
     host->mac = {0x02, 0x00, 0x00, 0x00, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h)};
     host->ip = wire::IpAddress::v4(0x0A000001u + static_cast<uint32_t>(h));
     endpoint::EndpointConfig ec;

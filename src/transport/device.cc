@@ -1,10 +1,32 @@
 #include "droce/transport/device.h"
 
 #include <cerrno>
+#include <random>
 
 namespace droce::transport {
 
+Device::Device() {
+  std::random_device rd;
+  mr_key_state_ = (uint64_t{rd()} << 32) ^ rd();
+}
+
 Device::~Device() = default;
+
+// The low byte of an automatically assigned key (mr.h): uniform over the
+// values other than 0 and `previous`, the slot's last key byte, so a stale
+// key of a re-used slot never names the new region. Random, as Linux rxe
+// draws it, so the registration order does not tell a key in advance.
+// splitmix64 (Steele, Lea, Flood 2014): small, seedable, and the same
+// sequence on every platform.
+uint8_t Device::next_key_byte(uint8_t previous) {
+  for (;;) {
+    uint64_t z = (mr_key_state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    const uint8_t b = static_cast<uint8_t>((z ^ (z >> 31)) >> 56);
+    if (b != 0 && b != previous) return b;
+  }
+}
 
 ProtectionDomain* Device::alloc_pd() {
   pds_.push_back(std::make_unique<ProtectionDomain>(static_cast<uint32_t>(pds_.size())));
@@ -21,30 +43,30 @@ MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return nullptr;
   size_t slot = 0;
-  uint8_t gen = 0;
+  uint8_t key_byte = 0;
   if (key) {
     slot = *key >> 8;
     if (slot > kMaxRequestedKeySlot) return nullptr;
     if (slot >= mrs_.size()) {
       mrs_.resize(slot + 1);
-      mr_generation_.resize(slot + 1, 0);
+      mr_key_byte_.resize(slot + 1, 0);
     }
     if (mrs_[slot]) return nullptr;
-    gen = static_cast<uint8_t>(*key & 0xFF);
-    mr_generation_[slot] = gen;
+    key_byte = static_cast<uint8_t>(*key & 0xFF);
   } else {
     while (slot < mrs_.size() && mrs_[slot]) ++slot;
     if (slot == mrs_.size()) {
       if (slot >= (size_t{1} << 24)) return nullptr;
       mrs_.emplace_back();
-      mr_generation_.push_back(0);
+      mr_key_byte_.push_back(0);
     }
-    gen = ++mr_generation_[slot];
+    key_byte = next_key_byte(mr_key_byte_[slot]);
   }
-  const uint32_t mr_key = (static_cast<uint32_t>(slot) << 8) | gen;
+  mr_key_byte_[slot] = key_byte;
+  const uint32_t mr_key = (static_cast<uint32_t>(slot) << 8) | key_byte;
   const uint64_t va = iova ? *iova : reinterpret_cast<uint64_t>(addr);
-  mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length,
-                                              access, va, mr_key);
+  mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length, access, va,
+                                              mr_key, ++registrations_);
   return mrs_[slot].get();
 }
 

@@ -393,6 +393,10 @@ void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
     ++counters_.rx_dropped_bad_state;
     return;
   }
+  if (!from_connection(pkt)) {
+    ++counters_.rx_dropped_bad_address;
+    return;
+  }
   // IBA 10.9 (partitioning): a packet whose P_Key does not match the QP's
   // is dropped and counted, whatever it carries.
   if (!wire::pkeys_match(pkt.pkey, attr_.pkey)) {
@@ -423,6 +427,25 @@ void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
     }
     on_response(pkt, now);
   }
+}
+
+// IBA 9.6.1 (packet header validation) with RoCEv2's IP header in the
+// place of the GRH (annex A17.4): a connected QP (RC, UC) takes packets
+// only from its connection, sent by the peer's address (the path's
+// destination) to ours (its source), as Linux rxe's check_addr requires of
+// RC and UC packets; here requests, responses and CNPs alike. The header
+// template of the predicted path compares both addresses too. UD takes
+// datagrams from any address, sent to the QP's own when it has one (an
+// unspecified source address in its path, 0.0.0.0 or ::, means none).
+// IPv6 addresses compare in full.
+bool QueuePair::from_connection(const wire::ParsedPacket& pkt) const {
+  if (type_ == QpType::kUd) {
+    const wire::IpAddress& ours = attr_.path.src_ip;
+    const bool unspecified =
+        std::all_of(std::begin(ours.bytes), std::end(ours.bytes), [](uint8_t b) { return b == 0; });
+    return unspecified || pkt.dst_ip == ours;
+  }
+  return pkt.src_ip == attr_.path.dst_ip && pkt.dst_ip == attr_.path.src_ip;
 }
 
 // DCQCN notification point (RoCEv2 annex A17.9.2, mlx5 behaviour): a

@@ -266,6 +266,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       }
       if (pkt.has(wire::kExtImmDt) && rq_head_ == rq_tail_) {
         // WRITE with immediate consumes a receive WQE at its last packet.
+        // IBA 9.7.5.2.8: an RNR NAK consumes no PSN and leaves no responder
+        // state, so the retry finds the responder as this packet did. An
+        // ONLY started its message just above: undo that, or the retry
+        // (an ONLY again) would be out of sequence. A LAST continues the
+        // message its FIRST started, which stays in progress: go-back-N
+        // resends from the NAKed PSN, i.e. this LAST.
+        if (pos == Position::kOnly) in_msg_ = InMsg::kNone;
         if (uc) {
           in_msg_ = InMsg::kNone;
           ++counters_.rx_dropped_uc;
@@ -315,6 +322,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       r->end_psn = wire::psn_add(pkt.psn, npkts);
       r->msn = msn_;
       r->rkey = pkt.reth_rkey;
+      r->registration = checked ? checked->registration() : 0;
       r->va = pkt.reth_va;
       r->remaining = pkt.reth_dma_length;
       // IBA 9.7.5.2 : a READ consumes one PSN per response packet.
@@ -543,12 +551,10 @@ void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
     if (pkt.reth_dma_length > kMaxMessageBytes ||
         wire::psn_gt(wire::psn_add(pkt.psn, npkts), epsn_))
       return;
-    if (pkt.reth_dma_length > 0) {
-      const MemoryRegion* mr = nullptr;
-      if (check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
-                       IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
-        return;
-    }
+    const MemoryRegion* mr = nullptr;
+    if (pkt.reth_dma_length > 0 && check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
+                                                IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
+      return;
     // Already answering that range: the queued stream covers it.
     for (uint32_t i = 0; i < resp_count_; ++i) {
       const Response& q = resp_at(resp_head_ + i);
@@ -568,6 +574,7 @@ void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
     r->end_psn = wire::psn_add(pkt.psn, npkts);
     r->msn = msn_;
     r->rkey = pkt.reth_rkey;
+    r->registration = mr ? mr->registration() : 0;
     r->va = pkt.reth_va;
     r->remaining = pkt.reth_dma_length;
     return;
@@ -844,7 +851,7 @@ void QueuePair::queue_rnr_nak(uint32_t psn) {
   r->msn = msn_;
 }
 
-size_t QueuePair::produce_response(uint64_t, std::span<uint8_t> buf) {
+size_t QueuePair::produce_response(uint64_t now, std::span<uint8_t> buf) {
   Response& r = resp_[resp_head_];
   wire::TransportSpec t;
   t.dest_qp = attr_.dest_qpn;
@@ -899,13 +906,37 @@ size_t QueuePair::produce_response(uint64_t, std::span<uint8_t> buf) {
       t.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
       std::span<const uint8_t> payload;
       if (len > 0) {
-        const MemoryRegion* mr = nullptr;
-        if (check_remote(r.rkey, r.va, len, IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk) {
-          // Deregistered while queued: stop answering; the requester times out.
-          pop();
-          return 0;
+        // The READ's R_Key was checked when it was accepted (IBA 10.6.3.2)
+        // and the READ is served from that region to its end: a Send with
+        // Invalidate accepted after it (IBA 10.6.7.2) revokes the R_Key
+        // for the requests that follow, not for one already taken, whose
+        // responses still go out in order (IBA 9.7.5.1). The closest
+        // clause found is o9-5.2.1, which lets the invalidation happen
+        // only once the Send with Invalidate's own header checks passed;
+        // none found speaks of requests accepted before it. So no
+        // remote_valid() here; the region must still be the same
+        // registration, though: a deregistered one's memory is not ours.
+        const MemoryRegion* mr = device_.find_mr(r.rkey);
+        const uint8_t* src =
+            mr && mr->registration() == r.registration ? mr->translate(r.va, len) : nullptr;
+        if (!src) {
+          // Deregistered while queued: the READ cannot complete. Answer
+          // it, in its place in the queue, with the NAK for an error local
+          // to the responder, Remote Operational Error (IBA 9.7.5.2; it
+          // ends the connection, IBA 9.9.3), at the PSN of the response
+          // packet that could not be sent; the MSN is the last completed
+          // request's, the one before this READ's.
+          ++counters_.read_responses_region_gone;
+          r.kind = Response::Kind::kNak;
+          r.syndrome = wire::make_syndrome(wire::AethType::kNak,
+                                           static_cast<uint8_t>(NakCode::kRemoteOperationalError));
+          r.msn = wire::psn_add(r.msn, wire::kPsnMask);
+          r.fatal = true;
+          responder_fatal_ = true;
+          in_msg_ = InMsg::kNone;
+          return produce_response(now, buf);
         }
-        payload = {mr->translate(r.va, len), len};
+        payload = {src, len};
       }
       const size_t n = build(t, payload, buf);
       if (!n) return 0;

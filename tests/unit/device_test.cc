@@ -54,7 +54,7 @@ TEST_F(DeviceFixture, RequestedKeyIsUsedAndFound) {
   EXPECT_EQ(mr->rkey(), 0x1234u);
   EXPECT_EQ(mr->lkey(), 0x1234u);
   EXPECT_EQ(dev.find_mr(0x1234), mr);
-  EXPECT_EQ(dev.find_mr(0x1235), nullptr);  // same slot, other generation
+  EXPECT_EQ(dev.find_mr(0x1235), nullptr);  // same slot, other key byte
 }
 
 TEST_F(DeviceFixture, RequestedKeyRefusedWhenSlotTakenOrTooLarge) {
@@ -75,12 +75,14 @@ TEST_F(DeviceFixture, AutomaticKeysFillHolesAroundRequestedOnes) {
     EXPECT_EQ(mr->lkey() >> 8, want_slot);
   }
   // Deregistering the requested key frees its slot; the next key of the
-  // slot has a new generation, so the old key stays invalid.
+  // slot has another key byte, so the old key stays invalid.
   ASSERT_EQ(dev.dereg_mr(fixed), 0);
   EXPECT_EQ(dev.find_mr(0x0307), nullptr);
   MemoryRegion* again = dev.reg_mr(pd, mem.data(), 64, kAccess);
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->lkey(), 0x0308u);
+  EXPECT_EQ(again->lkey() >> 8, 3u);
+  EXPECT_NE(again->lkey(), 0x0307u);
+  EXPECT_EQ(dev.find_mr(0x0307), nullptr);
 }
 
 TEST_F(DeviceFixture, RequestedKeyStillChecksAccess) {

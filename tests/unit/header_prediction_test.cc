@@ -349,7 +349,9 @@ using transport::QpType;
 using transport::Recovery;
 
 struct Responder {
-  transport::Device device;
+  // Both endpoints get the same frames, keys included: their Devices draw
+  // the same MR keys.
+  transport::Device device{0x6B657973};
   std::unique_ptr<endpoint::Endpoint> ep;
   transport::ProtectionDomain* pd = nullptr;
   transport::CompletionQueue* cq = nullptr;

@@ -113,6 +113,167 @@ TEST(Qp, PacketOfAnotherPartitionIsDropped) {
   EXPECT_EQ(b.poll().size(), 1u);
 }
 
+// IBA 9.6.1 (header validation; RoCEv2's IP header stands for the GRH,
+// annex A17.4): an RC or UC QP takes packets only from its connection, the
+// peer's address (its path's destination) to its own (its path's source).
+// Requests from elsewhere are dropped and counted, whatever they carry, and
+// so are responses on the requester side.
+TEST(Qp, ConnectedQpTakesPacketsOnlyFromItsPeerAddress) {
+  for (QpType type : {QpType::kRc, QpType::kUc}) {
+    SCOPED_TRACE(to_string(type));
+    QpBench b(type);
+    b.post_recv(1, 0, 64);
+    auto w = req(
+        type == QpType::kRc ? IBV_OPCODE_RC_RDMA_WRITE_ONLY : IBV_OPCODE_UC_RDMA_WRITE_ONLY, 500);
+    w.reth_va = b.va(64);
+    w.reth_rkey = b.mr_->rkey();
+    w.reth_dma_length = 4;
+    const uint8_t data[4] = {0xA1, 0xA2, 0xA3, 0xA4};
+    const wire::PathSpec peer = b.peer_path_;
+    // Another source (10.0.0.3), then another destination (10.0.0.4): the
+    // QP's header template refuses them, and so does the QP.
+    for (int i = 0; i < 2; ++i) {
+      b.peer_path_ = peer;
+      (i == 0 ? b.peer_path_.src_ip : b.peer_path_.dst_ip) = wire::IpAddress::v4(0x0A000003 + i);
+      std::vector<uint8_t> frame(256);
+      wire::TransportSpec t = w;
+      t.dest_qp = b.qp_->qpn();
+      frame.resize(wire::build_packet(b.peer_path_, t, data, frame));
+      wire::PredictedWrite pw;
+      EXPECT_FALSE(wire::rx_template_match(b.qp_->rx_template(), frame, pw));
+      b.feed(w, data);
+    }
+    // Expect: neither executed (nothing placed, PSN not consumed), nothing
+    // answered, both counted.
+    EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 2u);
+    EXPECT_EQ(b.qp_->counters().rx_request_packets, 0u);
+    EXPECT_EQ(b.qp_->expected_psn(), 500u);
+    EXPECT_NE(b.mem_[64], 0xA1);
+    EXPECT_TRUE(b.drain().empty());
+    // Expect: the same request from the peer is executed.
+    b.peer_path_ = peer;
+    b.feed(w, data);
+    EXPECT_EQ(b.qp_->expected_psn(), 501u);
+    EXPECT_EQ(0, std::memcmp(b.mem_.data() + 64, data, 4));
+    EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 2u);
+  }
+}
+
+TEST(Qp, RequesterTakesResponsesOnlyFromItsPeerAddress) {
+  QpBench b;
+  ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 8), 0);
+  ASSERT_EQ(b.post_send(2, IBV_WR_RDMA_READ, 64, 16), 0);
+  ASSERT_EQ(b.drain().size(), 2u);  // SEND at PSN 100, READ at 101
+  const wire::PathSpec peer = b.peer_path_;
+  b.peer_path_.src_ip = wire::IpAddress::v4(0x0A000009);
+  b.feed(ack(100));
+  auto resp = req(IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY, 101, false);
+  resp.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+  const std::vector<uint8_t> data(16, 0x5A);
+  b.feed(resp, data);
+  // Expect: the ACK and the READ response from another address are dropped:
+  // nothing completes, nothing is placed.
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 2u);
+  EXPECT_EQ(b.qp_->counters().acks_received, 0u);
+  EXPECT_TRUE(b.poll().empty());
+  EXPECT_NE(b.mem_[64], 0x5A);
+  // Expect: from the peer, both complete.
+  b.peer_path_ = peer;
+  b.feed(ack(100));
+  b.feed(resp, data);
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(b.mem_[64], 0x5A);
+}
+
+// IBA 9.6.1 over IPv6: the whole 128-bit address (the GID) must match; a
+// difference in any byte, first or last, is another host.
+TEST(Qp, ConnectedQpComparesWholeIpv6Addresses) {
+  QpBench b;
+  auto v6 = [](uint8_t host) {
+    wire::IpAddress a;
+    a.v6 = true;
+    const uint8_t prefix[8] = {0xFD, 0x00, 0x0D, 0x0C, 0x00, 0x00, 0x00, 0x01};
+    std::memcpy(a.bytes, prefix, 8);
+    a.bytes[15] = host;
+    return a;
+  };
+  QpAttr a = b.qp_->attr();
+  a.path.src_ip = v6(1);
+  a.path.dst_ip = v6(2);
+  ASSERT_EQ(b.qp_->modify(QpState::kReset, a), 0);
+  ASSERT_EQ(b.qp_->modify(QpState::kInit, a), 0);
+  ASSERT_EQ(b.qp_->modify(QpState::kRtr, a), 0);
+  b.post_recv(1, 0, 64);
+  const uint8_t data[4] = {1, 2, 3, 4};
+  const wire::PathSpec peer = b.peer_path_;
+  b.peer_path_.src_ip = v6(2);
+  b.peer_path_.dst_ip = v6(1);
+  const wire::PathSpec peer6 = b.peer_path_;
+  // Another source in the last byte, in the first byte; another destination
+  // in a middle byte; an IPv4 packet from the same hosts.
+  b.peer_path_.src_ip.bytes[15] = 3;
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  b.peer_path_ = peer6;
+  b.peer_path_.src_ip.bytes[0] = 0xFE;
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  b.peer_path_ = peer6;
+  b.peer_path_.dst_ip.bytes[7] = 0x02;
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  b.peer_path_ = peer;
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  // Expect: all four dropped and counted, nothing received.
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 4u);
+  EXPECT_EQ(b.qp_->expected_psn(), 500u);
+  EXPECT_TRUE(b.poll().empty());
+  // Expect: from the peer's address the SEND is received.
+  b.peer_path_ = peer6;
+  b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 500), data);
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  EXPECT_EQ(b.poll().size(), 1u);
+}
+
+// UD takes datagrams from any address (IBA 9.6.1 leaves the source to the
+// Q_Key check, 10.2.5), but only those sent to the QP's own address.
+TEST(Qp, UdTakesDatagramsFromAnyoneToItsOwnAddress) {
+  QpAttr a = QpBench::default_attr();
+  a.qkey = 0x77;
+  QpBench b(QpType::kUd, a);  // its own address: 10.0.0.1
+  b.post_recv(1, 0, 40 + 64);
+  b.post_recv(2, 128, 40 + 64);
+  auto t = req(IBV_OPCODE_UD_SEND_ONLY, 1);
+  t.deth_qkey = 0x77;
+  t.deth_src_qp = 0x42;
+  const uint8_t data[4] = {9, 8, 7, 6};
+  b.peer_path_.src_ip = wire::IpAddress::v4(0xC0A80007);  // anyone
+  b.feed(t, data);
+  b.peer_path_.dst_ip = wire::IpAddress::v4(0x0A000002);  // another host's
+  b.feed(t, data);
+  // Expect: the first is received, the second dropped and counted.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].src_qp, 0x42u);
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 1u);
+  // Expect: a UD QP without an address of its own (0.0.0.0 in its path)
+  // takes datagrams sent to any address.
+  a.path = b.qp_->attr().path;
+  a.path.src_ip = wire::IpAddress::v4(0);
+  ASSERT_EQ(b.qp_->modify(QpState::kReset, a), 0);
+  ASSERT_EQ(b.qp_->modify(QpState::kInit, a), 0);
+  ASSERT_EQ(b.qp_->modify(QpState::kRtr, a), 0);
+  b.post_recv(3, 256, 40 + 64);
+  b.feed(t, data);
+  wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(b.qp_->counters().rx_dropped_bad_address, 1u);
+}
+
 TEST(Qp, PartitionKeysMatchAsIbaSays) {
   EXPECT_TRUE(wire::pkeys_match(0xFFFF, 0xFFFF));
   EXPECT_TRUE(wire::pkeys_match(0x7FFF, 0xFFFF));   // limited and full
@@ -166,8 +327,9 @@ TEST(Qp, UdDatagramWithGrhQkeyAndImm) {
   QpBench rx(QpType::kUd, a);
   QpBench tx(QpType::kUd, a);
   rx.post_recv(5, 0, 40 + 100);
-  // Send from tx to rx's QPN.
-  wire::PathSpec path = test_path(1, 2, tx.qp_->qpn(), rx.qp_->qpn());
+  // Send from tx to rx's QPN. Both benches are host 1 (10.0.0.1): the
+  // datagram goes to that address, the receiving QP's own.
+  wire::PathSpec path = test_path(1, 1, tx.qp_->qpn(), rx.qp_->qpn());
   Sge s{tx.va(0), 100, tx.mr_->lkey()};
   SendWr w;
   w.wr_id = 9;

@@ -64,6 +64,103 @@ TEST(Responder, RnrNakWhenNoReceiveWqe) {
   EXPECT_EQ(b.qp_->expected_psn(), 501u);
 }
 
+// IBA 9.7.5.2.8: an RNR NAK consumes no PSN and leaves no responder state.
+// A WRITE ONLY WITH IMMEDIATE that finds no receive WQE is RNR NAKed; its
+// retry (the same packet, same PSN) once a receive is posted must execute,
+// not be taken for an ONLY inside a message in progress (invalid request).
+TEST(Responder, RnrOnWriteOnlyWithImmediateLeavesNoStateForTheRetry) {
+  QpBench b;
+  auto data = bytes(16, 3);
+  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 500);
+  t.reth_va = b.va(256);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = 16;
+  t.imm_data = 0xBEEF;
+  b.feed(t, data);
+  // Expect: RNR NAK for PSN 500, nothing placed, the PSN not consumed.
+  expect_nak(b.drain(), 500, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 500u);
+  EXPECT_NE(0, std::memcmp(b.mem_.data() + 256, data.data(), 16));
+  b.post_recv(4, 1024, 64);
+  b.feed(t, data);
+  // Expect: the retry lands, consumes the receive WQE with
+  // IBV_WC_RECV_RDMA_WITH_IMM and is ACKed; the QP stays in RTS.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 4u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 16u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(wc[0].imm_data, 0xBEEFu);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 256, data.data(), 16));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 500u);
+  EXPECT_EQ(out[0].p.aeth_syndrome,
+            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  // Expect: no message is left in progress: the next plain WRITE ONLY is
+  // taken by header prediction (it declines a packet out of sequence).
+  auto more = bytes(8, 9);
+  wire::PredictedWrite w;
+  w.position = wire::Position::kOnly;
+  w.psn = 501;
+  w.ack_req = true;
+  w.va = b.va(512);
+  w.rkey = b.mr_->rkey();
+  w.dma_length = 8;
+  w.payload = more.data();
+  w.payload_length = 8;
+  EXPECT_EQ(b.qp_->try_predicted_writes({&w, 1}), 1u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 512, more.data(), 8));
+}
+
+// IBA 9.7.5.2.8 for a multi-packet WRITE WITH IMMEDIATE: the receive WQE is
+// needed at the LAST, so that is where the RNR NAK falls. Go-back-N resends
+// from the NAKed PSN, the LAST alone: the message its FIRST started (here
+// through header prediction) must still be in progress for it.
+TEST(Responder, RnrOnWriteLastWithImmediateKeepsTheMessageForTheRetriedLast) {
+  QpBench b;
+  auto data = bytes(1500, 5);
+  wire::PredictedWrite first;
+  first.position = wire::Position::kFirst;
+  first.psn = 500;
+  first.va = b.va(2048);
+  first.rkey = b.mr_->rkey();
+  first.dma_length = 1500;
+  first.payload = data.data();
+  first.payload_length = 1024;
+  ASSERT_EQ(b.qp_->try_predicted_writes({&first, 1}), 1u);
+  auto last = req(IBV_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 501);
+  last.imm_data = 0x1234;
+  b.feed(last, {data.data() + 1024, 476});
+  // Expect: RNR NAK for the LAST's PSN; the FIRST stays placed and acknowledged
+  // by the NAK's PSN (everything before 501).
+  expect_nak(b.drain(), 501, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  b.post_recv(6, 0, 64);
+  b.feed(last, {data.data() + 1024, 476});
+  // Expect: the retried LAST completes the 1500-byte message.
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 1500u);
+  EXPECT_EQ(wc[0].imm_data, 0x1234u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data(), 1500));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(out[0].p.aeth_syndrome,
+            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+}
+
 TEST(Responder, OutOfSequenceGivesOneNakPerGap) {
   QpBench b;
   b.post_recv(1, 0, 64);
@@ -287,6 +384,108 @@ TEST(Responder, SendWithInvalidateReportsAndRevokesRkey) {
   w.reth_dma_length = 4;
   b.feed(w, data);
   expect_nak(b.drain(), 501, nak(NakCode::kRemoteAccessError));
+}
+
+// A Send with Invalidate (IBA 10.6.7.2) revokes the R_Key for the requests
+// that follow it; an RDMA READ and an atomic accepted before it, in the same
+// burst, still complete against the region as it was, and every answer goes
+// out in order (IBA 9.7.5.1): the READ's responses, the atomic ACK, the
+// SEND's ACK.
+TEST(Responder, SendWithInvalidateLeavesEarlierReadAndAtomicToComplete) {
+  QpBench b;
+  b.post_recv(1, 60000, 64);
+  uint64_t v = 41;
+  std::memcpy(b.mem_.data() + 8, &v, 8);
+  const std::vector<uint8_t> before = b.mem_;
+  auto rd = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
+  rd.reth_va = b.va(1000);
+  rd.reth_rkey = b.mr_->rkey();
+  rd.reth_dma_length = 1500;  // two responses: PSNs 500, 501
+  b.feed(rd);
+  auto cas = req(IBV_OPCODE_RC_COMPARE_SWAP, 502);
+  cas.atomic_va = b.va(8);
+  cas.atomic_rkey = b.mr_->rkey();
+  cas.atomic_compare = 41;
+  cas.atomic_swap_add = 99;
+  b.feed(cas);
+  auto inv = req(wire::kOpRcSendOnlyWithInvalidate, 503);
+  inv.ieth_rkey = b.mr_->rkey();
+  const uint8_t data[4] = {1, 2, 3, 4};
+  b.feed(inv, data);
+  // Expect: four answers, in order: READ FIRST and LAST with the region's
+  // bytes as they were, the atomic ACK with the original value, the ACK of
+  // the SEND (MSN 3).
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
+  EXPECT_EQ(out[0].p.psn, 500u);
+  EXPECT_EQ(0, std::memcmp(out[0].p.payload, before.data() + 1000, 1024));
+  EXPECT_EQ(out[1].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST);
+  EXPECT_EQ(out[1].p.psn, 501u);
+  ASSERT_EQ(out[1].p.payload_length, 476u);
+  EXPECT_EQ(0, std::memcmp(out[1].p.payload, before.data() + 2024, 476));
+  EXPECT_EQ(out[2].p.opcode, IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE);
+  EXPECT_EQ(out[2].p.psn, 502u);
+  EXPECT_EQ(out[2].p.atomic_ack_original, 41u);
+  EXPECT_EQ(out[3].p.opcode, IBV_OPCODE_RC_ACKNOWLEDGE);
+  EXPECT_EQ(out[3].p.psn, 503u);
+  EXPECT_EQ(wire::aeth_type(out[3].p.aeth_syndrome), wire::AethType::kAck);
+  EXPECT_EQ(out[3].p.aeth_msn, 3u);
+  std::memcpy(&v, b.mem_.data() + 8, 8);
+  EXPECT_EQ(v, 99u);
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc[0].invalidated_rkey, b.mr_->rkey());
+  EXPECT_EQ(b.qp_->counters().read_responses_region_gone, 0u);
+  EXPECT_EQ(b.qp_->state(), QpState::kRts);
+  // Expect: a READ after the invalidation is refused (remote access error).
+  rd.psn = 504;
+  b.feed(rd);
+  expect_nak(b.drain(), 504, nak(NakCode::kRemoteAccessError));
+}
+
+// A queued READ whose region is deregistered before all its responses went
+// out cannot complete; it must not read the region's memory, nor stall the
+// answers queued behind it. IBA 9.7.5.2: the responder answers with the NAK
+// for an error local to it, Remote Operational Error, at the response PSN
+// it could not send, and (IBA 9.9.3) the QP goes to the error state. Also
+// when a new region took the same (requested) key meanwhile.
+TEST(Responder, ReadOfADeregisteredRegionIsNakedRemoteOperationalError) {
+  for (bool same_key_again : {false, true}) {
+    SCOPED_TRACE(same_key_again ? "key registered again" : "deregistered");
+    QpBench b;
+    b.post_recv(1, 60000, 64);
+    MemoryRegion* tmp =
+        b.dev_.reg_mr(b.pd_, b.mem_.data() + 8192, 8192, IBV_ACCESS_REMOTE_READ, uint64_t{0x90000});
+    ASSERT_NE(tmp, nullptr);
+    const uint32_t key = tmp->rkey();
+    auto rd = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
+    rd.reth_va = 0x90000;
+    rd.reth_rkey = key;
+    rd.reth_dma_length = 2500;  // PSNs 500..502
+    b.feed(rd);
+    const uint8_t data[4] = {1, 2, 3, 4};
+    b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 503), data);
+    std::vector<uint8_t> frame(4096);
+    ASSERT_GT(b.qp_->produce(0, frame), 0u);  // READ FIRST, PSN 500
+    ASSERT_EQ(b.dev_.dereg_mr(tmp), 0);
+    std::vector<uint8_t> other(8192, 0xEE);
+    if (same_key_again) {
+      ASSERT_NE(b.dev_.reg_mr(b.pd_, other.data(), other.size(), IBV_ACCESS_REMOTE_READ,
+                              uint64_t{0x90000}, key),
+                nullptr);
+    }
+    // Expect: the NAK comes out at once (PSN 501, MSN 0: nothing completed
+    // before the READ), is counted, and the QP is in ERR afterwards.
+    auto out = b.drain();
+    expect_nak(out, 501, nak(NakCode::kRemoteOperationalError));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].p.aeth_msn, 0u);
+    EXPECT_EQ(b.qp_->counters().read_responses_region_gone, 1u);
+    EXPECT_EQ(b.qp_->counters().naks_remote_operational_sent, 1u);
+    EXPECT_EQ(b.qp_->state(), QpState::kErr);
+  }
 }
 
 TEST(Responder, CnpAtMostOnePerInterval) {

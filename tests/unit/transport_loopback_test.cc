@@ -318,5 +318,83 @@ TEST(Loopback, SelectiveRepeatResendsFewerPacketsThanGoBackN) {
               static_cast<unsigned long long>(gbn), static_cast<unsigned long long>(sr));
 }
 
+// IBA 9.7.5.2.8 end to end: RDMA WRITE WITH IMMEDIATE that finds no
+// receive WQE is RNR NAKed (at its ONLY, or at the LAST of a longer
+// message), the requester waits and resends from the NAKed PSN, and once a
+// receive is posted the message completes: RNR leaves no state behind.
+TEST(Loopback, WriteWithImmediateCompletesAfterRnr) {
+  testing::TwoEnds ends(16, 16);
+  auto& [da, db, pa, pb, a_cq, b_cq, qa, qb] = ends;
+  QpAttr attr;
+  attr.path_mtu = IBV_MTU_1024;
+  attr.min_rnr_timer = 1;  // 0.01 ms
+  attr.rnr_retry = 7;      // infinite
+  ASSERT_TRUE(testing::connect(*qa, *qb, attr, 100, 900));
+  std::vector<uint8_t> amem(4096), bmem(8192, 0), brecv(64);
+  for (size_t i = 0; i < amem.size(); ++i) amem[i] = static_cast<uint8_t>(i * 7 + 3);
+  MemoryRegion* amr = da.reg_mr(pa, amem.data(), amem.size(), IBV_ACCESS_LOCAL_WRITE);
+  MemoryRegion* bmr =
+      db.reg_mr(pb, bmem.data(), bmem.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  MemoryRegion* rmr = db.reg_mr(pb, brecv.data(), brecv.size(), IBV_ACCESS_LOCAL_WRITE);
+  auto post_recv = [&](uint64_t id) {
+    Sge s{rmr->iova(), 64, rmr->lkey()};
+    RecvWr r;
+    r.wr_id = id;
+    r.sg_list = {&s, 1};
+    ASSERT_EQ(qb->post_recv(r), 0);
+  };
+  // Message 0: 16 bytes (ONLY WITH IMMEDIATE); messages 1 and 2: 2500 bytes
+  // (FIRST, MIDDLE, LAST WITH IMMEDIATE). One receive for message 1 only
+  // after the first RNR, one for message 2 after the next.
+  const uint32_t lens[3] = {16, 2500, 2500};
+  const uint64_t at[3] = {0, 1024, 4096};
+  for (uint32_t i = 0; i < 3; ++i) {
+    Sge s{amr->iova(), lens[i], amr->lkey()};
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.sg_list = {&s, 1};
+    w.remote_addr = bmr->iova() + at[i];
+    w.rkey = bmr->rkey();
+    w.imm_data = 0x100 + i;
+    ASSERT_EQ(qa->post_send(w), 0);
+  }
+  testing::Loopback net(da, db, 1, {});
+  std::vector<WorkCompletion> sends, recvs;
+  // Polls both CQs; true once `r` receives and `s` sends have completed.
+  auto completed = [&](size_t r, size_t s) {
+    WorkCompletion wcs[16];
+    for (int n; (n = a_cq->poll(wcs)) > 0;) sends.insert(sends.end(), wcs, wcs + n);
+    for (int n; (n = b_cq->poll(wcs)) > 0;) recvs.insert(recvs.end(), wcs, wcs + n);
+    return recvs.size() >= r && sends.size() >= s;
+  };
+  for (uint64_t id = 0; id < 3; ++id) {
+    const uint64_t rnrs = qb->counters().rnr_naks_sent;
+    net.run([&] { return qb->counters().rnr_naks_sent > rnrs; }, net.now() + 10'000'000);
+    ASSERT_GT(qb->counters().rnr_naks_sent, rnrs) << id;
+    post_recv(id);
+    net.run([&] { return completed(id + 1, 0); }, net.now() + 10'000'000);
+  }
+  net.run([&] { return completed(3, 3); }, net.now() + 10'000'000);
+  // Expect: every message completes on both sides, in order, byte-exact;
+  // the responder never saw an invalid request and is still in RTS.
+  ASSERT_EQ(sends.size(), 3u);
+  ASSERT_EQ(recvs.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(sends[i].wr_id, i);
+    EXPECT_EQ(sends[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(recvs[i].wr_id, i);
+    EXPECT_EQ(recvs[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(recvs[i].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_EQ(recvs[i].byte_len, lens[i]);
+    EXPECT_EQ(recvs[i].imm_data, 0x100 + i);
+    EXPECT_EQ(0, std::memcmp(bmem.data() + at[i], amem.data(), lens[i])) << i;
+  }
+  EXPECT_EQ(qb->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(qa->counters().fatal_naks_received, 0u);
+  EXPECT_EQ(qb->state(), QpState::kRts);
+}
+
 }  // namespace
 }  // namespace droce::transport

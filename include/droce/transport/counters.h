@@ -54,11 +54,13 @@ namespace droce::transport {
   X(rnr_naks_sent)                                                            \
   X(acks_sent)                                                                \
   X(read_response_packets_sent)                                               \
+  X(read_responses_region_gone) /* READ's region deregistered: NAKed */       \
   X(atomic_acks_sent)                                                         \
   X(rx_response_queue_full) /* request dropped, no room to answer it */       \
   X(rx_dropped_bad_state)  /* QP not in a state that receives */              \
   X(rx_dropped_wrong_transport) /* e.g. UC opcode on an RC QP */             \
   X(rx_dropped_bad_pkey)   /* BTH P_Key not of the QP's partition */          \
+  X(rx_dropped_bad_address) /* IP addresses not the QP's (IBA 9.6.1) */       \
   X(rx_dropped_uc)         /* UC: packet of a broken message dropped */       \
   X(rx_dropped_ud_qkey)                                                       \
   X(rx_dropped_ud_no_wqe)                                                     \

@@ -19,13 +19,17 @@ namespace droce::transport {
 // QPNs are 24-bit; 0 (SMI) and 1 (GSI) are reserved (IBA 10.2.4).
 constexpr uint32_t kFirstQpn = 2;
 constexpr uint32_t kQpnMask = 0xFFFFFF;
-// Requested MR keys keep the key layout (slot << 8 | generation, mr.h); the
+// Requested MR keys keep the key layout (slot << 8 | key byte, mr.h); the
 // slot table grows to the slot asked for, so it is bounded.
 constexpr uint32_t kMaxRequestedKeySlot = (1u << 20) - 1;
 
 class Device {
  public:
-  Device() = default;
+  // The key bytes of automatically assigned MR keys are drawn from a
+  // generator seeded from std::random_device, or from `mr_key_seed`
+  // (seed_mr_keys): the simulator and tests seed it for runs that repeat.
+  Device();
+  explicit Device(uint64_t mr_key_seed) : mr_key_state_(mr_key_seed) {}
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
   ~Device();
@@ -36,11 +40,15 @@ class Device {
   // (remote write/atomic need local write, IBA 10.6.3.1).
   // `key` asks for a given lkey/rkey (a config file or a replayed capture
   // names it): nullptr if its slot (key >> 8) is in use or beyond
-  // kMaxRequestedKeySlot.
+  // kMaxRequestedKeySlot. Otherwise the key is the first free slot and a
+  // random key byte (mr.h).
   MemoryRegion* reg_mr(ProtectionDomain* pd, void* addr, size_t length,
                        uint32_t access, std::optional<uint64_t> iova = {},
                        std::optional<uint32_t> key = {});
   int dereg_mr(MemoryRegion* mr);
+  // Restarts the draw of key bytes from `seed` (same seed, same keys for
+  // the same registrations).
+  void seed_mr_keys(uint64_t seed) { mr_key_state_ = seed; }
   CompletionQueue* create_cq(uint32_t capacity);
   // `qpn` asks for a given QPN: nullptr if it is reserved (0, 1), wider
   // than 24 bits or in use.
@@ -64,7 +72,10 @@ class Device {
  private:
   std::vector<std::unique_ptr<ProtectionDomain>> pds_;
   std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // slot = key >> 8
-  std::vector<uint8_t> mr_generation_;
+  uint8_t next_key_byte(uint8_t previous);
+  std::vector<uint8_t> mr_key_byte_;  // per slot: its last key's low byte
+  uint64_t mr_key_state_;             // splitmix64 state for the key bytes
+  uint64_t registrations_ = 0;        // MemoryRegion::registration of the last one
   std::vector<std::unique_ptr<CompletionQueue>> cqs_;
   std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
   uint32_t next_qpn_ = kFirstQpn;

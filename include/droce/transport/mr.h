@@ -7,8 +7,11 @@
 // given another iova (as ibv_reg_mr_iova does), e.g. 0 for offset-based VAs,
 // which keeps simulations deterministic across runs.
 //
-// Keys: lkey == rkey == (slot index << 8) | 8-bit generation, so a lookup is
-// an index plus a compare, and a stale key of a re-used slot does not match.
+// Keys: lkey == rkey == (slot index << 8) | 8-bit key byte, so a lookup is
+// an index plus a compare. An automatically assigned key's byte is random
+// (as Linux rxe draws it: the first region's key is not known in advance)
+// and never that of the slot's previous key, so a stale key of a re-used
+// slot does not match; a requested key is taken as it is (Device::reg_mr).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -22,10 +25,15 @@ namespace droce::transport {
 
 class MemoryRegion {
  public:
-  MemoryRegion(const ProtectionDomain* pd, uint8_t* addr, size_t length,
-               uint32_t access, uint64_t iova, uint32_t key)
-      : pd_(pd), addr_(addr), length_(length), access_(access), iova_(iova),
-        key_(key) {}
+  MemoryRegion(const ProtectionDomain* pd, uint8_t* addr, size_t length, uint32_t access,
+               uint64_t iova, uint32_t key, uint64_t registration = 0)
+      : pd_(pd),
+        addr_(addr),
+        length_(length),
+        access_(access),
+        iova_(iova),
+        key_(key),
+        registration_(registration) {}
 
   const ProtectionDomain* pd() const { return pd_; }
   uint8_t* addr() const { return addr_; }
@@ -34,6 +42,10 @@ class MemoryRegion {
   uint64_t iova() const { return iova_; }
   uint32_t lkey() const { return key_; }
   uint32_t rkey() const { return key_; }
+  // Which registration of its Device this is (Device::reg_mr counts them;
+  // never reused): tells a live region from an earlier one that held the
+  // same key, without keeping a pointer to a region that may be freed.
+  uint64_t registration() const { return registration_; }
   // SEND_WITH_INV (IBA 10.6.7.2) invalidates the rkey: remote access is
   // refused from then on; local access continues.
   bool remote_valid() const { return remote_valid_; }
@@ -65,6 +77,7 @@ class MemoryRegion {
   uint32_t access_;
   uint64_t iova_;
   uint32_t key_;
+  uint64_t registration_;
   bool remote_valid_ = true;
   bool virtual_payload_ = false;
 };

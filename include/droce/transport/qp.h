@@ -215,6 +215,9 @@ class QueuePair {
   bool receives() const {
     return state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kErr;
   }
+  // The packet's IP addresses are those of the QP's connection (RC, UC)
+  // or, for UD, its destination is the QP's own address (on_packet).
+  bool from_connection(const wire::ParsedPacket& pkt) const;
   void enter_error();
   void flush_all();
   void complete_send(SendWqe& w, ibv_wc_status status);

@@ -18,8 +18,11 @@ struct Response {
   uint8_t syndrome = 0;  // AETH syndrome for kAck / kNak
   uint32_t psn = 0;      // kRead: PSN of the next response packet
   uint32_t msn = 0;
-  // kRead: remaining range to send.
-  uint32_t rkey = 0;  // re-checked per packet: the MR may go away meanwhile
+  // kRead: remaining range to send, in the region the request was checked
+  // against (its key and registration, looked up again per packet: the
+  // region may be deregistered meanwhile).
+  uint32_t rkey = 0;
+  uint64_t registration = 0;
   uint64_t va = 0;
   uint32_t remaining = 0;
   uint32_t end_psn = 0;  // one past the last response PSN
