@@ -9,7 +9,10 @@
 // Output: nccl-tests' table, tail latencies, a simulator summary; --json,
 // --csv DIR (time series), --plot (PNGs from the CSVs via matplotlib).
 // Bad options: a message naming the option, exit 2.
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -134,6 +137,12 @@ std::string topology_toml(const std::string& kind, uint32_t ranks, uint64_t link
                    seed, interval_ns);
   t += fmt::format("[switch]\npfc.enabled = {}\nint.enabled = {}\n", pfc ? "true" : "false",
                    int_on ? "true" : "false");
+  // ECN marks well before PFC pauses: RED from 100 KiB to 400 KiB at
+  // 100 G (the HPCC paper's DCQCN setting), scaled with the link rate. The
+  // simulator's own defaults (400 KiB..1.6 MiB at 100 G) sit above what
+  // 96 KiB of XOFF per ingress lets build, so DCQCN never saw a mark.
+  const uint64_t kmin = std::max<uint64_t>(link_bps / 1'000'000'000 * 1024, 4096);
+  t += fmt::format("ecn.kmin = {}\necn.kmax = {}\n", kmin, 4 * kmin);
   t += fmt::format("[link]\nrate = {}\ndelay = {}\n", link_bps, delay_ns);
   for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", r);
   if (kind == "single_switch") {
@@ -205,6 +214,279 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
   }
 }
 
+// Everything a run takes from the command line, validated.
+struct Setup {
+  pktgen::CollectiveConfig c;
+  std::vector<std::string> ccs;  // one run each, in order
+  sim::QpOptions qo;             // cc and INT-dependent fields set per run
+  std::string int_mode = "auto", ack_every = "auto", topology, recovery;
+  uint64_t link_bps = 0, delay_ns = 0, interval_ns = 0, sim_seed = 1;
+  uint32_t hosts_per_leaf = 4, spines = 2, mtu = 4096;
+  double oversub = 1, loss = 0;
+  bool verify = false, pfc = false, quiet = false;
+  std::vector<Straggler> strag;
+  std::vector<Background> bgs;
+  std::vector<std::string> stragglers, backgrounds;  // as given, for JSON
+};
+
+// One CC's run of the whole sweep.
+struct CcRun {
+  std::string cc;
+  bool int_on = false;
+  uint32_t ack_every_n = 0;
+  std::vector<pktgen::CollectiveResult> rows;
+  std::vector<std::pair<uint64_t, pktgen::SizeRun>> runs;
+  nlohmann::json extra = nlohmann::json::array();
+  sim::Summary sum;
+  uint64_t virtual_ns = 0;
+  bool stalled = false;
+  int64_t wrong = 0;
+};
+
+// INT and ACK coalescing for `cc` as --int and --ack-every say; false when
+// --ack-every is not a count (reported by the caller).
+bool int_and_acks(const Setup& st, const std::string& cc, bool& int_on, uint32_t& ack_every_n) {
+  int_on = st.int_mode == "on" || (st.int_mode == "auto" && cc::find_algorithm(cc)->needs_int);
+  if (st.ack_every == "auto") {
+    ack_every_n = int_on ? 1 : 0;  // INT feedback on every ACK, as HPCC's receivers send
+    return true;
+  }
+  uint64_t n = 0;
+  if (!parse_size(st.ack_every, n) || n > (1u << 20)) return false;
+  ack_every_n = static_cast<uint32_t>(n);
+  return true;
+}
+
+// The testbed for one run: generated or from a file, with the stragglers,
+// loss and background flows applied. Throws sim::ScenarioError.
+sim::Scenario make_testbed(const Setup& st, const sim::QpOptions& qo, bool int_on) {
+  const pktgen::CollectiveConfig& c = st.c;
+  sim::Scenario sc;
+  if (st.topology == "single_switch" || st.topology == "leaf_spine") {
+    sc = sim::parse_scenario(topology_toml(st.topology, c.ranks, st.link_bps, st.delay_ns,
+                                           st.hosts_per_leaf, st.spines, st.oversub, st.pfc,
+                                           int_on, st.sim_seed, st.interval_ns),
+                             "--topology " + st.topology);
+  } else {
+    sc = sim::load_scenario(st.topology);
+    sc.run.stop_when_done = false;
+    sc.run.csv_interval_ns = st.interval_ns;
+    sc.run.seed = st.sim_seed;
+    // The file's own INT setting stands unless --int says otherwise.
+    if (st.int_mode != "auto" || int_on)
+      for (auto& sw : sc.switches) sw.cfg.int_cfg.enabled = int_on;
+  }
+  if (st.loss > 0)
+    for (auto& l : sc.links) l.link.impairments.loss = st.loss;
+  for (const Straggler& sg : st.strag) {
+    const std::string& name = sc.hosts.at(sg.rank).name;
+    if (sg.rate_bps) sc.hosts[sg.rank].rate_bps = sg.rate_bps;
+    for (auto& l : sc.links)
+      if (l.a == name || l.b == name) {
+        if (sg.rate_bps) l.rate_bps = sg.rate_bps;
+        if (sg.loss) l.link.impairments.loss = *sg.loss;
+      }
+  }
+  for (size_t i = 0; i < st.bgs.size(); ++i) {
+    sim::FlowSpec f;
+    f.name = fmt::format("bg{}", i);
+    f.src = sc.hosts.at(st.bgs[i].src).name;
+    f.dst = sc.hosts.at(st.bgs[i].dst).name;
+    f.bytes = st.bgs[i].bytes;
+    f.message_bytes = 1 << 20;
+    f.max_outstanding = 4;
+    f.cc = qo.cc;
+    f.cc_params = qo.cc_params;
+    f.recovery = qo.recovery;
+    f.mtu = st.mtu;
+    f.ack_every_n = qo.ack_every_n;
+    f.verify = false;
+    sc.flows.push_back(f);
+  }
+  return sc;
+}
+
+// Runs the sweep under `cc`, printing nccl-tests' table and the tail
+// latencies to `out`, and the time series into `csv_dir` unless empty.
+// Throws sim::ScenarioError, std::invalid_argument, or std::runtime_error
+// when a CSV cannot be written.
+CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
+             std::ostream& out) {
+  const pktgen::CollectiveConfig& c = st.c;
+  CcRun r;
+  r.cc = cc;
+  sim::QpOptions qo = st.qo;
+  qo.cc = cc;
+  int_and_acks(st, cc, r.int_on, r.ack_every_n);
+  qo.ack_every_n = r.ack_every_n;
+  sim::Simulator simr(make_testbed(st, qo, r.int_on));
+  std::vector<uint32_t> rank_host(c.ranks);
+  for (uint32_t i = 0; i < c.ranks; ++i) rank_host[i] = i;
+  pktgen::SimExecutorOptions eo;
+  eo.qp = qo;
+  eo.verify = st.verify;
+  eo.iters = c.iters;
+  eo.warmup = c.warmup_iters;
+  SimExecutor ex(simr, rank_host, eo);
+
+  const auto pattern = *pktgen::pattern_from_string(c.pattern);
+  const pktgen::Collective coll = pktgen::collective_of(pattern);
+  const auto wall0 = std::chrono::steady_clock::now();
+  out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}\n",
+                     pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
+                     c.chunk_bytes ? std::to_string(c.chunk_bytes) : "whole step");
+  out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
+                     "acks {}, {}{} background flow(s)\n",
+                     st.topology, fmt_rate(st.link_bps), st.delay_ns,
+                     st.loss > 0 ? fmt::format(", loss {:g}", st.loss) : "", cc,
+                     qo.recovery == transport::Recovery::kGoBackN ? "go-back-N" : "selective repeat",
+                     st.mtu, st.pfc ? "on" : "off", r.int_on ? "on" : "off",
+                     r.ack_every_n ? fmt::format("every {} packet(s)", r.ack_every_n)
+                                   : std::string("on AckReq"),
+                     st.strag.empty() ? "" : fmt::format("{} straggler(s), ", st.strag.size()),
+                     st.bgs.size());
+  out << fmt::format("# iterations: {} timed + {} warm-up per size, verify {}\n", c.iters,
+                     c.warmup_iters, st.verify ? "on" : "off");
+  out << pktgen::table_header();
+  out.flush();
+
+  for (uint64_t bytes : pktgen::sweep_sizes(c)) {
+    pktgen::ScheduleParams sp;
+    sp.pattern = pattern;
+    sp.ranks = c.ranks;
+    sp.bytes = bytes;
+    sp.channels = c.channels;
+    sp.chunk_bytes = c.chunk_bytes;
+    sp.root = c.root;
+    sp.seed = c.seed;
+    const auto t0 = std::chrono::steady_clock::now();
+    pktgen::Schedule sched = pktgen::make_schedule(sp);
+    pktgen::SizeRun run = ex.run(sched);
+    const pktgen::CollectiveResult row = pktgen::make_result(sp, run.stats, run.wrong);
+    out << pktgen::table_row(row);
+    out.flush();
+    r.rows.push_back(row);
+    r.extra.push_back({{"size", bytes},
+                       {"virtual_ns", run.end_ns - run.start_ns},
+                       {"failed_wrs", run.failed_wrs},
+                       {"imm_received", run.imm_received},
+                       {"imm_bad", run.imm_bad},
+                       {"stalled", run.stalled},
+                       {"transfers", sched.transfers.size()}});
+    if (!st.quiet)
+      std::cerr << fmt::format(
+          "droce-pktgen: {} B: {} iterations in {:.3f} ms virtual, {:.2f} s wall, busbw {:.2f} GB/s{}\n",
+          bytes, run.iterations.size(), static_cast<double>(run.end_ns - run.start_ns) / 1e6,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          row.busbw_gbps, run.stalled ? " STALLED" : "");
+    r.stalled = r.stalled || run.stalled || run.failed_wrs;
+    r.wrong += std::max<int64_t>(row.wrong, 0);
+    r.runs.emplace_back(bytes, std::move(run));
+    if (r.stalled) break;
+  }
+  out << pktgen::average_busbw_line(r.rows);
+  out << "#\n# tail latencies (virtual time): JCT per timed iteration, worst step's p99 transfer latency\n";
+  out << pktgen::latency_header();
+  for (const auto& row : r.rows) out << pktgen::latency_row(row);
+  r.sum = simr.summary();
+  r.virtual_ns = simr.now();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  out << fmt::format(
+      "#\n# sim: {:.3f} ms virtual in {:.1f} s wall, {} packet events; switch drops {}, link "
+      "losses {}, ECN marks {}, CNPs {}, PFC pauses {:.1f} us, retransmits {}, timeouts {}, "
+      "max queue {} B\n",
+      static_cast<double>(r.virtual_ns) / 1e6, wall, r.sum.packet_events, r.sum.switch_drops,
+      r.sum.link_losses, r.sum.ecn_marks, r.sum.cnps,
+      static_cast<double>(r.sum.host_paused_ns) / 1e3, r.sum.retransmits, r.sum.timeouts,
+      r.sum.max_queue_bytes);
+  if (const std::string w = sim::missing_int_warning(r.sum); !w.empty())
+    std::cerr << "droce-pktgen: " << w << "\n";
+  if (!csv_dir.empty()) {
+    write_csvs(csv_dir, simr, c.ranks, st.interval_ns, r.runs);
+    out << "# wrote " << csv_dir << "/{iterations,transfers,throughput,queues}.csv\n";
+  }
+  return r;
+}
+
+// The runs side by side: per CC and size, JCT and busbw, and what the
+// fabric saw.
+void print_comparison(const std::vector<CcRun>& runs, std::ostream& out) {
+  out << "#\n# congestion control side by side (same testbed and schedule; JCT over the "
+         "timed iterations, virtual time)\n";
+  out << fmt::format("# {:>8} {:>10} {:>7} {:>11} {:>11} {:>11} {:>7} {:>9} {:>8} {:>10} "
+                     "{:>9} {:>6}\n",
+                     "cc", "size(B)", "busbw", "jct_p50_us", "jct_p99_us", "jct_max_us",
+                     "#wrong", "ecn_marks", "cnps", "paused_us", "maxq_KiB", "retx");
+  for (const CcRun& r : runs)
+    for (const auto& row : r.rows)
+      out << fmt::format(
+          "  {:>8} {:>10} {:>7.2f} {:>11.1f} {:>11.1f} {:>11.1f} {:>7} {:>9} {:>8} {:>10.1f} "
+          "{:>9.1f} {:>6}\n",
+          r.cc, row.bytes, row.busbw_gbps, row.jct_p50_ns / 1e3, row.jct_p99_ns / 1e3, row.jct_max_ns / 1e3,
+          row.wrong < 0 ? std::string("N/A") : std::to_string(row.wrong), r.sum.ecn_marks,
+          r.sum.cnps, static_cast<double>(r.sum.host_paused_ns) / 1e3,
+          static_cast<double>(r.sum.max_queue_bytes) / 1024, r.sum.retransmits);
+}
+
+nlohmann::json run_json(const Setup& st, const CcRun& r) {
+  const pktgen::CollectiveConfig& c = st.c;
+  pktgen::ScheduleParams p0;
+  p0.pattern = *pktgen::pattern_from_string(c.pattern);
+  p0.ranks = c.ranks;
+  p0.channels = c.channels;
+  p0.chunk_bytes = c.chunk_bytes;
+  p0.root = c.root;
+  p0.seed = c.seed;
+  nlohmann::json j = pktgen::results_json(p0, c.iters, c.warmup_iters, r.rows);
+  j["mode"] = "sim";
+  j["verify"] = st.verify;
+  j["testbed"] = {{"topology", st.topology}, {"link_rate_bps", st.link_bps},
+                  {"delay_ns", st.delay_ns}, {"loss", st.loss},
+                  {"cc", r.cc},              {"recovery", st.recovery},
+                  {"mtu", st.mtu},           {"pfc", st.pfc},
+                  {"int", r.int_on},         {"ack_every_n", r.ack_every_n},
+                  {"seed", st.sim_seed},     {"stragglers", st.stragglers},
+                  {"background", st.backgrounds}};
+  j["runs"] = r.extra;
+  const sim::Summary& sum = r.sum;
+  j["sim"] = {{"virtual_ns", r.virtual_ns},       {"packet_events", sum.packet_events},
+              {"switch_drops", sum.switch_drops}, {"link_losses", sum.link_losses},
+              {"ecn_marks", sum.ecn_marks},       {"cnps", sum.cnps},
+              {"host_paused_ns", sum.host_paused_ns},
+              {"retransmits", sum.retransmits},   {"timeouts", sum.timeouts},
+              {"max_queue_bytes", sum.max_queue_bytes}};
+  return j;
+}
+
+// scripts/pktgen-plot DIR, with an argument vector (no shell, so any
+// character in DIR is safe). Returns a message on failure, empty on success.
+std::string plot(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path script = fs::path(DROCE_SOURCE_ROOT) / "scripts" / "pktgen-plot";
+  if (!fs::exists(script)) return script.string() + " not found";
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) return "cannot start the plotter";
+  if (pid == 0) {
+    // Run as its #! line says: Debian's python3, where python3-matplotlib is.
+    const std::string s = script.string();
+    char* args[] = {const_cast<char*>(s.c_str()), const_cast<char*>(dir.c_str()), nullptr};
+    execv(s.c_str(), args);
+    std::perror(("droce-pktgen: --plot: " + s).c_str());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  if (WIFSIGNALED(status))
+    return fmt::format("{} was killed by signal {} (out of memory?)", script.string(),
+                       WTERMSIG(status));
+  return fmt::format("{} exited with status {}", script.string(), WEXITSTATUS(status));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,15 +500,12 @@ int main(int argc, char** argv) {
 
   pktgen::PktgenConfig cfg;
   pktgen::CollectiveConfig& c = cfg.collective;
+  Setup st;
   std::string mode = "sim", minb = "32M", maxb = "32M", stepb = "0", chunk = "0";
   std::string link_rate = "100G", delay = "500ns", cc_name = "none", recovery = "gbn";
   std::string topology = "single_switch", loss_text = "0", interval = "10us";
-  std::string int_mode = "auto", ack_every = "auto";
   std::vector<std::string> cc_params, stragglers, backgrounds;
-  uint32_t hosts_per_leaf = 4, spines = 2, mtu = 4096;
-  double oversub = 1;
-  bool verify = false, pfc = false, plot = false, quiet = false;
-  uint64_t sim_seed = 1;
+  bool plot_pngs = false;
   std::string json_file, csv_dir;
 
   CLI::App app{"droce-pktgen: collective replay over RoCEv2 RC QPs in virtual time"};
@@ -244,32 +523,34 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "pipelining chunk per channel (0: one per step)");
   app.add_option("--root", c.root, "incast root rank");
   app.add_option("--seed", c.seed, "permutation seed");
-  app.add_flag("--verify", verify, "real float32 data; #wrong checked on the last iteration of each size");
+  app.add_flag("--verify", st.verify, "real float32 data; #wrong checked on the last iteration of each size");
   app.add_option("--link-rate", link_rate, "host link rate (100G)");
   app.add_option("--delay", delay, "propagation delay per link (500ns)");
-  app.add_option("--cc", cc_name, "congestion control: " + cc::algorithm_names());
+  app.add_option("--cc", cc_name,
+                 "congestion control: " + cc::algorithm_names() +
+                     "; several (dcqcn,hpcc) or all: one run each, then a table side by side");
   app.add_option("--cc-param", cc_params, "KEY=VALUE of the algorithm, repeatable");
   app.add_option("--recovery", recovery, "gbn|sr (go-back-N or selective repeat)");
-  app.add_option("--mtu", mtu, "path MTU 256..4096");
+  app.add_option("--mtu", st.mtu, "path MTU 256..4096");
   app.add_option("--topology", topology, "single_switch|leaf_spine|FILE.toml");
-  app.add_option("--hosts-per-leaf", hosts_per_leaf, "leaf_spine: hosts per leaf (4)");
-  app.add_option("--spines", spines, "leaf_spine: spine switches (2)");
-  app.add_option("--oversubscription", oversub, "leaf_spine: host/uplink bandwidth (1)");
-  app.add_flag("--pfc", pfc, "PFC on priority 3 in every switch");
-  app.add_option("--int", int_mode,
+  app.add_option("--hosts-per-leaf", st.hosts_per_leaf, "leaf_spine: hosts per leaf (4)");
+  app.add_option("--spines", st.spines, "leaf_spine: spine switches (2)");
+  app.add_option("--oversubscription", st.oversub, "leaf_spine: host/uplink bandwidth (1)");
+  app.add_flag("--pfc", st.pfc, "PFC on priority 3 in every switch");
+  app.add_option("--int", st.int_mode,
                  "INT stamping in every switch: auto (on when the CC steers by INT: hpcc), on, off");
-  app.add_option("--ack-every", ack_every,
+  app.add_option("--ack-every", st.ack_every,
                  "responder ACKs every N packets (0: only when asked, AckReq); auto: 1 when "
                  "INT is on, else 0");
   app.add_option("--loss", loss_text, "packet loss on every link (0.01 or 1%)");
   app.add_option("--straggler", stragglers, "RANK:rate=25G or RANK:loss=1% (repeatable)");
   app.add_option("--background", backgrounds, "SRC-DST[:BYTES]: a competing WRITE flow (repeatable)");
-  app.add_option("--sim-seed", sim_seed, "simulator seed (links, switches)");
+  app.add_option("--sim-seed", st.sim_seed, "simulator seed (links, switches)");
   app.add_option("--sample-interval", interval, "time series interval (10us)");
   app.add_option("--json", json_file, "write results as JSON ('-' = stdout, table to stderr)");
-  app.add_option("--csv", csv_dir, "write time series CSVs into DIR");
-  app.add_flag("--plot", plot, "PNG plots into the --csv DIR (matplotlib)");
-  app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
+  app.add_option("--csv", csv_dir, "write time series CSVs into DIR (DIR/CC/ for several --cc)");
+  app.add_flag("--plot", plot_pngs, "PNG plots into the --csv DIR (matplotlib)");
+  app.add_flag("-q,--quiet", st.quiet, "no progress lines on stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -289,21 +570,20 @@ int main(int argc, char** argv) {
     for (const auto& e : errs) std::cerr << "droce-pktgen: " << e.to_string() << "\n";
     return kUsage;
   }
-  uint64_t link_bps = 0, delay_ns = 0, interval_ns = 0;
-  if (!sim::parse_rate_bps(link_rate, link_bps) || link_bps < 1'000'000 ||
-      link_bps > 1'600'000'000'000ull)
+  st.c = c;
+  if (!sim::parse_rate_bps(link_rate, st.link_bps) || st.link_bps < 1'000'000 ||
+      st.link_bps > 1'600'000'000'000ull)
     return fail("--link-rate", "'" + link_rate + "': a rate 1M..1.6T (100G, 25Gbps)");
-  if (!sim::parse_time_ns(delay, delay_ns)) return fail("--delay", "'" + delay + "' is not a time");
-  if (!sim::parse_time_ns(interval, interval_ns) || interval_ns < 1000)
+  if (!sim::parse_time_ns(delay, st.delay_ns)) return fail("--delay", "'" + delay + "' is not a time");
+  if (!sim::parse_time_ns(interval, st.interval_ns) || st.interval_ns < 1000)
     return fail("--sample-interval", "'" + interval + "': a time of at least 1us");
-  double loss = 0;
-  if (!parse_probability(loss_text, loss))
+  if (!parse_probability(loss_text, st.loss))
     return fail("--loss", "'" + loss_text + "': a probability in [0, 1) (0.01 or 1%)");
-  sim::QpOptions qo;
-  qo.cc = cc_name;
-  qo.mtu = mtu;
-  if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
-    return fail("--mtu", fmt::format("{}: accepted 256, 512, 1024, 2048, 4096", mtu));
+  sim::QpOptions& qo = st.qo;
+  qo.mtu = st.mtu;
+  if (st.mtu != 256 && st.mtu != 512 && st.mtu != 1024 && st.mtu != 2048 && st.mtu != 4096)
+    return fail("--mtu", fmt::format("{}: accepted 256, 512, 1024, 2048, 4096", st.mtu));
+  st.recovery = recovery;
   if (recovery == "gbn" || recovery == "go_back_n") {
     qo.recovery = transport::Recovery::kGoBackN;
   } else if (recovery == "sr" || recovery == "selective_repeat") {
@@ -316,50 +596,61 @@ int main(int argc, char** argv) {
     if (eq == std::string::npos || eq == 0) return fail("--cc-param", "'" + kv + "': KEY=VALUE");
     qo.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  try {
-    (void)cc::make_algorithm(qo.cc, qo.cc_params, link_bps / 8);
-  } catch (const std::exception& e) {
-    return fail(cc_params.empty() ? "--cc" : "--cc/--cc-param", e.what());
-  }
-  const bool cc_needs_int = cc::find_algorithm(qo.cc)->needs_int;
-  bool int_on = cc_needs_int;
-  if (int_mode == "on") int_on = true;
-  else if (int_mode == "off") int_on = false;
-  else if (int_mode != "auto") return fail("--int", "'" + int_mode + "': accepted auto, on, off");
-  if (ack_every == "auto") {
-    qo.ack_every_n = int_on ? 1 : 0;  // INT feedback on every ACK, as HPCC's receivers send
+  if (cc_name == "all") {
+    for (const cc::AlgorithmInfo* info : cc::algorithms()) st.ccs.emplace_back(info->name);
   } else {
-    uint64_t n = 0;
-    if (!parse_size(ack_every, n) || n > (1u << 20))
-      return fail("--ack-every", "'" + ack_every + "': auto or a packet count 0..1048576");
-    qo.ack_every_n = static_cast<uint32_t>(n);
+    for (size_t from = 0;;) {
+      const size_t comma = cc_name.find(',', from);
+      st.ccs.push_back(cc_name.substr(from, comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
   }
-  std::vector<Straggler> strag;
+  if (st.ccs.size() > 1 && !cc_params.empty())
+    return fail("--cc-param", "applies to one --cc, not to several");
+  for (const std::string& name : st.ccs) {
+    if (std::count(st.ccs.begin(), st.ccs.end(), name) > 1)
+      return fail("--cc", "'" + name + "' is named twice");
+    try {
+      (void)cc::make_algorithm(name, qo.cc_params, st.link_bps / 8);
+    } catch (const std::exception& e) {
+      return fail(cc_params.empty() ? "--cc" : "--cc/--cc-param", e.what());
+    }
+  }
+  if (st.int_mode != "auto" && st.int_mode != "on" && st.int_mode != "off")
+    return fail("--int", "'" + st.int_mode + "': accepted auto, on, off");
+  {
+    bool int_on;
+    uint32_t n;
+    if (!int_and_acks(st, st.ccs[0], int_on, n))
+      return fail("--ack-every", "'" + st.ack_every + "': auto or a packet count 0..1048576");
+  }
+  st.stragglers = stragglers;
   for (const std::string& sarg : stragglers) {
     const auto colon = sarg.find(':');
-    Straggler st;
+    Straggler sg;
     uint64_t r = 0;
     if (colon == std::string::npos || !parse_size(sarg.substr(0, colon), r) || r >= c.ranks)
       return fail("--straggler", "'" + sarg + "': RANK:rate=25G or RANK:loss=1% with RANK < --ranks");
-    st.rank = static_cast<uint32_t>(r);
+    sg.rank = static_cast<uint32_t>(r);
     const std::string what = sarg.substr(colon + 1);
     if (what.rfind("rate=", 0) == 0) {
-      if (!sim::parse_rate_bps(what.substr(5), st.rate_bps) || st.rate_bps < 1'000'000)
+      if (!sim::parse_rate_bps(what.substr(5), sg.rate_bps) || sg.rate_bps < 1'000'000)
         return fail("--straggler", "'" + sarg + "': rate=RATE (25G)");
-      if (st.rate_bps > link_bps)
+      if (sg.rate_bps > st.link_bps)
         return fail("--straggler", fmt::format("'{}': rate {} is above the line rate {} (--link-rate)",
-                                               sarg, fmt_rate(st.rate_bps), fmt_rate(link_bps)));
+                                               sarg, fmt_rate(sg.rate_bps), fmt_rate(st.link_bps)));
     } else if (what.rfind("loss=", 0) == 0) {
       double p = 0;
       if (!parse_probability(what.substr(5), p))
         return fail("--straggler", "'" + sarg + "': loss=P with P in [0, 1) (0.01 or 1%)");
-      st.loss = p;
+      sg.loss = p;
     } else {
       return fail("--straggler", "'" + sarg + "': RANK:rate=25G or RANK:loss=1%");
     }
-    strag.push_back(st);
+    st.strag.push_back(sg);
   }
-  std::vector<Background> bgs;
+  st.backgrounds = backgrounds;
   for (const std::string& b : backgrounds) {
     Background bg;
     uint64_t s = 0, d = 0;
@@ -373,74 +664,39 @@ int main(int argc, char** argv) {
       return fail("--background", "'" + b + "': SRC-DST[:BYTES], two different ranks < --ranks");
     bg.src = static_cast<uint32_t>(s);
     bg.dst = static_cast<uint32_t>(d);
-    bgs.push_back(bg);
+    st.bgs.push_back(bg);
   }
-  if (plot && csv_dir.empty()) return fail("--plot", "needs --csv DIR (the plots go there)");
-  if (hosts_per_leaf < 1 || hosts_per_leaf > 256) return fail("--hosts-per-leaf", "1..256");
-  if (spines < 1 || spines > 256) return fail("--spines", "1..256");
-  if (!(oversub >= 1 && oversub <= 64)) return fail("--oversubscription", "1..64");
-
-  // ---- The testbed ------------------------------------------------------
-  sim::Scenario sc;
+  if (plot_pngs && csv_dir.empty()) return fail("--plot", "needs --csv DIR (the plots go there)");
+  if (st.hosts_per_leaf < 1 || st.hosts_per_leaf > 256) return fail("--hosts-per-leaf", "1..256");
+  if (st.spines < 1 || st.spines > 256) return fail("--spines", "1..256");
+  if (!(st.oversub >= 1 && st.oversub <= 64)) return fail("--oversubscription", "1..64");
+  st.topology = topology;
+  const bool generated = topology == "single_switch" || topology == "leaf_spine";
+  const bool file = topology.size() > 5 && topology.substr(topology.size() - 5) == ".toml";
+  if (!generated && !file)
+    return fail("--topology", "'" + topology + "': single_switch, leaf_spine or a FILE.toml");
+  // The testbed is built (and checked) once before anything runs.
   try {
-    if (topology == "single_switch" || topology == "leaf_spine") {
-      sc = sim::parse_scenario(topology_toml(topology, c.ranks, link_bps, delay_ns, hosts_per_leaf,
-                                             spines, oversub, pfc, int_on, sim_seed, interval_ns),
-                               "--topology " + topology);
-    } else if (topology.size() > 5 && topology.substr(topology.size() - 5) == ".toml") {
-      sc = sim::load_scenario(topology);
-      sc.run.stop_when_done = false;
-      sc.run.csv_interval_ns = interval_ns;
-      sc.run.seed = sim_seed;
-      // The file's own INT setting stands unless --int says otherwise.
-      if (int_mode != "auto" || int_on)
-        for (auto& sw : sc.switches) sw.cfg.int_cfg.enabled = int_on;
-      if (sc.hosts.size() < c.ranks)
-        return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", topology,
-                                              sc.hosts.size(), c.ranks));
-    } else {
-      return fail("--topology", "'" + topology + "': single_switch, leaf_spine or a FILE.toml");
-    }
+    const sim::Scenario sc = make_testbed(st, qo, false);
+    if (sc.hosts.size() < c.ranks)
+      return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", topology,
+                                            sc.hosts.size(), c.ranks));
+    sim::Simulator check(sc);
   } catch (const sim::ScenarioError& e) {
     return fail("--topology", e.what());
-  }
-  if (loss > 0)
-    for (auto& l : sc.links) l.link.impairments.loss = loss;
-  for (const Straggler& st : strag) {
-    const std::string& name = sc.hosts[st.rank].name;
-    if (st.rate_bps) sc.hosts[st.rank].rate_bps = st.rate_bps;
-    for (auto& l : sc.links)
-      if (l.a == name || l.b == name) {
-        if (st.rate_bps) l.rate_bps = st.rate_bps;
-        if (st.loss) l.link.impairments.loss = *st.loss;
-      }
-  }
-  for (size_t i = 0; i < bgs.size(); ++i) {
-    sim::FlowSpec f;
-    f.name = fmt::format("bg{}", i);
-    f.src = sc.hosts[bgs[i].src].name;
-    f.dst = sc.hosts[bgs[i].dst].name;
-    f.bytes = bgs[i].bytes;
-    f.message_bytes = 1 << 20;
-    f.max_outstanding = 4;
-    f.cc = qo.cc;
-    f.cc_params = qo.cc_params;
-    f.recovery = qo.recovery;
-    f.mtu = mtu;
-    f.ack_every_n = qo.ack_every_n;
-    f.verify = false;
-    sc.flows.push_back(f);
+  } catch (const std::out_of_range&) {
+    return fail("--topology", "fewer hosts than --straggler/--background name");
   }
 
   const auto sizes = pktgen::sweep_sizes(c);
-  const auto pattern = *pktgen::pattern_from_string(c.pattern);
-  if (verify) {
+  if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify
     // mode; refuse sweeps that would not fit rather than swap or die.
     const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
     uint64_t total = 0;
-    const pktgen::Schedule big =
-        pktgen::make_schedule({pattern, c.ranks, top, c.channels, c.chunk_bytes, c.root, c.seed});
+    const pktgen::Schedule big = pktgen::make_schedule(
+        {*pktgen::pattern_from_string(c.pattern), c.ranks, top, c.channels, c.chunk_bytes, c.root,
+         c.seed});
     for (const auto& l : big.layout) total += l.total_bytes();
     if (total > kMaxVerifyBytes)
       return fail("--verify", fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); "
@@ -448,125 +704,35 @@ int main(int argc, char** argv) {
                                           c.ranks, top, static_cast<double>(total) / (1 << 30),
                                           kMaxVerifyBytes >> 30));
   }
+
+  // ---- The runs ----------------------------------------------------------
   std::ostream& out = json_file == "-" ? std::cerr : std::cout;
-  const auto wall0 = std::chrono::steady_clock::now();
-  std::unique_ptr<sim::Simulator> simr;
-  try {
-    simr = std::make_unique<sim::Simulator>(sc);
-  } catch (const sim::ScenarioError& e) {
-    return fail("--topology", e.what());
-  }
-  std::vector<uint32_t> rank_host(c.ranks);
-  for (uint32_t r = 0; r < c.ranks; ++r) rank_host[r] = r;
-  pktgen::SimExecutorOptions eo;
-  eo.qp = qo;
-  eo.verify = verify;
-  eo.iters = c.iters;
-  eo.warmup = c.warmup_iters;
-  SimExecutor ex(*simr, rank_host, eo);
-
-  const pktgen::Collective coll = pktgen::collective_of(pattern);
-  out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}\n",
-                     pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
-                     c.chunk_bytes ? std::to_string(c.chunk_bytes) : "whole step");
-  out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
-                     "acks {}, {}{} background flow(s)\n",
-                     topology, fmt_rate(link_bps), delay_ns,
-                     loss > 0 ? fmt::format(", loss {:g}", loss) : "", qo.cc,
-                     qo.recovery == transport::Recovery::kGoBackN ? "go-back-N" : "selective repeat",
-                     mtu, pfc ? "on" : "off", int_on ? "on" : "off",
-                     qo.ack_every_n ? fmt::format("every {} packet(s)", qo.ack_every_n)
-                                    : std::string("on AckReq"),
-                     strag.empty() ? "" : fmt::format("{} straggler(s), ", strag.size()), bgs.size());
-  out << fmt::format("# iterations: {} timed + {} warm-up per size, verify {}\n", c.iters,
-                     c.warmup_iters, verify ? "on" : "off");
-  out << pktgen::table_header();
-  out.flush();
-
-  std::vector<pktgen::CollectiveResult> rows;
-  std::vector<std::pair<uint64_t, pktgen::SizeRun>> runs;
-  nlohmann::json extra = nlohmann::json::array();
-  bool stalled = false;
-  for (uint64_t bytes : sizes) {
-    pktgen::ScheduleParams sp;
-    sp.pattern = pattern;
-    sp.ranks = c.ranks;
-    sp.bytes = bytes;
-    sp.channels = c.channels;
-    sp.chunk_bytes = c.chunk_bytes;
-    sp.root = c.root;
-    sp.seed = c.seed;
-    const auto t0 = std::chrono::steady_clock::now();
-    pktgen::Schedule sched = pktgen::make_schedule(sp);
-    pktgen::SizeRun run;
+  std::vector<CcRun> runs;
+  for (const std::string& name : st.ccs) {
+    if (!runs.empty()) out << "#\n";
+    const std::string dir = csv_dir.empty() || st.ccs.size() == 1 ? csv_dir : csv_dir + "/" + name;
     try {
-      run = ex.run(sched);
+      runs.push_back(run_cc(st, name, dir, out));
     } catch (const std::invalid_argument& e) {
       return fail("-b/-e", e.what());
+    } catch (const std::exception& e) {
+      std::cerr << "droce-pktgen: " << e.what() << "\n";
+      return 1;
     }
-    const pktgen::CollectiveResult r = pktgen::make_result(sp, run.stats, run.wrong);
-    out << pktgen::table_row(r);
-    out.flush();
-    rows.push_back(r);
-    extra.push_back({{"size", bytes},
-                     {"virtual_ns", run.end_ns - run.start_ns},
-                     {"failed_wrs", run.failed_wrs},
-                     {"imm_received", run.imm_received},
-                     {"imm_bad", run.imm_bad},
-                     {"stalled", run.stalled},
-                     {"transfers", sched.transfers.size()}});
-    if (!quiet)
-      std::cerr << fmt::format(
-          "droce-pktgen: {} B: {} iterations in {:.3f} ms virtual, {:.2f} s wall, busbw {:.2f} GB/s{}\n",
-          bytes, run.iterations.size(), static_cast<double>(run.end_ns - run.start_ns) / 1e6,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.busbw_gbps,
-          run.stalled ? " STALLED" : "");
-    stalled = stalled || run.stalled || run.failed_wrs;
-    runs.emplace_back(bytes, std::move(run));
-    if (stalled) break;
   }
-  out << pktgen::average_busbw_line(rows);
-  out << "#\n# tail latencies (virtual time): JCT per timed iteration, worst step's p99 transfer latency\n";
-  out << pktgen::latency_header();
-  for (const auto& r : rows) out << pktgen::latency_row(r);
-  const sim::Summary sum = simr->summary();
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  out << fmt::format(
-      "#\n# sim: {:.3f} ms virtual in {:.1f} s wall, {} packet events; switch drops {}, link "
-      "losses {}, ECN marks {}, CNPs {}, retransmits {}, timeouts {}, max queue {} B\n",
-      static_cast<double>(simr->now()) / 1e6, wall, sum.packet_events, sum.switch_drops,
-      sum.link_losses, sum.ecn_marks, sum.cnps, sum.retransmits, sum.timeouts,
-      sum.max_queue_bytes);
-  if (const std::string w = sim::missing_int_warning(sum); !w.empty())
-    std::cerr << "droce-pktgen: " << w << "\n";
+  const bool several = runs.size() > 1;
+  if (several) print_comparison(runs, out);
 
-  pktgen::ScheduleParams p0;
-  p0.pattern = pattern;
-  p0.ranks = c.ranks;
-  p0.channels = c.channels;
-  p0.chunk_bytes = c.chunk_bytes;
-  p0.root = c.root;
-  p0.seed = c.seed;
   int rc = 0;
   try {
     if (!json_file.empty()) {
-      nlohmann::json j = pktgen::results_json(p0, c.iters, c.warmup_iters, rows);
-      j["mode"] = "sim";
-      j["verify"] = verify;
-      j["testbed"] = {{"topology", topology},   {"link_rate_bps", link_bps},
-                      {"delay_ns", delay_ns},   {"loss", loss},
-                      {"cc", qo.cc},            {"recovery", recovery},
-                      {"mtu", mtu},             {"pfc", pfc},
-                      {"int", int_on},          {"ack_every_n", qo.ack_every_n},
-                      {"seed", sim_seed},       {"stragglers", stragglers},
-                      {"background", backgrounds}};
-      j["runs"] = extra;
-      j["sim"] = {{"virtual_ns", simr->now()},      {"packet_events", sum.packet_events},
-                  {"switch_drops", sum.switch_drops}, {"link_losses", sum.link_losses},
-                  {"ecn_marks", sum.ecn_marks},     {"cnps", sum.cnps},
-                  {"retransmits", sum.retransmits}, {"timeouts", sum.timeouts},
-                  {"max_queue_bytes", sum.max_queue_bytes}};
+      nlohmann::json j;
+      if (several) {
+        j = {{"mode", "sim"}, {"comparison", nlohmann::json::array()}};
+        for (const CcRun& r : runs) j["comparison"].push_back(run_json(st, r));
+      } else {
+        j = run_json(st, runs[0]);
+      }
       if (json_file == "-") {
         std::cout << j.dump(2) << "\n";
       } else {
@@ -576,33 +742,24 @@ int main(int argc, char** argv) {
         out << "# wrote " << json_file << "\n";
       }
     }
-    if (!csv_dir.empty()) {
-      write_csvs(csv_dir, *simr, c.ranks, interval_ns, runs);
-      out << "# wrote " << csv_dir
-          << "/{iterations,transfers,throughput,queues}.csv\n";
-    }
   } catch (const std::exception& e) {
     std::cerr << "droce-pktgen: " << e.what() << "\n";
     return 1;
   }
-  if (plot) {
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}/scripts/pktgen-plot' '{}'",
-                                        DROCE_SOURCE_ROOT, csv_dir);
+  if (plot_pngs) {
     out.flush();
-    if (std::system(cmd.c_str()) != 0) {
-      std::cerr << "droce-pktgen: --plot: plotting failed (needs python3-matplotlib)\n";
+    if (const std::string why = plot(csv_dir); !why.empty()) {
+      std::cerr << "droce-pktgen: --plot: plotting failed: " << why << "\n";
       rc = 1;
     }
   }
-  if (stalled) {
-    std::cerr << "droce-pktgen: a collective stalled or a work request failed (see the sim line)\n";
-    rc = 1;
+  for (const CcRun& r : runs) {
+    if (r.stalled) {
+      std::cerr << "droce-pktgen: " << r.cc
+                << ": a collective stalled or a work request failed (see the sim line)\n";
+      rc = 1;
+    }
+    if (r.wrong > 0) rc = 1;
   }
-  const int64_t wrong = [&] {
-    int64_t w = 0;
-    for (const auto& r : rows) w += std::max<int64_t>(r.wrong, 0);
-    return w;
-  }();
-  if (wrong > 0) rc = 1;
   return rc;
 }

@@ -44,6 +44,11 @@ BAD = [
     (["--loss", "1.5"], "--loss"),
     (["--loss", "150%"], "--loss"),
     (["--cc", "nosuchcc"], "--cc"),
+    (["--cc", "none,nosuchcc"], "--cc"),
+    (["--cc", "none,none"], "--cc"),
+    (["--cc", "none,dcqcn", "--cc-param", "rp_gd=11"], "--cc-param"),
+    (["--int", "sometimes"], "--int"),
+    (["--ack-every", "often"], "--ack-every"),
     (["--cc", "dcqcn", "--cc-param", "no_such_param=1"], "--cc"),
     (["--recovery", "magic"], "--recovery"),
     (["--topology", "mesh"], "--topology"),
@@ -126,6 +131,46 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in ("iterations.csv", "transfers.csv", "throughput.csv", "queues.csv"):
         p = os.path.join(csv, name)
         check(os.path.exists(p) and os.path.getsize(p) > 0, f"--csv wrote {name}")
+
+# ---- Several congestion controls: one run each, then a table side by side ---
+with tempfile.TemporaryDirectory() as d:
+    r = run(["--ranks", "4", "-b", "1M", "-e", "1M", "-n", "2", "-w", "0", "--cc", "none,hpcc",
+             "--background", "0-2", "--verify", "--json", os.path.join(d, "r.json"),
+             "--csv", d, "--plot", "-q"])
+    check(r.returncode == 0, f"--cc none,hpcc exits 0 ({r.stderr.strip()[-300:]})")
+    testbeds = [l for l in r.stdout.splitlines() if l.startswith("# testbed:")]
+    check(len(testbeds) == 2, "one testbed line per algorithm")
+    check(len(testbeds) == 2 and "cc none" in testbeds[0] and "int off" in testbeds[0]
+          and "acks on AckReq" in testbeds[0], "none: INT off, ACKs on AckReq")
+    check(len(testbeds) == 2 and "cc hpcc" in testbeds[1] and "int on" in testbeds[1]
+          and "acks every 1 packet(s)" in testbeds[1], "hpcc: INT on, an ACK per packet")
+    side = r.stdout[r.stdout.find("side by side"):].splitlines()[2:]
+    names = [l.split()[0] for l in side if l.strip() and not l.startswith("#")]
+    check(names[:2] == ["none", "hpcc"], f"the comparison table has a row per algorithm ({names})")
+    j = json.load(open(os.path.join(d, "r.json")))
+    check([x["testbed"]["cc"] for x in j.get("comparison", [])] == ["none", "hpcc"],
+          "JSON: one entry per algorithm under 'comparison'")
+    check(all(x["results"][0]["wrong"] == 0 for x in j.get("comparison", [])), "JSON: #wrong 0")
+    check("acks_without_int" not in r.stderr and "warning" not in r.stderr,
+          "no INT warning when INT is on for hpcc")
+    for cc in ("none", "hpcc"):
+        check(os.path.exists(os.path.join(d, cc, "iterations.csv")), f"--csv wrote {cc}/")
+        check(os.path.exists(os.path.join(d, cc, "queue.png")), f"--plot drew {cc}/queue.png")
+    for png in ("jct_cdf.png", "queue.png", "throughput.png"):
+        check(os.path.getsize(os.path.join(d, png)) > 10000, f"--plot drew the comparison {png}")
+
+# HPCC with INT turned off runs on its initial window and says so once.
+r = run(["--ranks", "2", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0", "--cc", "hpcc",
+         "--int", "off", "-q"])
+check(r.returncode == 0, "hpcc --int off still completes")
+check(r.stderr.count("steers by INT") == 1, "hpcc --int off: one warning that INT is missing")
+
+# The plotter on a directory that is not there says so, without a traceback.
+plotter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                       "pktgen-plot")
+p = subprocess.run([plotter, "/nonexistent/dir"], capture_output=True, text=True)
+check(p.returncode == 2 and "no such directory" in p.stderr and "Traceback" not in p.stderr,
+      "pktgen-plot on a missing directory: a message and exit 2")
 
 # ---- --mode dpdk hands over or says it is not built -------------------------
 r = run(["--mode", "dpdk", "--help"])
