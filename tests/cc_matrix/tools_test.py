@@ -112,5 +112,16 @@ for pattern in PATTERNS:
               f"droce-pktgen --pattern {pattern} --cc {cc} alone: busbw {bw:.2f} >= "
               f"{BAND} x none's {alone['none']:.2f} GB/s")
 
+# HPCC on droce-pktgen's default testbed (8 ranks, one 100 G switch, no
+# congestion) keeps within 10 % of DCQCN's busbw: INT on, an ACK per packet.
+busbw = {}
+for cc in ("dcqcn", "hpcc"):
+    r = run([pktgen_exe, "--pattern", "ring", "--ranks", "8", "-b", "16M", "-e", "16M", "-n", "2",
+             "-w", "1", "--cc", cc, "--json", "-", "-q"])
+    busbw[cc] = json.loads(r.stdout)["results"][0]["busbw_gbps"] if r.returncode == 0 else 0
+check(busbw["hpcc"] >= 0.9 * busbw["dcqcn"],
+      f"default testbed, 16 MiB ring: hpcc busbw {busbw['hpcc']:.2f} >= 0.9 x dcqcn's "
+      f"{busbw['dcqcn']:.2f} GB/s")
+
 print(f"{failed} failure(s)")
 sys.exit(1 if failed else 0)
