@@ -117,7 +117,7 @@ const AlgorithmInfo& swift_algorithm() {
       "swift",
       "Swift-like delay-target window, the docs/CC.md worked example "
       "(after Kumar et al. SIGCOMM 2020)",
-      kSpecs, &create};
+      kSpecs, &create, /*needs_int=*/false, /*samples_rtt=*/true};
   return kInfo;
 }
 

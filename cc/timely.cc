@@ -141,7 +141,7 @@ uint64_t Timely::rate_bytes_per_sec() const {
 const AlgorithmInfo& timely_algorithm() {
   static const AlgorithmInfo kInfo{
       "timely", "TIMELY RTT-gradient rate control (Mittal et al. SIGCOMM 2015)",
-      kSpecs, &create};
+      kSpecs, &create, /*needs_int=*/false, /*samples_rtt=*/true};
   return kInfo;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "droce/cc/registry.h"
+
 namespace droce::endpoint {
 
 CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns,
@@ -29,6 +31,8 @@ transport::CcHooks CcBinding::hooks() {
   h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
     static_cast<CcBinding*>(c)->on_loss(e, now);
   };
+  const cc::AlgorithmInfo* info = cc::find_algorithm(algorithm_->name());
+  h.samples_rtt = info && info->samples_rtt;
   return h;
 }
 

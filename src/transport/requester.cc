@@ -244,7 +244,7 @@ void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
 }
 
 size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
-                                std::span<uint8_t> buf) {
+                                std::span<uint8_t> buf, bool timed) {
   if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
     ++counters_.cc_stalls;
     return 0;
@@ -254,8 +254,8 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   // one ack_req_interval_ns after the last that asked (qp.h).
   const bool overdue = last_ack_req_ns_ != UINT64_MAX && attr_.ack_req_interval_ns &&
                        now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
-  const bool ask_ack =
-      overdue || (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
+  const bool ask_ack = overdue || (timed && cc_.samples_rtt) ||
+                       (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
   bool ok;
   const size_t n = build_request(sq_[index % sq_.size()], k, ask_ack, buf, &ok);
   if (!ok) {
@@ -325,10 +325,12 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
                              ? 0
                              : static_cast<uint32_t>(std::min<uint64_t>(
                                    mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));
-  const size_t n = gated_request(sq_send_, k, bytes, now, buf);
+  const bool retransmit = type_ == QpType::kRc && wire::psn_lt(psn, send_high_);
+  // A new packet while no RTT sample is under way becomes the timed one.
+  const bool timed = type_ == QpType::kRc && !retransmit && !rtt_probe_;
+  const size_t n = gated_request(sq_send_, k, bytes, now, buf, timed);
   if (!n) return 0;
   ++counters_.tx_request_packets;
-  const bool retransmit = type_ == QpType::kRc && wire::psn_lt(psn, send_high_);
   if (retransmit) {
     ++counters_.tx_retransmit_packets;
     w.retransmitted = true;
@@ -337,7 +339,13 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
     send_high_ = wire::psn_add(psn, span);
     tail_ack_req_ = built_ack_req_;
     if (built_ack_req_ || last_ack_req_ns_ == UINT64_MAX) last_ack_req_ns_ = now;
-    if (type_ == QpType::kRc && !rtt_probe_) {
+    // The RTT is sampled on a packet that asks for its ACK: the responder
+    // answers it at once, where a packet without AckReq may wait in its ACK
+    // coalescing (up to 64 packets), which is not path delay. TIMELY and
+    // Swift read such samples as queueing and cut their rates (over memif
+    // TIMELY moved 1 % of what none did). With CcHooks::samples_rtt the
+    // timed packet always asks.
+    if (timed && built_ack_req_) {
       rtt_probe_ = true;
       rtt_psn_ = wire::psn_add(send_high_, wire::kPsnMask);
       rtt_sent_ns_ = now;

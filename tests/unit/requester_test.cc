@@ -259,6 +259,49 @@ TEST(Requester, APacedFlowAsksForAnAckAtLeastEveryInterval) {
   EXPECT_FALSE(one_at(off, 200'000));
 }
 
+TEST(Requester, TheTimedPacketAsksForItsAckWhenTheCcSamplesRtt) {
+  // An RTT sample taken on a packet without AckReq would include the time
+  // its ACK waited in the responder's coalescing (IBA 9.7.5.1.2), which
+  // TIMELY and Swift read as queueing. With samples_rtt the timed packet
+  // (one in flight at a time) asks for its ACK, and the sample is the
+  // round trip of that packet alone.
+  QpAttr a = QpBench::default_attr();
+  a.ack_req_every_n = 0;
+  a.ack_req_interval_ns = 0;
+  QpBench b(QpType::kRc, a);
+  struct Seen {
+    uint64_t rtt = 0;
+  } seen;
+  CcHooks h;
+  h.ctx = &seen;
+  h.samples_rtt = true;
+  h.on_ack = [](void* ctx, uint32_t, uint64_t, uint64_t rtt, uint64_t) {
+    if (rtt) static_cast<Seen*>(ctx)->rtt = rtt;
+  };
+  b.qp_->set_cc_hooks(h);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
+  auto out = b.drain(1000);
+  ASSERT_EQ(out.size(), 4u);
+  // Expect: the first packet is timed and asks; the next two do not; the
+  // last asks as every message's last packet does.
+  EXPECT_TRUE(out[0].p.ack_req);
+  EXPECT_FALSE(out[1].p.ack_req);
+  EXPECT_FALSE(out[2].p.ack_req);
+  EXPECT_TRUE(out[3].p.ack_req);
+  // Expect: its ACK, 5 us later, gives a 5 us sample.
+  b.feed(ack(100), {}, 6000);
+  EXPECT_EQ(seen.rtt, 5000u);
+  // Expect: without samples_rtt, no packet but the last asks.
+  h.samples_rtt = false;
+  QpBench plain(QpType::kRc, a);
+  plain.qp_->set_cc_hooks(h);
+  ASSERT_EQ(plain.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
+  out = plain.drain(1000);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_FALSE(out[0].p.ack_req);
+  EXPECT_TRUE(out[3].p.ack_req);
+}
+
 TEST(Requester, PostValidation) {
   QpBench b;
   // Expect: bad lkey / range are EINVAL at post time.

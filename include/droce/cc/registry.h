@@ -26,6 +26,9 @@ struct AlgorithmInfo {
   // packet. Without them it still runs, on what it has, and the endpoint
   // counts the ACKs that came without (cc_acks_without_int).
   bool needs_int = false;
+  // The algorithm steers by RTT samples (TIMELY, Swift): the requester asks
+  // for an ACK on the packet it times (transport::CcHooks::samples_rtt).
+  bool samples_rtt = false;
 };
 
 // All registered algorithms, in registry order.

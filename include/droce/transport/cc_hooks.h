@@ -34,6 +34,10 @@ struct CcHooks {
                  uint64_t now) = nullptr;
   void (*on_cnp)(void* ctx, uint32_t qpn, uint64_t now) = nullptr;
   void (*on_loss)(void* ctx, uint32_t qpn, LossEvent event, uint64_t now) = nullptr;
+  // The algorithm wants RTT samples: the packet the requester times (one
+  // in flight at a time) carries AckReq, so its ACK comes back at once and
+  // not after the responder's coalescing.
+  bool samples_rtt = false;
 };
 
 }  // namespace droce::transport

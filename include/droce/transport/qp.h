@@ -247,8 +247,9 @@ class QueuePair {
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
   // buffer vanished (the WQE then fails with LOC_PROT_ERR).
+  // `timed`: the packet is the one an RTT sample will be taken on.
   size_t gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
-                       std::span<uint8_t> buf);
+                       std::span<uint8_t> buf, bool timed = false);
   void advance_cursor_after(const SendWqe& w, uint32_t k);
   void rewind_to(uint32_t psn);
   uint32_t resume_psn() const;  // first PSN not yet acknowledged
