@@ -1067,7 +1067,20 @@ int PerfTest::run() {
   if (!o_.no_peer) barrier_all("done");
   fmt::print("---------------------------------------------------------------------------------------\n");
   if (o_.check) fmt::print(" Data check: {}\n", ok ? "PASS" : "FAIL");
-  if (o_.counters) fmt::print("{}", engine::format_counters(eng_.stats_now()));
+  const engine::Snapshot stats = eng_.stats_now();
+  if (o_.counters) fmt::print("{}", engine::format_counters(stats));
+  // A CC that steers by INT (HPCC) with no INT-stamping switch on the path
+  // runs on its initial window: say so once (the counter is in --counters
+  // and telemetry as cc_acks_without_int).
+  uint64_t acks_without_int = 0;
+  for (const engine::PortSnapshot& p : stats.ports)
+    acks_without_int += p.endpoint.cc_acks_without_int;
+  if (acks_without_int > 0)
+    fmt::print(stderr,
+               "droce-perf: warning: --cc {} steers by INT, but {} ACK(s) carried no INT records "
+               "(no INT-stamping switch on the path, e.g. droce-switch with INT on); it ran on "
+               "its initial window\n",
+               o_.cc, acks_without_int);
   std::fflush(stdout);
   return ok ? kExitOk : kExitFailure;
 }
