@@ -172,6 +172,33 @@ p = subprocess.run([plotter, "/nonexistent/dir"], capture_output=True, text=True
 check(p.returncode == 2 and "no such directory" in p.stderr and "Traceback" not in p.stderr,
       "pktgen-plot on a missing directory: a message and exit 2")
 
+# The plotter's memory does not grow with the run: a long run's CSVs (here
+# 1.6 M throughput samples, 8 ranks over 2 s at 10 us) are streamed into
+# bounded series. Kept whole, as rows of dicts, they took over 1 GB.
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "iterations.csv"), "w") as f:
+        f.write("iteration,bytes,warmup,start_ns,end_ns,jct_ns,wrong\n0,1048576,0,0,2000000000,2000000000,-1\n")
+    with open(os.path.join(d, "transfers.csv"), "w") as f:
+        f.write("bytes,step,latency_ns\n1048576,0,1000\n")
+    with open(os.path.join(d, "throughput.csv"), "w") as f:
+        f.write("time_ns,rank,tx_bytes,tx_gbps,utilisation\n")
+        f.writelines(f"{t * 10000},{r},125000,100.000,1.0000\n"
+                     for t in range(200000) for r in range(8))
+    with open(os.path.join(d, "queues.csv"), "w") as f:
+        f.write("time_ns,switch,port,peer,tc,bytes\n")
+        f.writelines(f"{t * 10000},s0,0,h0,3,{t % 5000}\n" for t in range(200000))
+    # A fresh process whose only child is the plotter reports its peak RSS.
+    probe = ("import resource, subprocess, sys; "
+             "rc = subprocess.run(sys.argv[1:], capture_output=True).returncode; "
+             "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    p = subprocess.run([sys.executable, "-c", probe, plotter, d], capture_output=True,
+                       text=True, timeout=300)
+    rc, peak_kib = (int(x) for x in p.stdout.split())
+    check(rc == 0 and os.path.exists(os.path.join(d, "throughput.png")),
+          f"pktgen-plot on 1.6 M samples: exit 0 (got {rc})")
+    check(peak_kib < 250 * 1024,
+          f"pktgen-plot on 1.6 M samples: peak RSS {peak_kib // 1024} MiB < 250 MiB")
+
 # ---- --mode dpdk hands over or says it is not built -------------------------
 r = run(["--mode", "dpdk", "--help"])
 dpdk = os.path.join(os.path.dirname(EXE), "droce-pktgen-dpdk")
