@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <unordered_map>
 #include <toml++/toml.h>
 
 #include "app_options.h"
@@ -352,6 +353,70 @@ void fill_memory(const engine::MrInfo& mr, const MrDef& d) {
   }
 }
 
+// Each QP's receive queue as a ring of `count` buffers: WQE i (wr_id i)
+// is the buffer at offset + i * length, and goes back on the queue as soon
+// as its completion is taken, so the queue stays full and a peer is RNR
+// NAKed (IBA 9.7.5.2.8) only while every buffer waits to be taken, not
+// forever after `count` SENDs.
+struct RecvRing {
+  engine::QpHandle qp;
+  uint64_t first_va = 0;  // a local VA is in the MR's iova space (mr.h)
+  uint32_t length = 0, lkey = 0, count = 0;
+  std::vector<uint32_t> pending;  // refused by a full command queue
+
+  void post(engine::Engine& eng, uint32_t i) {
+    transport::Sge sge{first_va + uint64_t{i} * length, length, lkey};
+    transport::RecvWr wr;
+    wr.wr_id = i;
+    wr.sg_list = std::span(&sge, 1);
+    if (!eng.post_recv(qp, wr)) pending.push_back(i);
+  }
+};
+
+class RecvRings {
+ public:
+  RecvRing& add(engine::QpHandle qp, const engine::MrInfo& mr, uint64_t offset,
+                uint32_t length, uint32_t count) {
+    RecvRing& r = rings_[key(qp.port, qp.qpn)];
+    r.qp = qp;
+    r.first_va = mr.iova + offset;
+    r.length = length;
+    r.lkey = mr.lkey;
+    r.count = count;
+    return r;
+  }
+
+  // A receive completion gives its WQE back. Not a flushed one: its QP is
+  // in the error state (IBA 10.3.1, 11.4.2.1), where a new WQE would only
+  // be flushed in turn; an error completion that moved the QP to the error
+  // state (IBA 9.9.3) is reposted once and comes back flushed.
+  void consumed(engine::PortIndex port, const transport::WorkCompletion& wc) {
+    if (!(wc.opcode & IBV_WC_RECV) || wc.status == IBV_WC_WR_FLUSH_ERR) return;
+    auto it = rings_.find(key(port, wc.qp_num));
+    if (it == rings_.end() || wc.wr_id >= it->second.count) return;
+    to_post_.emplace_back(&it->second, static_cast<uint32_t>(wc.wr_id));
+  }
+
+  // Posts what completions gave back and what the command queue refused
+  // before.
+  void retry(engine::Engine& eng) {
+    for (auto& [k, r] : rings_) {
+      std::vector<uint32_t> again;
+      again.swap(r.pending);
+      for (uint32_t i : again) r.post(eng, i);
+    }
+    for (auto [r, i] : to_post_) r->post(eng, i);
+    to_post_.clear();
+  }
+
+ private:
+  static uint64_t key(engine::PortIndex port, uint32_t qpn) {
+    return (uint64_t{port} << 32) | qpn;
+  }
+  std::unordered_map<uint64_t, RecvRing> rings_;
+  std::vector<std::pair<RecvRing*, uint32_t>> to_post_;
+};
+
 int run(int argc, char** argv) {
   const int eal_args = engine::init_eal(argc, argv);
   argc -= eal_args;
@@ -452,6 +517,7 @@ int run(int argc, char** argv) {
   }
 
   std::vector<engine::MrInfo> mrs;
+  RecvRings rings;
   for (const MrDef& d : mr_defs) {
     if (d.port >= eng.port_count())
       throw ConfigError(d.where + ".port", fmt::format("no port {} (ports given: {})", d.port,
@@ -504,16 +570,8 @@ int run(int argc, char** argv) {
                                                          "fit in the MR ({} bytes)",
                                                          q.recv_count, q.recv_length,
                                                          q.recv_offset, mr->length));
-      for (uint32_t i = 0; i < q.recv_count; ++i) {
-        // A local VA is in the MR's iova space (mr.h).
-        transport::Sge sge{mr->iova + q.recv_offset +
-                               uint64_t{i} * q.recv_length,
-                           q.recv_length, mr->lkey};
-        transport::RecvWr wr;
-        wr.wr_id = i;
-        wr.sg_list = std::span(&sge, 1);
-        eng.post_recv(h, wr);
-      }
+      RecvRing& ring = rings.add(h, *mr, q.recv_offset, q.recv_length, q.recv_count);
+      for (uint32_t i = 0; i < q.recv_count; ++i) ring.post(eng, i);
     }
     fmt::print("qp {:#x} on port {}: {} -> {} peer qp {:#x}, rq_psn {:#x}, sq_psn {:#x}, "
                "mtu {}, cc {}\n",
@@ -534,15 +592,20 @@ int run(int argc, char** argv) {
   uint64_t last_live = t0, last_activity = t0;
   uint64_t last_frames = 0;
   std::vector<transport::WorkCompletion> wcs(256);
+  std::vector<engine::PortIndex> wc_ports(wcs.size());
   uint64_t completions = 0, completion_errors = 0;
   while (!g_quit.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    // The endpoint is a target: completions (receives) are counted and
-    // dropped, keeping the queue drained.
-    for (size_t n; (n = eng.poll_completions(wcs)) > 0;) {
+    // The endpoint is a target: completions are counted, and each consumed
+    // receive WQE goes back on its QP's receive queue.
+    for (size_t n; (n = eng.poll_completions(wcs, wc_ports)) > 0;) {
       completions += n;
-      for (size_t i = 0; i < n; ++i) completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+      for (size_t i = 0; i < n; ++i) {
+        completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+        rings.consumed(wc_ports[i], wcs[i]);
+      }
     }
+    rings.retry(eng);
     cur = eng.stats();
     const uint64_t now = engine::now_ns();
     uint64_t frames = 0;
