@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -71,6 +72,7 @@ struct Options {
   double stats_interval_s = 0;
   std::string capture;
   std::string json_out;
+  std::string completions;
   uint32_t idle_sleep_us = 0;
   double port_rate_gbps = 0;
   uint32_t mbufs = 0;
@@ -417,6 +419,100 @@ class RecvRings {
   std::vector<std::pair<RecvRing*, uint32_t>> to_post_;
 };
 
+// ---- completions written out ------------------------------------------------
+
+// Names are the libibverbs enumerators without IBV_WC_, lower case, so a
+// line reads like the ibv_wc a verbs application would have polled.
+const char* wc_status_name(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_LOC_LEN_ERR: return "loc_len_err";
+    case IBV_WC_LOC_QP_OP_ERR: return "loc_qp_op_err";
+    case IBV_WC_LOC_EEC_OP_ERR: return "loc_eec_op_err";
+    case IBV_WC_LOC_PROT_ERR: return "loc_prot_err";
+    case IBV_WC_WR_FLUSH_ERR: return "wr_flush_err";
+    case IBV_WC_MW_BIND_ERR: return "mw_bind_err";
+    case IBV_WC_BAD_RESP_ERR: return "bad_resp_err";
+    case IBV_WC_LOC_ACCESS_ERR: return "loc_access_err";
+    case IBV_WC_REM_INV_REQ_ERR: return "rem_inv_req_err";
+    case IBV_WC_REM_ACCESS_ERR: return "rem_access_err";
+    case IBV_WC_REM_OP_ERR: return "rem_op_err";
+    case IBV_WC_RETRY_EXC_ERR: return "retry_exc_err";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "rnr_retry_exc_err";
+    case IBV_WC_LOC_RDD_VIOL_ERR: return "loc_rdd_viol_err";
+    case IBV_WC_REM_INV_RD_REQ_ERR: return "rem_inv_rd_req_err";
+    case IBV_WC_REM_ABORT_ERR: return "rem_abort_err";
+    case IBV_WC_INV_EECN_ERR: return "inv_eecn_err";
+    case IBV_WC_INV_EEC_STATE_ERR: return "inv_eec_state_err";
+    case IBV_WC_FATAL_ERR: return "fatal_err";
+    case IBV_WC_RESP_TIMEOUT_ERR: return "resp_timeout_err";
+    case IBV_WC_GENERAL_ERR: return "general_err";
+    default: return "unknown";
+  }
+}
+
+const char* wc_opcode_name(ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "send";
+    case IBV_WC_RDMA_WRITE: return "rdma_write";
+    case IBV_WC_RDMA_READ: return "rdma_read";
+    case IBV_WC_COMP_SWAP: return "comp_swap";
+    case IBV_WC_FETCH_ADD: return "fetch_add";
+    case IBV_WC_BIND_MW: return "bind_mw";
+    case IBV_WC_LOCAL_INV: return "local_inv";
+    case IBV_WC_RECV: return "recv";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "recv_rdma_with_imm";
+    default: return "unknown";
+  }
+}
+
+// One JSON object per line (JSON Lines), flushed after each batch so the
+// file can be followed while the endpoint runs.
+class CompletionLog {
+ public:
+  explicit CompletionLog(const std::string& path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_)
+      throw ConfigError("--completions",
+                        fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+  ~CompletionLog() {
+    if (f_) std::fclose(f_);
+  }
+  CompletionLog(const CompletionLog&) = delete;
+  CompletionLog& operator=(const CompletionLog&) = delete;
+
+  void write(engine::PortIndex port, const transport::WorkCompletion& wc) {
+    if (!f_) return;
+    // Wall-clock time (as in a pcap) of when the endpoint took it.
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    std::string flags;
+    for (auto [bit, name] : {std::pair{IBV_WC_GRH, "grh"}, {IBV_WC_WITH_IMM, "with_imm"},
+                             {IBV_WC_IP_CSUM_OK, "ip_csum_ok"}, {IBV_WC_WITH_INV, "with_inv"}})
+      if (wc.wc_flags & bit) flags += fmt::format("{}\"{}\"", flags.empty() ? "" : ",", name);
+    std::string line = fmt::format(
+        "{{\"time_ns\":{},\"port\":{},\"qpn\":{},\"wr_id\":{},\"status\":{},"
+        "\"status_name\":\"{}\",\"opcode\":{},\"opcode_name\":\"{}\",\"byte_len\":{},",
+        ns, port, wc.qp_num, wc.wr_id, static_cast<int>(wc.status), wc_status_name(wc.status),
+        static_cast<int>(wc.opcode), wc_opcode_name(wc.opcode), wc.byte_len);
+    if (wc.wc_flags & IBV_WC_WITH_IMM) line += fmt::format("\"imm_data\":{},", wc.imm_data);
+    if (wc.wc_flags & IBV_WC_WITH_INV)
+      line += fmt::format("\"invalidated_rkey\":{},", wc.invalidated_rkey);
+    line += fmt::format("\"src_qp\":{},\"wc_flags\":{},\"flags\":[{}],\"vendor_err\":{}}}\n",
+                        wc.src_qp, wc.wc_flags, flags, wc.vendor_err);
+    std::fputs(line.c_str(), f_);
+  }
+  void flush() {
+    if (f_) std::fflush(f_);
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
+};
+
 int run(int argc, char** argv) {
   const int eal_args = engine::init_eal(argc, argv);
   argc -= eal_args;
@@ -435,6 +531,8 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--capture", o.capture, "pcap of what the port sends and receives");
   app.add_option("--json", o.json_out, "write the final counters as JSON to this file");
+  app.add_option("--completions", o.completions,
+                 "write every completion as a line of JSON to this file");
   app.add_option("--idle-sleep-us", o.idle_sleep_us,
                  "sleep this long when idle (0 = busy poll)");
   app.add_option("--port-rate", o.port_rate_gbps, "emulated link rate in Gb/s (0 = unlimited)")
@@ -484,6 +582,7 @@ int run(int argc, char** argv) {
   const engine::PortConfig::ShardTx shard_tx = apps::shard_tx_option(o.shard_tx);
   const engine::PortConfig::ShardRx shard_rx = apps::shard_rx_option(o.shard_rx);
 
+  CompletionLog completion_log(o.completions);
   std::vector<MrDef> mr_defs;
   std::vector<QpDef> qp_defs;
   if (!o.config.empty()) load_config(o.config, mr_defs, qp_defs);
@@ -602,9 +701,11 @@ int run(int argc, char** argv) {
       completions += n;
       for (size_t i = 0; i < n; ++i) {
         completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+        completion_log.write(wc_ports[i], wcs[i]);
         rings.consumed(wc_ports[i], wcs[i]);
       }
     }
+    completion_log.flush();
     rings.retry(eng);
     cur = eng.stats();
     const uint64_t now = engine::now_ns();
@@ -624,6 +725,16 @@ int run(int argc, char** argv) {
     if (o.exit_when_idle_ms && now - last_activity >= o.exit_when_idle_ms * 1'000'000) break;
   }
   eng.stop();
+  // What the workers completed after the last poll (stopped, the engine
+  // drains the CQs inline); nothing is reposted any more.
+  for (size_t n; (n = eng.poll_completions(wcs, wc_ports)) > 0;) {
+    completions += n;
+    for (size_t i = 0; i < n; ++i) {
+      completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+      completion_log.write(wc_ports[i], wcs[i]);
+    }
+  }
+  completion_log.flush();
   eng.close_ports();
   const engine::Snapshot fin = eng.stats();
   fmt::print("--- droce-endpoint counters\n{}", engine::format_counters(fin));

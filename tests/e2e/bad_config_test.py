@@ -60,6 +60,9 @@ peer_mac = "{PEER_MAC}"
         ("missing peer IP", [], ["--qpn", "0x11", "--local-ip", EP_IP, "--peer-mac",
                                   PEER_MAC], "peer_ip"),
         ("too few mbufs", [], ["--mbufs", "10"], "mbufs"),
+        ("completions file not writable", [],
+         ["--completions", os.path.join(d, "no-such-dir", "wc.jsonl")],
+         "--completions: cannot write"),
     ]
     failures = 0
     for i, (name, eal_extra, app, want) in enumerate(cases):
