@@ -143,7 +143,7 @@ Fill parse_fill(const std::string& option, const std::string& text, uint8_t* byt
     return Fill::kByte;
   }
   throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
-                                        "(byte i = i mod 256) or byte:<value>",
+                                        "(byte at VA i = i mod 256) or byte:<value>",
                                         text));
 }
 
@@ -349,7 +349,9 @@ void fill_memory(const engine::MrInfo& mr, const MrDef& d) {
   switch (d.fill) {
     case Fill::kZero: break;  // rte_zmalloc
     case Fill::kCounter:
-      for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(i);
+      // By VA, not by offset: a peer that READs VA v gets v mod 256 whatever
+      // the region's iova, so it can check data without knowing the layout.
+      for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(mr.iova + i);
       break;
     case Fill::kByte: std::memset(mr.addr, d.fill_byte, mr.length); break;
   }
@@ -566,7 +568,8 @@ int run(int argc, char** argv) {
   app.add_option("--mr-size", o.mr_size, "bytes of an MR defined by flags");
   app.add_option("--mr-key", o.mr_key, "its lkey/rkey (default: allocated)");
   app.add_option("--mr-iova", o.mr_iova, "the VA of its first byte (default 0)");
-  app.add_option("--mr-fill", o.mr_fill, "zero, counter or byte:<value>");
+  app.add_option("--mr-fill", o.mr_fill,
+                 "zero, counter (byte at VA i = i mod 256) or byte:<value>");
   app.add_option("--recv-wqes", o.recv_wqes, "receive WQEs posted on the flag QP");
   app.add_option("--recv-size", o.recv_size, "bytes per receive WQE");
   try {

@@ -4,7 +4,10 @@ through net_pcap (rx_pcap -> endpoint -> tx_pcap): a SEND, a SEND with
 immediate, an RDMA WRITE with immediate and a SEND with invalidate; the
 test reads the file back and checks every field of each receive
 completion (status and opcode by number and name, byte_len, imm_data,
-invalidated_rkey, flags, wr_id = the receive WQE, the time)."""
+invalidated_rkey, flags, wr_id = the receive WQE, the time).
+
+Then a READ of a region filled with fill = "counter" whose iova is not a
+multiple of 256: the byte at VA i is i mod 256 (not offset mod 256)."""
 
 import json
 import os
@@ -14,7 +17,8 @@ import time
 
 from e2e_common import *  # noqa: F401,F403
 
-RKEY, INV_RKEY = 0x1234, 0x5678
+RKEY, INV_RKEY, COUNTER_RKEY = 0x1234, 0x5678, 0x9A00
+COUNTER_IOVA, READ_LEN = 0x10007, 300
 RECV_OFF, RECV_LEN = 0x8000, 1024
 
 # RC opcodes with an immediate or an invalidate (IBA 9.2.1 table 38).
@@ -38,6 +42,12 @@ length = 65536
 key = {INV_RKEY:#x}
 length = 4096
 
+[[mr]]
+key = {COUNTER_RKEY:#x}
+length = 4096
+iova = {COUNTER_IOVA:#x}
+fill = "counter"
+
 [[qp]]
 qpn = {EP_QPN:#x}
 peer_qpn = {PEER_QPN:#x}
@@ -56,6 +66,7 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
                 bytes(16), ackreq=True),
         # IETH: the R_Key to invalidate (IBA 9.3.5).
         request(SEND_ONLY_INV, 3, struct.pack("!I", INV_RKEY), bytes(8), ackreq=True),
+        request(READ_REQ, 4, reth(COUNTER_IOVA, COUNTER_RKEY, READ_LEN), ackreq=True),
     ]
     in_pcap, out_pcap = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
     wrpcap(in_pcap, pkts)
@@ -71,7 +82,14 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
     check(r.returncode == 0, f"droce-endpoint exit code {r.returncode}")
     check("completions 4 (errors 0)" in r.stdout, "four completions counted")
 
-    acks = [p for p in rdpcap(out_pcap) if p[BTH].opcode == ACK]
+    out = rdpcap(out_pcap)
+    reads = [p for p in out if p[BTH].opcode == READ_ONLY]
+    check(len(reads) == 1 and reads[0][BTH].psn == 4, "one READ response, PSN 4")
+    got = split(reads[0])[1][4:]  # after the AETH
+    want_fill = bytes((COUNTER_IOVA + i) & 0xFF for i in range(READ_LEN))
+    check(got == want_fill, f"counter fill: VA {COUNTER_IOVA:#x}.. holds {got[:8].hex()}.., "
+                            f"want VA mod 256 {want_fill[:8].hex()}..")
+    acks = [p for p in out if p[BTH].opcode == ACK]
     check(acks and acks[-1][BTH].psn == 3 and raw(acks[-1][UDP].payload)[12] >> 5 == 0,
           f"every request acknowledged: {[p.summary() for p in acks]}")
 
