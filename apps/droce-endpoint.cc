@@ -35,7 +35,7 @@ using engine::ConfigError;
 std::atomic<bool> g_quit{false};
 void on_signal(int) { g_quit.store(true); }
 
-enum class Fill : uint8_t { kZero, kCounter, kByte };
+enum class Fill : uint8_t { kZero, kCounter, kByte, kFile };
 
 struct MrDef {
   std::string where;  // "mr[0]" or "--mr-*", for messages
@@ -45,6 +45,10 @@ struct MrDef {
   uint64_t iova = 0;
   Fill fill = Fill::kZero;
   uint8_t fill_byte = 0;
+  std::string fill_option;  // "mr[0].fill" or "--mr-fill", for messages
+  std::string fill_file;    // kFile: the bytes from the region's first VA on
+  std::string dump;         // written with the region's bytes at exit
+  std::string dump_option;
   uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 };
@@ -88,7 +92,7 @@ struct Options {
   uint64_t mtu = 1024;
   apps::PacketMarks marks{26};  // --dscp ... --pcp
   std::vector<std::string> cc_params;
-  std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0";
+  std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0", mr_dump;
   uint32_t recv_wqes = 0, recv_size = 4096;
 };
 
@@ -135,16 +139,24 @@ std::optional<std::string> get_str(const toml::table& t, const std::string& wher
   throw ConfigError(key_path(where, key), "expected a string");
 }
 
-Fill parse_fill(const std::string& option, const std::string& text, uint8_t* byte) {
-  if (text == "zero") return Fill::kZero;
-  if (text == "counter") return Fill::kCounter;
-  if (text.rfind("byte:", 0) == 0) {
-    *byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
-    return Fill::kByte;
+void parse_fill(const std::string& option, const std::string& text, MrDef& m) {
+  m.fill_option = option;
+  if (text == "zero") {
+    m.fill = Fill::kZero;
+  } else if (text == "counter") {
+    m.fill = Fill::kCounter;
+  } else if (text.rfind("byte:", 0) == 0) {
+    m.fill_byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
+    m.fill = Fill::kByte;
+  } else if (text.rfind("file:", 0) == 0 && text.size() > 5) {
+    m.fill_file = text.substr(5);
+    m.fill = Fill::kFile;
+  } else {
+    throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
+                                          "(byte at VA i = i mod 256), byte:<value> or "
+                                          "file:<path>",
+                                          text));
   }
-  throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
-                                        "(byte at VA i = i mod 256) or byte:<value>",
-                                        text));
 }
 
 uint32_t parse_access(const std::string& option, const toml::array& a) {
@@ -202,7 +214,7 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       const std::string w = fmt::format("mr[{}]", i);
       const toml::table* t = a->get(i)->as_table();
       if (!t) throw ConfigError(w, "expected a table ([[mr]])");
-      check_keys(*t, w, {"port", "length", "key", "iova", "fill", "access"});
+      check_keys(*t, w, {"port", "length", "key", "iova", "fill", "dump", "access"});
       MrDef m;
       m.where = w;
       m.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
@@ -210,7 +222,11 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       m.length = get_uint(*t, w, "length", 0, UINT64_MAX >> 1);
       if (t->contains("key")) m.key = static_cast<uint32_t>(get_uint(*t, w, "key", 0, UINT32_MAX));
       m.iova = get_uint(*t, w, "iova", 0, UINT64_MAX >> 1);
-      if (auto s = get_str(*t, w, "fill")) m.fill = parse_fill(key_path(w, "fill"), *s, &m.fill_byte);
+      if (auto s = get_str(*t, w, "fill")) parse_fill(key_path(w, "fill"), *s, m);
+      if (auto s = get_str(*t, w, "dump")) {
+        m.dump = *s;
+        m.dump_option = key_path(w, "dump");
+      }
       if (const toml::node* n = t->get("access")) {
         const toml::array* acc = n->as_array();
         if (!acc) throw ConfigError(key_path(w, "access"), "expected an array of strings");
@@ -296,10 +312,14 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
     if (!o.mr_key.empty())
       m.key = static_cast<uint32_t>(engine::parse_uint("--mr-key", o.mr_key, UINT32_MAX));
     m.iova = engine::parse_uint("--mr-iova", o.mr_iova, UINT64_MAX >> 1);
-    m.fill = parse_fill("--mr-fill", o.mr_fill, &m.fill_byte);
+    parse_fill("--mr-fill", o.mr_fill, m);
+    m.dump = o.mr_dump;
+    m.dump_option = "--mr-dump";
     mrs.push_back(m);
   } else if (!o.mr_key.empty()) {
     throw ConfigError("--mr-key", "needs --mr-size");
+  } else if (!o.mr_dump.empty()) {
+    throw ConfigError("--mr-dump", "needs --mr-size");
   }
   if (o.qpn.empty()) {
     if (!o.peer_qpn.empty()) throw ConfigError("--peer-qpn", "needs --qpn");
@@ -354,8 +374,32 @@ void fill_memory(const engine::MrInfo& mr, const MrDef& d) {
       for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(mr.iova + i);
       break;
     case Fill::kByte: std::memset(mr.addr, d.fill_byte, mr.length); break;
+    case Fill::kFile: {
+      // The file's bytes from the region's first VA; a shorter file leaves
+      // the rest zero, a longer one is refused rather than cut.
+      std::ifstream f(d.fill_file, std::ios::binary);
+      if (!f)
+        throw ConfigError(d.fill_option, fmt::format("cannot read {}: {}", d.fill_file,
+                                                     std::strerror(errno)));
+      f.read(reinterpret_cast<char*>(mr.addr), static_cast<std::streamsize>(mr.length));
+      if (f.bad())
+        throw ConfigError(d.fill_option, fmt::format("cannot read {}", d.fill_file));
+      if (f.gcount() == static_cast<std::streamsize>(mr.length) && f.peek() != EOF)
+        throw ConfigError(d.fill_option, fmt::format("{} is longer than the region ({} bytes)",
+                                                     d.fill_file, mr.length));
+      break;
+    }
   }
 }
+
+// A region's bytes written to a file at exit. The file is created when the
+// region is, so a path that cannot be written is a configuration error
+// (exit 2) before any traffic, not data lost at the end.
+struct MrDump {
+  engine::MrInfo mr;
+  std::string path;
+  std::FILE* f = nullptr;
+};
 
 // Each QP's receive queue as a ring of `count` buffers: WQE i (wr_id i)
 // is the buffer at offset + i * length, and goes back on the queue as soon
@@ -569,7 +613,8 @@ int run(int argc, char** argv) {
   app.add_option("--mr-key", o.mr_key, "its lkey/rkey (default: allocated)");
   app.add_option("--mr-iova", o.mr_iova, "the VA of its first byte (default 0)");
   app.add_option("--mr-fill", o.mr_fill,
-                 "zero, counter (byte at VA i = i mod 256) or byte:<value>");
+                 "zero, counter (byte at VA i = i mod 256), byte:<value> or file:<path>");
+  app.add_option("--mr-dump", o.mr_dump, "write its bytes to this file at exit");
   app.add_option("--recv-wqes", o.recv_wqes, "receive WQEs posted on the flag QP");
   app.add_option("--recv-size", o.recv_size, "bytes per receive WQE");
   try {
@@ -620,6 +665,14 @@ int run(int argc, char** argv) {
 
   std::vector<engine::MrInfo> mrs;
   RecvRings rings;
+  std::vector<MrDump> dumps;
+  struct CloseDumps {  // on a configuration error after some were opened
+    std::vector<MrDump>& d;
+    ~CloseDumps() {
+      for (MrDump& m : d)
+        if (m.f) std::fclose(m.f);
+    }
+  } close_dumps{dumps};
   for (const MrDef& d : mr_defs) {
     if (d.port >= eng.port_count())
       throw ConfigError(d.where + ".port", fmt::format("no port {} (ports given: {})", d.port,
@@ -635,6 +688,13 @@ int run(int argc, char** argv) {
       throw ConfigError(d.where, e.what());
     }
     fill_memory(mrs.back(), d);
+    if (!d.dump.empty()) {
+      std::FILE* f = std::fopen(d.dump.c_str(), "wb");
+      if (!f)
+        throw ConfigError(d.dump_option, fmt::format("cannot write {}: {}", d.dump,
+                                                     std::strerror(errno)));
+      dumps.push_back({mrs.back(), d.dump, f});
+    }
   }
 
   for (QpDef& q : qp_defs) {
@@ -738,6 +798,16 @@ int run(int argc, char** argv) {
     }
   }
   completion_log.flush();
+  int rc = engine::kExitOk;
+  // The workers are stopped: the regions hold their final bytes.
+  for (MrDump& m : dumps) {
+    const bool ok = std::fwrite(m.mr.addr, 1, m.mr.length, m.f) == m.mr.length;
+    if (std::fclose(m.f) != 0 || !ok) {
+      fmt::print(stderr, "error: mr key {:#x}: writing {} failed\n", m.mr.rkey, m.path);
+      rc = engine::kExitFailure;
+    }
+    m.f = nullptr;
+  }
   eng.close_ports();
   const engine::Snapshot fin = eng.stats();
   fmt::print("--- droce-endpoint counters\n{}", engine::format_counters(fin));
@@ -746,7 +816,6 @@ int run(int argc, char** argv) {
     std::ofstream f(o.json_out);
     f << engine::to_json(fin) << "\n";
   }
-  int rc = engine::kExitOk;
   const auto missing = eng.mbufs_missing();
   for (size_t i = 0; i < missing.size(); ++i) {
     if (missing[i] != 0) {

@@ -63,6 +63,15 @@ peer_mac = "{PEER_MAC}"
         ("completions file not writable", [],
          ["--completions", os.path.join(d, "no-such-dir", "wc.jsonl")],
          "--completions: cannot write"),
+        ("fill file missing", [], ["--config", cfg("f1.toml", "[[mr]]\nlength = 4096\n"
+                                                 f"fill = \"file:{d}/none.bin\"\n")],
+         "mr[0].fill: cannot read"),
+        ("fill file longer than the region", [],
+         ["--mr-size", "16", "--mr-fill", f"file:{cfg('long.bin', 'x' * 17)}"],
+         "--mr-fill: " + os.path.join(d, "long.bin") + " is longer than the region"),
+        ("dump file not writable", [], ["--mr-size", "4096", "--mr-dump",
+                                        os.path.join(d, "no-such-dir", "dump.bin")],
+         "--mr-dump: cannot write"),
     ]
     failures = 0
     for i, (name, eal_extra, app, want) in enumerate(cases):

@@ -7,10 +7,16 @@ completion (status and opcode by number and name, byte_len, imm_data,
 invalidated_rkey, flags, wr_id = the receive WQE, the time).
 
 Then a READ of a region filled with fill = "counter" whose iova is not a
-multiple of 256: the byte at VA i is i mod 256 (not offset mod 256)."""
+multiple of 256: the byte at VA i is i mod 256 (not offset mod 256).
+
+And a region preloaded from a file (fill = "file:PATH", shorter than the
+region: the rest zero) and dumped at exit (dump = "PATH"): a READ across
+the file's end returns its last bytes and zeros, and the dump holds the
+file's bytes with a WRITE's bytes in their place."""
 
 import json
 import os
+import random
 import struct
 import sys
 import time
@@ -19,6 +25,7 @@ from e2e_common import *  # noqa: F401,F403
 
 RKEY, INV_RKEY, COUNTER_RKEY = 0x1234, 0x5678, 0x9A00
 COUNTER_IOVA, READ_LEN = 0x10007, 300
+FILE_RKEY, FILE_MR_LEN, FILE_LEN = 0x7700, 8192, 5000
 RECV_OFF, RECV_LEN = 0x8000, 1024
 
 # RC opcodes with an immediate or an invalidate (IBA 9.2.1 table 38).
@@ -32,6 +39,11 @@ def main():
     exe = find_endpoint()
     d = workdir()
     cfg = os.path.join(d, "ep.toml")
+    rng = random.Random(11)
+    loaded = bytes(rng.getrandbits(8) for _ in range(FILE_LEN))
+    load_file, dump_file = os.path.join(d, "load.bin"), os.path.join(d, "dump.bin")
+    with open(load_file, "wb") as f:
+        f.write(loaded)
     with open(cfg, "w") as f:
         f.write(f"""
 [[mr]]
@@ -47,6 +59,12 @@ key = {COUNTER_RKEY:#x}
 length = 4096
 iova = {COUNTER_IOVA:#x}
 fill = "counter"
+
+[[mr]]
+key = {FILE_RKEY:#x}
+length = {FILE_MR_LEN}
+fill = "file:{load_file}"
+dump = "{dump_file}"
 
 [[qp]]
 qpn = {EP_QPN:#x}
@@ -67,6 +85,8 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
         # IETH: the R_Key to invalidate (IBA 9.3.5).
         request(SEND_ONLY_INV, 3, struct.pack("!I", INV_RKEY), bytes(8), ackreq=True),
         request(READ_REQ, 4, reth(COUNTER_IOVA, COUNTER_RKEY, READ_LEN), ackreq=True),
+        request(READ_REQ, 5, reth(FILE_LEN - 10, FILE_RKEY, 64), ackreq=True),
+        request(WRITE_ONLY, 6, reth(0x100, FILE_RKEY, 16), b"W" * 16, ackreq=True),
     ]
     in_pcap, out_pcap = os.path.join(d, "in.pcap"), os.path.join(d, "out.pcap")
     wrpcap(in_pcap, pkts)
@@ -83,14 +103,22 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
     check("completions 4 (errors 0)" in r.stdout, "four completions counted")
 
     out = rdpcap(out_pcap)
-    reads = [p for p in out if p[BTH].opcode == READ_ONLY]
-    check(len(reads) == 1 and reads[0][BTH].psn == 4, "one READ response, PSN 4")
-    got = split(reads[0])[1][4:]  # after the AETH
+    reads = {p[BTH].psn: split(p)[1][4:] for p in out if p[BTH].opcode == READ_ONLY}
+    check(sorted(reads) == [4, 5], f"READ responses at PSNs {sorted(reads)}, want 4 and 5")
+    got = reads[4]  # after the AETH
     want_fill = bytes((COUNTER_IOVA + i) & 0xFF for i in range(READ_LEN))
     check(got == want_fill, f"counter fill: VA {COUNTER_IOVA:#x}.. holds {got[:8].hex()}.., "
                             f"want VA mod 256 {want_fill[:8].hex()}..")
+    check(reads[5] == loaded[-10:] + bytes(54),
+          "READ across the loaded file's end: its last 10 bytes, then zeros")
+    with open(dump_file, "rb") as f:
+        dumped = f.read()
+    want_dump = bytearray(loaded + bytes(FILE_MR_LEN - FILE_LEN))
+    want_dump[0x100:0x110] = b"W" * 16
+    check(dumped == bytes(want_dump), f"dump: {len(dumped)} bytes, want the file's "
+                                      f"{FILE_LEN} + zeros to {FILE_MR_LEN}, WRITE at 0x100")
     acks = [p for p in out if p[BTH].opcode == ACK]
-    check(acks and acks[-1][BTH].psn == 3 and raw(acks[-1][UDP].payload)[12] >> 5 == 0,
+    check(acks and acks[-1][BTH].psn == 6 and raw(acks[-1][UDP].payload)[12] >> 5 == 0,
           f"every request acknowledged: {[p.summary() for p in acks]}")
 
     with open(wcs_file) as f:
