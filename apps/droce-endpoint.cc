@@ -246,7 +246,8 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
                  {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
                   "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
                   "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
-                  "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore"});
+                  "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
+                  "max_dest_rd_atomic", "pkey"});
       QpDef q;
       q.where = w;
       q.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
@@ -278,6 +279,27 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       at.qkey = static_cast<uint32_t>(get_uint(*t, w, "qkey", 0, UINT32_MAX));
       at.ack_every_n = static_cast<uint32_t>(get_uint(*t, w, "ack_every_n", 0, 1u << 20));
       at.min_rnr_timer = static_cast<uint8_t>(get_uint(*t, w, "min_rnr_timer", 12, 31));
+      // The remote operations the QP accepts, checked before the region's
+      // own access (IBA 9.7.5.1.3 / 10.6.3; a refusal is a remote access
+      // error NAK); local_write is a region flag and means nothing here.
+      if (const toml::node* n = t->get("access")) {
+        const toml::array* acc = n->as_array();
+        if (!acc) throw ConfigError(key_path(w, "access"), "expected an array of strings");
+        at.qp_access_flags = parse_access(key_path(w, "access"), *acc) & ~IBV_ACCESS_LOCAL_WRITE;
+      }
+      // READs and atomics the responder holds at once; one more is an
+      // invalid request NAK (IBA 9.7.5.2). The transport takes at least 1.
+      at.max_dest_rd_atomic = static_cast<uint8_t>(
+          get_uint(*t, w, "max_dest_rd_atomic", at.max_dest_rd_atomic, 255));
+      if (at.max_dest_rd_atomic == 0)
+        throw ConfigError(key_path(w, "max_dest_rd_atomic"), "0 is out of range 1..255");
+      // The BTH P_Key it sends and accepts (IBA 10.9): partition 0 (the low
+      // 15 bits) is invalid, a QP there could talk to no one.
+      at.pkey = static_cast<uint16_t>(get_uint(*t, w, "pkey", 0xFFFF, 0xFFFF));
+      if ((at.pkey & 0x7FFF) == 0)
+        throw ConfigError(key_path(w, "pkey"),
+                          fmt::format("{:#x} is in the invalid partition 0 (IBA 10.9)",
+                                      at.pkey));
       if (const toml::node* n = t->get("selective_repeat")) {
         auto b = n->value<bool>();
         if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");

@@ -72,6 +72,14 @@ peer_mac = "{PEER_MAC}"
         ("dump file not writable", [], ["--mr-size", "4096", "--mr-dump",
                                         os.path.join(d, "no-such-dir", "dump.bin")],
          "--mr-dump: cannot write"),
+        ("P_Key of partition 0", [], ["--config", cfg("p.toml", qp_cfg + "pkey = 0x8000\n")],
+         "qp[0].pkey: 0x8000 is in the invalid partition 0"),
+        ("max_dest_rd_atomic 0", [],
+         ["--config", cfg("m.toml", qp_cfg + "max_dest_rd_atomic = 0\n")],
+         "qp[0].max_dest_rd_atomic"),
+        ("unknown QP access flag", [],
+         ["--config", cfg("a.toml", qp_cfg + "access = [\"remote_bogus\"]\n")],
+         "qp[0].access: 'remote_bogus' is not an access flag"),
     ]
     failures = 0
     for i, (name, eal_extra, app, want) in enumerate(cases):
