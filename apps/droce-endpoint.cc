@@ -1,7 +1,9 @@
 // droce-endpoint: a RoCEv2 target on DPDK ports. QPs and MRs come from a
 // TOML config file and/or flags; it answers WRITE/SEND/READ/atomics from a
-// peer droce or from replayed packets (net_pcap), and reports counters on
-// exit and on DPDK telemetry. See docs/ENGINE.md.
+// peer droce or from replayed packets (net_pcap), keeps each QP's receive
+// queue full, and reports counters on exit and on DPDK telemetry. Regions
+// can be loaded from and dumped to files, completions written as JSON
+// lines. See docs/ENGINE.md.
 //
 //   droce-endpoint [EAL options] -- [--config FILE] [options]
 //
