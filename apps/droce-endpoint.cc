@@ -1,7 +1,9 @@
 // droce-endpoint: a RoCEv2 target on DPDK ports. QPs and MRs come from a
 // TOML config file and/or flags; it answers WRITE/SEND/READ/atomics from a
-// peer droce or from replayed packets (net_pcap), and reports counters on
-// exit and on DPDK telemetry. See docs/ENGINE.md.
+// peer droce or from replayed packets (net_pcap), keeps each QP's receive
+// queue full, and reports counters on exit and on DPDK telemetry. Regions
+// can be loaded from and dumped to files, completions written as JSON
+// lines. See docs/ENGINE.md.
 //
 //   droce-endpoint [EAL options] -- [--config FILE] [options]
 //
@@ -11,11 +13,13 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <unordered_map>
 #include <toml++/toml.h>
 
 #include "app_options.h"
@@ -33,7 +37,7 @@ using engine::ConfigError;
 std::atomic<bool> g_quit{false};
 void on_signal(int) { g_quit.store(true); }
 
-enum class Fill : uint8_t { kZero, kCounter, kByte };
+enum class Fill : uint8_t { kZero, kCounter, kByte, kFile };
 
 struct MrDef {
   std::string where;  // "mr[0]" or "--mr-*", for messages
@@ -43,6 +47,10 @@ struct MrDef {
   uint64_t iova = 0;
   Fill fill = Fill::kZero;
   uint8_t fill_byte = 0;
+  std::string fill_option;  // "mr[0].fill" or "--mr-fill", for messages
+  std::string fill_file;    // kFile: the bytes from the region's first VA on
+  std::string dump;         // written with the region's bytes at exit
+  std::string dump_option;
   uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 };
@@ -70,6 +78,7 @@ struct Options {
   double stats_interval_s = 0;
   std::string capture;
   std::string json_out;
+  std::string completions;
   uint32_t idle_sleep_us = 0;
   double port_rate_gbps = 0;
   uint32_t mbufs = 0;
@@ -85,7 +94,7 @@ struct Options {
   uint64_t mtu = 1024;
   apps::PacketMarks marks{26};  // --dscp ... --pcp
   std::vector<std::string> cc_params;
-  std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0";
+  std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0", mr_dump;
   uint32_t recv_wqes = 0, recv_size = 4096;
 };
 
@@ -132,16 +141,24 @@ std::optional<std::string> get_str(const toml::table& t, const std::string& wher
   throw ConfigError(key_path(where, key), "expected a string");
 }
 
-Fill parse_fill(const std::string& option, const std::string& text, uint8_t* byte) {
-  if (text == "zero") return Fill::kZero;
-  if (text == "counter") return Fill::kCounter;
-  if (text.rfind("byte:", 0) == 0) {
-    *byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
-    return Fill::kByte;
+void parse_fill(const std::string& option, const std::string& text, MrDef& m) {
+  m.fill_option = option;
+  if (text == "zero") {
+    m.fill = Fill::kZero;
+  } else if (text == "counter") {
+    m.fill = Fill::kCounter;
+  } else if (text.rfind("byte:", 0) == 0) {
+    m.fill_byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
+    m.fill = Fill::kByte;
+  } else if (text.rfind("file:", 0) == 0 && text.size() > 5) {
+    m.fill_file = text.substr(5);
+    m.fill = Fill::kFile;
+  } else {
+    throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
+                                          "(byte at VA i = i mod 256), byte:<value> or "
+                                          "file:<path>",
+                                          text));
   }
-  throw ConfigError(option, fmt::format("'{}' is not a fill pattern: zero, counter "
-                                        "(byte i = i mod 256) or byte:<value>",
-                                        text));
 }
 
 uint32_t parse_access(const std::string& option, const toml::array& a) {
@@ -199,7 +216,7 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       const std::string w = fmt::format("mr[{}]", i);
       const toml::table* t = a->get(i)->as_table();
       if (!t) throw ConfigError(w, "expected a table ([[mr]])");
-      check_keys(*t, w, {"port", "length", "key", "iova", "fill", "access"});
+      check_keys(*t, w, {"port", "length", "key", "iova", "fill", "dump", "access"});
       MrDef m;
       m.where = w;
       m.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
@@ -207,7 +224,11 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       m.length = get_uint(*t, w, "length", 0, UINT64_MAX >> 1);
       if (t->contains("key")) m.key = static_cast<uint32_t>(get_uint(*t, w, "key", 0, UINT32_MAX));
       m.iova = get_uint(*t, w, "iova", 0, UINT64_MAX >> 1);
-      if (auto s = get_str(*t, w, "fill")) m.fill = parse_fill(key_path(w, "fill"), *s, &m.fill_byte);
+      if (auto s = get_str(*t, w, "fill")) parse_fill(key_path(w, "fill"), *s, m);
+      if (auto s = get_str(*t, w, "dump")) {
+        m.dump = *s;
+        m.dump_option = key_path(w, "dump");
+      }
       if (const toml::node* n = t->get("access")) {
         const toml::array* acc = n->as_array();
         if (!acc) throw ConfigError(key_path(w, "access"), "expected an array of strings");
@@ -227,7 +248,8 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
                  {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
                   "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
                   "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
-                  "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore"});
+                  "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
+                  "max_dest_rd_atomic", "pkey"});
       QpDef q;
       q.where = w;
       q.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
@@ -259,6 +281,27 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       at.qkey = static_cast<uint32_t>(get_uint(*t, w, "qkey", 0, UINT32_MAX));
       at.ack_every_n = static_cast<uint32_t>(get_uint(*t, w, "ack_every_n", 0, 1u << 20));
       at.min_rnr_timer = static_cast<uint8_t>(get_uint(*t, w, "min_rnr_timer", 12, 31));
+      // The remote operations the QP accepts, checked before the region's
+      // own access (IBA 9.7.5.1.3 / 10.6.3; a refusal is a remote access
+      // error NAK); local_write is a region flag and means nothing here.
+      if (const toml::node* n = t->get("access")) {
+        const toml::array* acc = n->as_array();
+        if (!acc) throw ConfigError(key_path(w, "access"), "expected an array of strings");
+        at.qp_access_flags = parse_access(key_path(w, "access"), *acc) & ~IBV_ACCESS_LOCAL_WRITE;
+      }
+      // READs and atomics the responder holds at once; one more is an
+      // invalid request NAK (IBA 9.7.5.2). The transport takes at least 1.
+      at.max_dest_rd_atomic = static_cast<uint8_t>(
+          get_uint(*t, w, "max_dest_rd_atomic", at.max_dest_rd_atomic, 255));
+      if (at.max_dest_rd_atomic == 0)
+        throw ConfigError(key_path(w, "max_dest_rd_atomic"), "0 is out of range 1..255");
+      // The BTH P_Key it sends and accepts (IBA 10.9): partition 0 (the low
+      // 15 bits) is invalid, a QP there could talk to no one.
+      at.pkey = static_cast<uint16_t>(get_uint(*t, w, "pkey", 0xFFFF, 0xFFFF));
+      if ((at.pkey & 0x7FFF) == 0)
+        throw ConfigError(key_path(w, "pkey"),
+                          fmt::format("{:#x} is in the invalid partition 0 (IBA 10.9)",
+                                      at.pkey));
       if (const toml::node* n = t->get("selective_repeat")) {
         auto b = n->value<bool>();
         if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");
@@ -293,10 +336,14 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
     if (!o.mr_key.empty())
       m.key = static_cast<uint32_t>(engine::parse_uint("--mr-key", o.mr_key, UINT32_MAX));
     m.iova = engine::parse_uint("--mr-iova", o.mr_iova, UINT64_MAX >> 1);
-    m.fill = parse_fill("--mr-fill", o.mr_fill, &m.fill_byte);
+    parse_fill("--mr-fill", o.mr_fill, m);
+    m.dump = o.mr_dump;
+    m.dump_option = "--mr-dump";
     mrs.push_back(m);
   } else if (!o.mr_key.empty()) {
     throw ConfigError("--mr-key", "needs --mr-size");
+  } else if (!o.mr_dump.empty()) {
+    throw ConfigError("--mr-dump", "needs --mr-size");
   }
   if (o.qpn.empty()) {
     if (!o.peer_qpn.empty()) throw ConfigError("--peer-qpn", "needs --qpn");
@@ -346,11 +393,195 @@ void fill_memory(const engine::MrInfo& mr, const MrDef& d) {
   switch (d.fill) {
     case Fill::kZero: break;  // rte_zmalloc
     case Fill::kCounter:
-      for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(i);
+      // By VA, not by offset: a peer that READs VA v gets v mod 256 whatever
+      // the region's iova, so it can check data without knowing the layout.
+      for (size_t i = 0; i < mr.length; ++i) mr.addr[i] = static_cast<uint8_t>(mr.iova + i);
       break;
     case Fill::kByte: std::memset(mr.addr, d.fill_byte, mr.length); break;
+    case Fill::kFile: {
+      // The file's bytes from the region's first VA; a shorter file leaves
+      // the rest zero, a longer one is refused rather than cut.
+      std::ifstream f(d.fill_file, std::ios::binary);
+      if (!f)
+        throw ConfigError(d.fill_option, fmt::format("cannot read {}: {}", d.fill_file,
+                                                     std::strerror(errno)));
+      f.read(reinterpret_cast<char*>(mr.addr), static_cast<std::streamsize>(mr.length));
+      if (f.bad())
+        throw ConfigError(d.fill_option, fmt::format("cannot read {}", d.fill_file));
+      if (f.gcount() == static_cast<std::streamsize>(mr.length) && f.peek() != EOF)
+        throw ConfigError(d.fill_option, fmt::format("{} is longer than the region ({} bytes)",
+                                                     d.fill_file, mr.length));
+      break;
+    }
   }
 }
+
+// A region's bytes written to a file at exit. The file is created when the
+// region is, so a path that cannot be written is a configuration error
+// (exit 2) before any traffic, not data lost at the end.
+struct MrDump {
+  engine::MrInfo mr;
+  std::string path;
+  std::FILE* f = nullptr;
+};
+
+// Each QP's receive queue as a ring of `count` buffers: WQE i (wr_id i)
+// is the buffer at offset + i * length, and goes back on the queue as soon
+// as its completion is taken, so the queue stays full and a peer is RNR
+// NAKed (IBA 9.7.5.2.8) only while every buffer waits to be taken, not
+// forever after `count` SENDs.
+struct RecvRing {
+  engine::QpHandle qp;
+  uint64_t first_va = 0;  // a local VA is in the MR's iova space (mr.h)
+  uint32_t length = 0, lkey = 0, count = 0;
+  std::vector<uint32_t> pending;  // refused by a full command queue
+
+  void post(engine::Engine& eng, uint32_t i) {
+    transport::Sge sge{first_va + uint64_t{i} * length, length, lkey};
+    transport::RecvWr wr;
+    wr.wr_id = i;
+    wr.sg_list = std::span(&sge, 1);
+    if (!eng.post_recv(qp, wr)) pending.push_back(i);
+  }
+};
+
+class RecvRings {
+ public:
+  RecvRing& add(engine::QpHandle qp, const engine::MrInfo& mr, uint64_t offset,
+                uint32_t length, uint32_t count) {
+    RecvRing& r = rings_[key(qp.port, qp.qpn)];
+    r.qp = qp;
+    r.first_va = mr.iova + offset;
+    r.length = length;
+    r.lkey = mr.lkey;
+    r.count = count;
+    return r;
+  }
+
+  // A receive completion gives its WQE back. Not a flushed one: its QP is
+  // in the error state (IBA 10.3.1, 11.4.2.1), where a new WQE would only
+  // be flushed in turn; an error completion that moved the QP to the error
+  // state (IBA 9.9.3) is reposted once and comes back flushed.
+  void consumed(engine::PortIndex port, const transport::WorkCompletion& wc) {
+    if (!(wc.opcode & IBV_WC_RECV) || wc.status == IBV_WC_WR_FLUSH_ERR) return;
+    auto it = rings_.find(key(port, wc.qp_num));
+    if (it == rings_.end() || wc.wr_id >= it->second.count) return;
+    to_post_.emplace_back(&it->second, static_cast<uint32_t>(wc.wr_id));
+  }
+
+  // Posts what completions gave back and what the command queue refused
+  // before.
+  void retry(engine::Engine& eng) {
+    for (auto& [k, r] : rings_) {
+      std::vector<uint32_t> again;
+      again.swap(r.pending);
+      for (uint32_t i : again) r.post(eng, i);
+    }
+    for (auto [r, i] : to_post_) r->post(eng, i);
+    to_post_.clear();
+  }
+
+ private:
+  static uint64_t key(engine::PortIndex port, uint32_t qpn) {
+    return (uint64_t{port} << 32) | qpn;
+  }
+  std::unordered_map<uint64_t, RecvRing> rings_;
+  std::vector<std::pair<RecvRing*, uint32_t>> to_post_;
+};
+
+// ---- completions written out ------------------------------------------------
+
+// Names are the libibverbs enumerators without IBV_WC_, lower case, so a
+// line reads like the ibv_wc a verbs application would have polled.
+const char* wc_status_name(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_LOC_LEN_ERR: return "loc_len_err";
+    case IBV_WC_LOC_QP_OP_ERR: return "loc_qp_op_err";
+    case IBV_WC_LOC_EEC_OP_ERR: return "loc_eec_op_err";
+    case IBV_WC_LOC_PROT_ERR: return "loc_prot_err";
+    case IBV_WC_WR_FLUSH_ERR: return "wr_flush_err";
+    case IBV_WC_MW_BIND_ERR: return "mw_bind_err";
+    case IBV_WC_BAD_RESP_ERR: return "bad_resp_err";
+    case IBV_WC_LOC_ACCESS_ERR: return "loc_access_err";
+    case IBV_WC_REM_INV_REQ_ERR: return "rem_inv_req_err";
+    case IBV_WC_REM_ACCESS_ERR: return "rem_access_err";
+    case IBV_WC_REM_OP_ERR: return "rem_op_err";
+    case IBV_WC_RETRY_EXC_ERR: return "retry_exc_err";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "rnr_retry_exc_err";
+    case IBV_WC_LOC_RDD_VIOL_ERR: return "loc_rdd_viol_err";
+    case IBV_WC_REM_INV_RD_REQ_ERR: return "rem_inv_rd_req_err";
+    case IBV_WC_REM_ABORT_ERR: return "rem_abort_err";
+    case IBV_WC_INV_EECN_ERR: return "inv_eecn_err";
+    case IBV_WC_INV_EEC_STATE_ERR: return "inv_eec_state_err";
+    case IBV_WC_FATAL_ERR: return "fatal_err";
+    case IBV_WC_RESP_TIMEOUT_ERR: return "resp_timeout_err";
+    case IBV_WC_GENERAL_ERR: return "general_err";
+    default: return "unknown";
+  }
+}
+
+const char* wc_opcode_name(ibv_wc_opcode op) {
+  switch (op) {
+    case IBV_WC_SEND: return "send";
+    case IBV_WC_RDMA_WRITE: return "rdma_write";
+    case IBV_WC_RDMA_READ: return "rdma_read";
+    case IBV_WC_COMP_SWAP: return "comp_swap";
+    case IBV_WC_FETCH_ADD: return "fetch_add";
+    case IBV_WC_BIND_MW: return "bind_mw";
+    case IBV_WC_LOCAL_INV: return "local_inv";
+    case IBV_WC_RECV: return "recv";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "recv_rdma_with_imm";
+    default: return "unknown";
+  }
+}
+
+// One JSON object per line (JSON Lines), flushed after each batch so the
+// file can be followed while the endpoint runs.
+class CompletionLog {
+ public:
+  explicit CompletionLog(const std::string& path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_)
+      throw ConfigError("--completions",
+                        fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+  ~CompletionLog() {
+    if (f_) std::fclose(f_);
+  }
+  CompletionLog(const CompletionLog&) = delete;
+  CompletionLog& operator=(const CompletionLog&) = delete;
+
+  void write(engine::PortIndex port, const transport::WorkCompletion& wc) {
+    if (!f_) return;
+    // Wall-clock time (as in a pcap) of when the endpoint took it.
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    std::string flags;
+    for (auto [bit, name] : {std::pair{IBV_WC_GRH, "grh"}, {IBV_WC_WITH_IMM, "with_imm"},
+                             {IBV_WC_IP_CSUM_OK, "ip_csum_ok"}, {IBV_WC_WITH_INV, "with_inv"}})
+      if (wc.wc_flags & bit) flags += fmt::format("{}\"{}\"", flags.empty() ? "" : ",", name);
+    std::string line = fmt::format(
+        "{{\"time_ns\":{},\"port\":{},\"qpn\":{},\"wr_id\":{},\"status\":{},"
+        "\"status_name\":\"{}\",\"opcode\":{},\"opcode_name\":\"{}\",\"byte_len\":{},",
+        ns, port, wc.qp_num, wc.wr_id, static_cast<int>(wc.status), wc_status_name(wc.status),
+        static_cast<int>(wc.opcode), wc_opcode_name(wc.opcode), wc.byte_len);
+    if (wc.wc_flags & IBV_WC_WITH_IMM) line += fmt::format("\"imm_data\":{},", wc.imm_data);
+    if (wc.wc_flags & IBV_WC_WITH_INV)
+      line += fmt::format("\"invalidated_rkey\":{},", wc.invalidated_rkey);
+    line += fmt::format("\"src_qp\":{},\"wc_flags\":{},\"flags\":[{}],\"vendor_err\":{}}}\n",
+                        wc.src_qp, wc.wc_flags, flags, wc.vendor_err);
+    std::fputs(line.c_str(), f_);
+  }
+  void flush() {
+    if (f_) std::fflush(f_);
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
+};
 
 int run(int argc, char** argv) {
   const int eal_args = engine::init_eal(argc, argv);
@@ -370,6 +601,8 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--capture", o.capture, "pcap of what the port sends and receives");
   app.add_option("--json", o.json_out, "write the final counters as JSON to this file");
+  app.add_option("--completions", o.completions,
+                 "write every completion as a line of JSON to this file");
   app.add_option("--idle-sleep-us", o.idle_sleep_us,
                  "sleep this long when idle (0 = busy poll)");
   app.add_option("--port-rate", o.port_rate_gbps, "emulated link rate in Gb/s (0 = unlimited)")
@@ -403,7 +636,9 @@ int run(int argc, char** argv) {
   app.add_option("--mr-size", o.mr_size, "bytes of an MR defined by flags");
   app.add_option("--mr-key", o.mr_key, "its lkey/rkey (default: allocated)");
   app.add_option("--mr-iova", o.mr_iova, "the VA of its first byte (default 0)");
-  app.add_option("--mr-fill", o.mr_fill, "zero, counter or byte:<value>");
+  app.add_option("--mr-fill", o.mr_fill,
+                 "zero, counter (byte at VA i = i mod 256), byte:<value> or file:<path>");
+  app.add_option("--mr-dump", o.mr_dump, "write its bytes to this file at exit");
   app.add_option("--recv-wqes", o.recv_wqes, "receive WQEs posted on the flag QP");
   app.add_option("--recv-size", o.recv_size, "bytes per receive WQE");
   try {
@@ -419,6 +654,7 @@ int run(int argc, char** argv) {
   const engine::PortConfig::ShardTx shard_tx = apps::shard_tx_option(o.shard_tx);
   const engine::PortConfig::ShardRx shard_rx = apps::shard_rx_option(o.shard_rx);
 
+  CompletionLog completion_log(o.completions);
   std::vector<MrDef> mr_defs;
   std::vector<QpDef> qp_defs;
   if (!o.config.empty()) load_config(o.config, mr_defs, qp_defs);
@@ -452,6 +688,15 @@ int run(int argc, char** argv) {
   }
 
   std::vector<engine::MrInfo> mrs;
+  RecvRings rings;
+  std::vector<MrDump> dumps;
+  struct CloseDumps {  // on a configuration error after some were opened
+    std::vector<MrDump>& d;
+    ~CloseDumps() {
+      for (MrDump& m : d)
+        if (m.f) std::fclose(m.f);
+    }
+  } close_dumps{dumps};
   for (const MrDef& d : mr_defs) {
     if (d.port >= eng.port_count())
       throw ConfigError(d.where + ".port", fmt::format("no port {} (ports given: {})", d.port,
@@ -467,6 +712,13 @@ int run(int argc, char** argv) {
       throw ConfigError(d.where, e.what());
     }
     fill_memory(mrs.back(), d);
+    if (!d.dump.empty()) {
+      std::FILE* f = std::fopen(d.dump.c_str(), "wb");
+      if (!f)
+        throw ConfigError(d.dump_option, fmt::format("cannot write {}: {}", d.dump,
+                                                     std::strerror(errno)));
+      dumps.push_back({mrs.back(), d.dump, f});
+    }
   }
 
   for (QpDef& q : qp_defs) {
@@ -504,16 +756,8 @@ int run(int argc, char** argv) {
                                                          "fit in the MR ({} bytes)",
                                                          q.recv_count, q.recv_length,
                                                          q.recv_offset, mr->length));
-      for (uint32_t i = 0; i < q.recv_count; ++i) {
-        // A local VA is in the MR's iova space (mr.h).
-        transport::Sge sge{mr->iova + q.recv_offset +
-                               uint64_t{i} * q.recv_length,
-                           q.recv_length, mr->lkey};
-        transport::RecvWr wr;
-        wr.wr_id = i;
-        wr.sg_list = std::span(&sge, 1);
-        eng.post_recv(h, wr);
-      }
+      RecvRing& ring = rings.add(h, *mr, q.recv_offset, q.recv_length, q.recv_count);
+      for (uint32_t i = 0; i < q.recv_count; ++i) ring.post(eng, i);
     }
     fmt::print("qp {:#x} on port {}: {} -> {} peer qp {:#x}, rq_psn {:#x}, sq_psn {:#x}, "
                "mtu {}, cc {}\n",
@@ -534,15 +778,22 @@ int run(int argc, char** argv) {
   uint64_t last_live = t0, last_activity = t0;
   uint64_t last_frames = 0;
   std::vector<transport::WorkCompletion> wcs(256);
+  std::vector<engine::PortIndex> wc_ports(wcs.size());
   uint64_t completions = 0, completion_errors = 0;
   while (!g_quit.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    // The endpoint is a target: completions (receives) are counted and
-    // dropped, keeping the queue drained.
-    for (size_t n; (n = eng.poll_completions(wcs)) > 0;) {
+    // The endpoint is a target: completions are counted, and each consumed
+    // receive WQE goes back on its QP's receive queue.
+    for (size_t n; (n = eng.poll_completions(wcs, wc_ports)) > 0;) {
       completions += n;
-      for (size_t i = 0; i < n; ++i) completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+      for (size_t i = 0; i < n; ++i) {
+        completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+        completion_log.write(wc_ports[i], wcs[i]);
+        rings.consumed(wc_ports[i], wcs[i]);
+      }
     }
+    completion_log.flush();
+    rings.retry(eng);
     cur = eng.stats();
     const uint64_t now = engine::now_ns();
     uint64_t frames = 0;
@@ -561,6 +812,26 @@ int run(int argc, char** argv) {
     if (o.exit_when_idle_ms && now - last_activity >= o.exit_when_idle_ms * 1'000'000) break;
   }
   eng.stop();
+  // What the workers completed after the last poll (stopped, the engine
+  // drains the CQs inline); nothing is reposted any more.
+  for (size_t n; (n = eng.poll_completions(wcs, wc_ports)) > 0;) {
+    completions += n;
+    for (size_t i = 0; i < n; ++i) {
+      completion_errors += wcs[i].status != IBV_WC_SUCCESS;
+      completion_log.write(wc_ports[i], wcs[i]);
+    }
+  }
+  completion_log.flush();
+  int rc = engine::kExitOk;
+  // The workers are stopped: the regions hold their final bytes.
+  for (MrDump& m : dumps) {
+    const bool ok = std::fwrite(m.mr.addr, 1, m.mr.length, m.f) == m.mr.length;
+    if (std::fclose(m.f) != 0 || !ok) {
+      fmt::print(stderr, "error: mr key {:#x}: writing {} failed\n", m.mr.rkey, m.path);
+      rc = engine::kExitFailure;
+    }
+    m.f = nullptr;
+  }
   eng.close_ports();
   const engine::Snapshot fin = eng.stats();
   fmt::print("--- droce-endpoint counters\n{}", engine::format_counters(fin));
@@ -569,7 +840,6 @@ int run(int argc, char** argv) {
     std::ofstream f(o.json_out);
     f << engine::to_json(fin) << "\n";
   }
-  int rc = engine::kExitOk;
   const auto missing = eng.mbufs_missing();
   for (size_t i = 0; i < missing.size(); ++i) {
     if (missing[i] != 0) {

@@ -60,6 +60,26 @@ peer_mac = "{PEER_MAC}"
         ("missing peer IP", [], ["--qpn", "0x11", "--local-ip", EP_IP, "--peer-mac",
                                   PEER_MAC], "peer_ip"),
         ("too few mbufs", [], ["--mbufs", "10"], "mbufs"),
+        ("completions file not writable", [],
+         ["--completions", os.path.join(d, "no-such-dir", "wc.jsonl")],
+         "--completions: cannot write"),
+        ("fill file missing", [], ["--config", cfg("f1.toml", "[[mr]]\nlength = 4096\n"
+                                                 f"fill = \"file:{d}/none.bin\"\n")],
+         "mr[0].fill: cannot read"),
+        ("fill file longer than the region", [],
+         ["--mr-size", "16", "--mr-fill", f"file:{cfg('long.bin', 'x' * 17)}"],
+         "--mr-fill: " + os.path.join(d, "long.bin") + " is longer than the region"),
+        ("dump file not writable", [], ["--mr-size", "4096", "--mr-dump",
+                                        os.path.join(d, "no-such-dir", "dump.bin")],
+         "--mr-dump: cannot write"),
+        ("P_Key of partition 0", [], ["--config", cfg("p.toml", qp_cfg + "pkey = 0x8000\n")],
+         "qp[0].pkey: 0x8000 is in the invalid partition 0"),
+        ("max_dest_rd_atomic 0", [],
+         ["--config", cfg("m.toml", qp_cfg + "max_dest_rd_atomic = 0\n")],
+         "qp[0].max_dest_rd_atomic"),
+        ("unknown QP access flag", [],
+         ["--config", cfg("a.toml", qp_cfg + "access = [\"remote_bogus\"]\n")],
+         "qp[0].access: 'remote_bogus' is not an access flag"),
     ]
     failures = 0
     for i, (name, eal_extra, app, want) in enumerate(cases):
