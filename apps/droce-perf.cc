@@ -103,6 +103,9 @@ struct Options {
   uint32_t idle_sleep_us = 0;
   std::optional<uint32_t> poll_sleep_us;  // default: 100 (bw), 2 (lat)
   bool no_peer = false;
+  // One lcore: the test's own thread runs the data path (run to
+  // completion) instead of a worker thread beside it on the same CPU.
+  bool run_to_completion = true;
   bool counters = false;
   uint32_t shards = 1;  // worker lcores the port's QPs are sharded over
   std::string shard_rx = "auto";  // --shard-rx
@@ -556,10 +559,12 @@ size_t PerfTest::poll() {
     wc_qp_[i] = it->second.second;
     require_ok(wc_[i]);
   }
-  // The control thread usually shares a CPU with the engine's worker (one
-  // lcore per process on a small machine): when there is nothing to do it
-  // sleeps briefly instead of spinning, so the worker gets the CPU.
-  if (n == 0)
+  // A worker thread sharing this thread's CPU (one lcore, not run to
+  // completion) gets it while this thread sleeps briefly instead of
+  // spinning. Run to completion, this thread is the data path: it spins
+  // (poll_completions() just made a pass), unless told to sleep.
+  const bool sleeps = o_.poll_sleep_us || !o_.run_to_completion;
+  if (n == 0 && sleeps)
     std::this_thread::sleep_for(
         std::chrono::microseconds(o_.poll_sleep_us.value_or(is_lat(o_) ? 2 : 100)));
   return n;
@@ -738,14 +743,19 @@ void PerfTest::bw_server(uint64_t size) {
   const uint64_t t_start = engine::now_ns();
   // SEND: repost every receive as it completes until each client reports
   // its end and every message it sent has been seen. WRITE and READ: the
-  // server's CPU has nothing to do but wait for the end lines.
+  // server's application has nothing to do but wait for the end lines.
   for (;;) {
     bool all_done = true;
     for (Peer& p : peers_) all_done &= bw_server_step(p, size, send);
     if (all_done) break;
     if (!send) {
       check_deadline("waiting for the client to finish");
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      // Run to completion this thread is the data path: the client's
+      // WRITEs and READs are answered here.
+      if (o_.run_to_completion)
+        eng_.poll();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
     const size_t n = poll();
@@ -1016,6 +1026,10 @@ int PerfTest::run() {
   // its start; the server's only after its own).
   if (!o_.no_peer && client()) barrier_all("server port started");
   eng_.start();
+  // Run to completion: whatever this thread waits for, the peer's frames
+  // are answered meanwhile.
+  if (o_.run_to_completion)
+    for (Peer& p : peers_) p.oob.set_while_waiting([this] { eng_.poll(); });
   if (!o_.no_peer && o_.server) barrier_all("server port started");
   // Wait for the link (memif needs its peer to connect).
   {
@@ -1206,6 +1220,9 @@ int perf_main(int argc, char** argv) {
                  "for bandwidth, 2 for latency tests)");
   cli.add_flag("--no-peer", o.no_peer, "TX benchmark: send into the port with no peer "
                                        "(-c UC, write_bw/send_bw)");
+  cli.add_option("--run-to-completion", o.run_to_completion,
+                 "with one lcore, the test's own thread runs the data path (default true); "
+                 "false: a worker thread beside it, on the same CPU");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
   apps::add_mark_options(cli, o.marks);
   cli.add_option("--capture", o.capture, "pcap of every frame the port sends and receives");
@@ -1226,6 +1243,7 @@ int perf_main(int argc, char** argv) {
     engine::EngineConfig ec;
     ec.idle_sleep_us = o.idle_sleep_us;
     ec.telemetry = false;
+    ec.run_to_completion = o.run_to_completion;
     engine::Engine eng(ec);
     engine::PortConfig pc;
     pc.name = o.dev;

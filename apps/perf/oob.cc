@@ -43,13 +43,17 @@ Oob::~Oob() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Oob::Oob(Oob&& o) noexcept : fd_(o.fd_), buf_(std::move(o.buf_)) { o.fd_ = -1; }
+Oob::Oob(Oob&& o) noexcept
+    : fd_(o.fd_), buf_(std::move(o.buf_)), while_waiting_(std::move(o.while_waiting_)) {
+  o.fd_ = -1;
+}
 
 Oob& Oob::operator=(Oob&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = o.fd_;
     buf_ = std::move(o.buf_);
+    while_waiting_ = std::move(o.while_waiting_);
     o.fd_ = -1;
   }
   return *this;
@@ -104,7 +108,16 @@ std::optional<std::string> Oob::try_recv_line(int timeout_ms) {
 }
 
 std::string Oob::recv_line(double timeout_s, const std::string& what) {
-  auto line = try_recv_line(static_cast<int>(timeout_s * 1000));
+  std::optional<std::string> line;
+  if (while_waiting_) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+    while (!(line = try_recv_line(0)) && std::chrono::steady_clock::now() < deadline)
+      while_waiting_();
+  } else {
+    line = try_recv_line(static_cast<int>(timeout_s * 1000));
+  }
   if (!line)
     throw Failure(fmt::format("timed out after {} s waiting for the peer ({})", timeout_s,
                               what));

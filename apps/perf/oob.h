@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -37,6 +38,10 @@ class Oob {
   // A complete line if one arrives within timeout_ms (0: just look).
   std::optional<std::string> try_recv_line(int timeout_ms);
   std::string recv_line(double timeout_s, const std::string& what);
+  // Called over and over while recv_line() waits, instead of blocking in
+  // the kernel: an engine run to completion has no thread of its own, and
+  // the peer's frames must be answered while this side waits for a line.
+  void set_while_waiting(std::function<void()> f) { while_waiting_ = std::move(f); }
   // Both sides send the tag, then wait for the peer's (perftest's
   // ctx_hand_shake barrier).
   void barrier(const std::string& tag, double timeout_s);
@@ -48,6 +53,7 @@ class Oob {
  private:
   int fd_ = -1;
   std::string buf_;
+  std::function<void()> while_waiting_;
 };
 
 // The server's listening socket, open for the whole set-up so that every

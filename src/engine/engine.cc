@@ -113,6 +113,14 @@ struct Shard {
   // loop iterations so that an idle port does not allocate and free.
   std::vector<rte_mbuf*> stash;
   size_t stash_n = 0;
+  // Frames the TX queue (or the ring to shard 0) did not take yet, in
+  // order: they go first on the next pass, and until they have gone the
+  // endpoint makes no new ones, so the QPs wait. A NIC whose ring is full
+  // waits; it never drops its own frames. At most a burst of this shard's
+  // and a burst from the other shards' rings.
+  std::vector<rte_mbuf*> held;
+  size_t held_n = 0;
+  uint64_t held_since = 0;  // when the oldest held frame began to wait
   std::vector<rte_mbuf*> rx;
   std::vector<std::span<const uint8_t>> rx_frames;  // this shard's, for receive_burst
   std::vector<std::span<uint8_t>> bufs;
@@ -243,6 +251,7 @@ struct Engine::Impl {
   Snapshot latest;
   std::mutex latest_mu;  // latest is read by the telemetry thread
   bool have_latest = false;
+  uint64_t rtc_snapshot_ns = 0;  // run to completion: poll() took a snapshot
 
   // Runs fn on the worker (inline before start) and waits.
   void run_on(Worker& w, std::function<void()> fn);
@@ -547,25 +556,52 @@ bool poll_rx_ring(Shard& s, uint64_t now) {
   return true;
 }
 
-// tx_burst with retries; what the PMD never takes is freed and counted.
-void send_burst(Shard& s, uint16_t queue, rte_mbuf** mbufs, uint16_t n) {
-  uint16_t sent = 0;
+// Hands frames to the PMD's TX queue, or for a shard without one to the
+// ring of the shard that sends for it; returns how many were taken.
+size_t hand_over(Shard& s, rte_mbuf** mbufs, size_t n) {
+  if (s.tx_queue < 0) {
+    const unsigned put = rte_ring_sp_enqueue_burst(
+        s.tx_ring, reinterpret_cast<void* const*>(mbufs), static_cast<unsigned>(n), nullptr);
+    s.counters.tx_to_ring += put;
+    return put;
+  }
+  const uint16_t sent = rte_eth_tx_burst(s.port->port_id, static_cast<uint16_t>(s.tx_queue),
+                                         mbufs, static_cast<uint16_t>(n));
+  s.counters.tx_frames += sent;
+  return sent;
+}
+
+// hand_over with a few retries; what is still not taken waits in s.held.
+void send_burst(Shard& s, rte_mbuf** mbufs, size_t n, uint64_t now) {
+  size_t sent = 0;
   for (uint32_t attempt = 0; sent < n && attempt <= kTxRetries; ++attempt) {
     if (attempt > 0) ++s.counters.tx_retries;
-    sent += rte_eth_tx_burst(s.port->port_id, queue, mbufs + sent,
-                             static_cast<uint16_t>(n - sent));
+    sent += hand_over(s, mbufs + sent, n - sent);
   }
-  s.counters.tx_frames += sent;
-  if (sent < n) {
-    s.counters.tx_dropped += n - sent;
-    rte_pktmbuf_free_bulk(mbufs + sent, static_cast<unsigned>(n - sent));
-  }
+  if (sent == n) return;
+  if (s.held_n == 0) s.held_since = now;
+  s.counters.tx_held += n - sent;
+  for (size_t i = sent; i < n; ++i) s.held[s.held_n++] = mbufs[i];
+}
+
+// Sends the held frames first; true once none is left.
+bool flush_held(Shard& s, uint64_t now) {
+  if (s.held_n == 0) return true;
+  const size_t sent = hand_over(s, s.held.data(), s.held_n);
+  std::copy(s.held.begin() + static_cast<ptrdiff_t>(sent),
+            s.held.begin() + static_cast<ptrdiff_t>(s.held_n), s.held.begin());
+  s.held_n -= sent;
+  if (s.held_n > 0) return false;
+  s.counters.tx_held_ns += now - s.held_since;
+  return true;
 }
 
 // Lets the endpoint fill mbuf data areas, then hands them to the PMD (or,
 // for a shard without a TX queue, to the RX lcore's ring).
 bool poll_tx(Shard& s, uint64_t now) {
   PortState& p = *s.port;
+  // Frames still waiting for the queue go first; no new ones until then.
+  if (!flush_held(s, now)) return true;
   const size_t burst = s.stash.size();
   if (s.stash_n < burst) {
     if (rte_pktmbuf_alloc_bulk(p.pool, s.stash.data() + s.stash_n,
@@ -590,18 +626,7 @@ bool poll_tx(Shard& s, uint64_t now) {
     s.counters.tx_bytes += s.lens[i];
     capture(s, rte_pktmbuf_mtod(m, const uint8_t*), s.lens[i]);
   }
-  if (s.tx_queue >= 0) {
-    send_burst(s, static_cast<uint16_t>(s.tx_queue), s.stash.data(), static_cast<uint16_t>(n));
-  } else {
-    const unsigned put = rte_ring_sp_enqueue_burst(
-        s.tx_ring, reinterpret_cast<void* const*>(s.stash.data()), static_cast<unsigned>(n),
-        nullptr);
-    s.counters.tx_to_ring += put;
-    if (put < n) {
-      s.counters.tx_dropped += n - put;
-      rte_pktmbuf_free_bulk(s.stash.data() + put, static_cast<unsigned>(n - put));
-    }
-  }
+  send_burst(s, s.stash.data(), n, now);
   // Keep the unused mbufs at the front of the stash for the next call.
   const size_t left = s.stash_n - n;
   for (size_t i = 0; i < left; ++i) s.stash[i] = s.stash[n + i];
@@ -610,9 +635,12 @@ bool poll_tx(Shard& s, uint64_t now) {
 }
 
 // Shard 0 of a port with one TX queue: sends what the other shards made.
-bool poll_tx_rings(Shard& s) {
+bool poll_tx_rings(Shard& s, uint64_t now) {
   PortState& p = *s.port;
   bool busy = false;
+  // What the queue has not taken yet goes first (poll_tx); the other
+  // shards' frames wait in their rings meanwhile.
+  if (s.held_n > 0) return true;
   for (size_t k = 1; k < p.shards.size(); ++k) {
     rte_ring* r = p.shards[k]->tx_ring;
     if (!r) continue;
@@ -621,15 +649,18 @@ bool poll_tx_rings(Shard& s) {
                                                  nullptr);
     if (n == 0) continue;
     busy = true;
-    send_burst(s, 0, p.tx_from_rings.data(), static_cast<uint16_t>(n));
+    send_burst(s, p.tx_from_rings.data(), n, now);
+    if (s.held_n > 0) break;
   }
   return busy;
 }
 
-void worker_loop(Worker& w) {
-  w.running.store(true, std::memory_order_release);
-  while (!w.stop.load(std::memory_order_acquire)) {
-    const uint64_t now = now_ns();  // the one clock read of this iteration
+// One pass of a worker's data path: commands, then per shard RX, TX and
+// completions. Returns whether anything was done; `next` gets the earliest
+// deadline of its endpoints.
+bool worker_step(Worker& w, uint64_t& next) {
+  {
+    const uint64_t now = now_ns();  // the one clock read of this pass
     bool busy = false;
     const size_t ncmd = w.commands.pop(w.cmd_buf.data(), w.cmd_buf.size());
     for (size_t k = 0; k < ncmd; ++k) {
@@ -642,7 +673,7 @@ void worker_loop(Worker& w) {
         execute_post(w, c);
       }
     }
-    uint64_t next = UINT64_MAX;
+    next = UINT64_MAX;
     for (Shard* s : w.shards) {
       ++s->counters.loops;
       const bool sharded = s->port->sharded();
@@ -651,10 +682,19 @@ void worker_loop(Worker& w) {
       if (s->rx_ring) busy |= poll_rx_ring(*s, now);
       if (sharded) apply_pfc(*s, now);
       busy |= poll_tx(*s, now);
-      if (sharded && s->index == 0) busy |= poll_tx_rings(*s);
+      if (sharded && s->index == 0) busy |= poll_tx_rings(*s, now);
       drain_cq(w, *s);
       next = std::min(next, s->ep->next_deadline());
     }
+    return busy;
+  }
+}
+
+void worker_loop(Worker& w) {
+  w.running.store(true, std::memory_order_release);
+  while (!w.stop.load(std::memory_order_acquire)) {
+    uint64_t next = UINT64_MAX;
+    const bool busy = worker_step(w, next);
     if (!busy && w.idle_sleep_us > 0) {
       const uint64_t t = now_ns();
       uint64_t sleep_ns = uint64_t{w.idle_sleep_us} * 1000;
@@ -1098,6 +1138,7 @@ PortIndex Engine::add_port(const PortConfig& config) {
     sh->pd = sh->device->alloc_pd();
     sh->cq = sh->device->create_cq(config.cq_depth);
     sh->stash.assign(config.burst, nullptr);
+    sh->held.assign(2 * size_t{config.burst}, nullptr);
     sh->rx.assign(config.burst, nullptr);
     sh->rx_frames.assign(config.burst, {});
     sh->bufs.assign(config.burst, {});
@@ -1353,9 +1394,30 @@ bool Engine::post_recv(QpHandle h, const transport::RecvWr& wr) {
   return im.enqueue(*c.shard->worker, std::span(&c, 1)) == 1;
 }
 
+bool Engine::poll() {
+  Impl& im = *impl_;
+  if (!im.started) return false;
+  bool busy = false;
+  for (auto& w : im.workers) {
+    if (w->launched || w->shards.empty()) continue;
+    uint64_t next;
+    busy |= worker_step(*w, next);
+  }
+  // Telemetry reads the latest snapshot; no worker refreshes it here.
+  if (im.cfg.run_to_completion && im.cfg.telemetry) {
+    const uint64_t now = now_ns();
+    if (now - im.rtc_snapshot_ns >= im.cfg.stats_period_ns) {
+      im.rtc_snapshot_ns = now;
+      stats_now();
+    }
+  }
+  return busy;
+}
+
 size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
                                 std::span<PortIndex> ports) {
   Impl& im = *impl_;
+  if (im.cfg.run_to_completion) poll();
   size_t n = 0;
   for (auto& w : im.workers) {
     if (!im.started || !w->launched)
@@ -1379,6 +1441,8 @@ void Engine::start() {
   for (auto& w : im.workers) {
     if (w->shards.empty()) continue;
     w->stop.store(false);
+    // Run to completion: the application's thread drives it (poll()).
+    if (w->use_thread && im.cfg.run_to_completion) continue;
     if (w->use_thread) {
       Worker* wp = w.get();
       w->thread = std::thread([wp] {
@@ -1624,6 +1688,12 @@ void Engine::close_ports() {
       if (sh->stash_n)
         rte_pktmbuf_free_bulk(sh->stash.data(), static_cast<unsigned>(sh->stash_n));
       sh->stash_n = 0;
+      // Frames still waiting for a queue that will never take them now.
+      if (sh->held_n) {
+        sh->counters.tx_dropped += sh->held_n;
+        rte_pktmbuf_free_bulk(sh->held.data(), static_cast<unsigned>(sh->held_n));
+      }
+      sh->held_n = 0;
     }
     PortState& port = *p;
     run_on_interrupt_thread([&port] {

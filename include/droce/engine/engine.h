@@ -161,7 +161,9 @@ struct PortConfig {
   X(tx_frames)          /* frames the PMD took */                             \
   X(tx_bytes)                                                                 \
   X(tx_retries)         /* tx_burst calls that took less than offered */      \
-  X(tx_dropped)         /* frames the PMD never took: freed, counted */       \
+  X(tx_held)            /* frames the TX queue did not take at once: kept */  \
+  X(tx_held_ns)         /* time frames waited for the TX queue to take them */ \
+  X(tx_dropped)         /* frames still held when the port closed: freed */   \
   X(loops)              /* worker loop iterations over this port */           \
   X(captured)           /* frames written to the capture file */              \
   X(cq_overflows)       /* completions lost because the CQ was full */        \
@@ -304,6 +306,14 @@ struct EngineConfig {
   // Worker sleeps this long when it has nothing due and RX was empty
   // (0 = busy poll, what a testbed wants; > 0 shares a CPU).
   uint32_t idle_sleep_us = 0;
+  // Run to completion (DPDK's and eRPC's model): a port with no worker
+  // lcore of its own gets no worker thread; the application's thread runs
+  // the data path itself, in poll() and poll_completions(). A worker
+  // thread next to the application's on one CPU gets the CPU only when
+  // the scheduler preempts one for the other, which turned every round
+  // trip into milliseconds; driven from the application's loop it takes
+  // microseconds. Every wait of the application must then call poll().
+  bool run_to_completion = false;
   // How often the workers refresh the stats snapshot telemetry reads.
   uint64_t stats_period_ns = 100'000'000;
   // Register /droce/* DPDK telemetry commands.
@@ -360,6 +370,11 @@ class Engine {
   bool post_recv(QpHandle qp, const transport::RecvWr& wr);
   // Completions of every QP of every port, oldest first per port. The
   // port index of each completion is written to ports[i] when given.
+  // Run to completion (EngineConfig::run_to_completion): one pass of the
+  // data path (RX, timers, TX, completions) of every port without a worker
+  // thread; poll_completions() makes one too. Returns whether it did
+  // anything. A no-op for ports that have a worker.
+  bool poll();
   size_t poll_completions(std::span<transport::WorkCompletion> out,
                           std::span<PortIndex> ports = {});
 
