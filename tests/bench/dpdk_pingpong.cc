@@ -1,0 +1,132 @@
+// The reference for droce's latency: the least a round trip over a DPDK
+// port can take, with no droce in it. One frame goes back and forth
+// between two processes: the client sends, the server returns each frame
+// it receives as it is, the client times the round trip. Both busy-poll
+// one queue from the main lcore, as droce-perf run to completion does.
+//
+//   droce-bench-dpdk-pingpong [EAL] -- server|client [ITERATIONS] [FRAME_BYTES]
+//
+// The client prints one line: `pingpong iterations N half_rtt_us p50 P p99
+// P p999 P max P` (half the round trip, as perftest reports latency); the
+// server exits after ITERATIONS (and the warm-up's) frames, or 10 s
+// without one.
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <time.h>
+#include <vector>
+
+namespace {
+
+// Round trips before the timed ones (the server echoes these too).
+constexpr long kWarmup = 100;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "droce-bench-dpdk-pingpong: %s\nusage: droce-bench-dpdk-pingpong [EAL] -- "
+               "server|client [ITERATIONS] [FRAME_BYTES 60..1514]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int eal = rte_eal_init(argc, argv);
+  if (eal < 0) return usage("EAL initialisation failed");
+  argc -= eal;
+  argv += eal;
+  if (argc < 2) return usage("server or client?");
+  const std::string role = argv[1];
+  if (role != "server" && role != "client") return usage("the role is server or client");
+  const long iters = argc > 2 ? std::atol(argv[2]) : 10000;
+  const long bytes = argc > 3 ? std::atol(argv[3]) : 64;
+  if (iters < 1) return usage("ITERATIONS must be at least 1");
+  if (bytes < 60 || bytes > 1514) return usage("FRAME_BYTES must be 60..1514");
+  if (rte_eth_dev_count_avail() < 1) return usage("no port (give one --vdev)");
+
+  rte_mempool* pool = rte_pktmbuf_pool_create("pingpong", 4095, 256, 0,
+                                              RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  if (!pool) return usage("cannot create the mbuf pool");
+  const uint16_t port = 0;
+  rte_eth_conf conf{};
+  if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+      rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, pool) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr) != 0 ||
+      rte_eth_dev_start(port) != 0)
+    return usage("cannot start port 0");
+  // memif: the link is up once the peer has connected.
+  for (const uint64_t end = now_ns() + 10'000'000'000ull;;) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status) break;
+    if (now_ns() > end) return usage("the link did not come up within 10 s");
+  }
+
+  rte_mbuf* burst[32];
+  if (role == "server") {
+    long echoed = 0;
+    uint64_t last = now_ns();
+    while (echoed < iters + kWarmup && now_ns() - last < 10'000'000'000ull) {
+      const uint16_t n = rte_eth_rx_burst(port, 0, burst, 32);
+      if (n == 0) continue;
+      last = now_ns();
+      uint16_t sent = 0;
+      while (sent < n) sent += rte_eth_tx_burst(port, 0, burst + sent, n - sent);
+      echoed += n;
+    }
+    rte_eth_dev_stop(port);
+    rte_eal_cleanup();
+    return echoed >= iters + kWarmup ? 0 : 1;
+  }
+
+  std::vector<uint64_t> half_rtt;
+  half_rtt.reserve(static_cast<size_t>(iters));
+  // A few round trips first: the peer's link may come up after ours.
+  for (long i = 0; i < iters + kWarmup; ++i) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    if (!m) return usage("mbuf pool empty");
+    char* d = rte_pktmbuf_append(m, static_cast<uint16_t>(bytes));
+    std::memset(d, 0, static_cast<size_t>(bytes));
+    std::memset(d, 0xff, 6);           // broadcast destination
+    d[12] = char(0x88), d[13] = char(0xb5);  // IEEE 802 local experimental EtherType
+    const uint64_t t0 = now_ns();
+    while (rte_eth_tx_burst(port, 0, &m, 1) == 0) {
+    }
+    for (const uint64_t end = t0 + 1'000'000'000ull;;) {
+      const uint16_t n = rte_eth_rx_burst(port, 0, burst, 32);
+      if (n > 0) {
+        rte_pktmbuf_free_bulk(burst, n);
+        break;
+      }
+      if (now_ns() > end) {
+        std::fprintf(stderr, "droce-bench-dpdk-pingpong: no answer to frame %ld in 1 s\n", i);
+        return 1;
+      }
+    }
+    if (i >= kWarmup) half_rtt.push_back((now_ns() - t0) / 2);
+  }
+  std::sort(half_rtt.begin(), half_rtt.end());
+  auto pct = [&](double q) {
+    return static_cast<double>(half_rtt[std::min(half_rtt.size() - 1,
+                                                 static_cast<size_t>(q * half_rtt.size()))]) /
+           1e3;
+  };
+  std::printf("pingpong iterations %ld half_rtt_us p50 %.2f p99 %.2f p999 %.2f max %.2f\n",
+              iters, pct(0.5), pct(0.99), pct(0.999),
+              static_cast<double>(half_rtt.back()) / 1e3);
+  rte_eth_dev_stop(port);
+  rte_eal_cleanup();
+  return 0;
+}

@@ -1,0 +1,135 @@
+"""droce's latency next to a raw DPDK reference, in the same command.
+
+Two processes on one net_memif pair, the server on lcore 0 and the client
+on lcore 1 (one CPU each, as on this 2-CPU machine):
+  - the reference: droce-bench-dpdk-pingpong, one 64-byte frame echoed
+    back and forth with nothing else on the path;
+  - droce-perf write_lat, send_lat and read_lat of 2-byte messages (run to
+    completion, the default), with --counters.
+Each figure is half the round trip (perftest's convention; read_lat's is
+the whole READ, as perftest reports it, and is held against the
+reference's whole round trip), p50 / p99 / p99.9 in us.
+
+Goals, per test: p50 <= 1.5 x the reference's p50 + 1 us, and p99 <= 2 x
+the reference's p99. And what would show a regression to a scheduler
+quantum or to losses on a loss-free link: no retransmission, no timeout,
+no dropped frame, and no p99 of a millisecond or more. The bench exits 1
+when a check fails.
+
+usage: latency_bench.py BUILD_DIR [--iterations N] [--rounds R]"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e_perf"))
+from perf_common import LAT_HEADER, rows_after, run_memif_pair  # noqa: E402
+
+EAL = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
+
+
+def reference(exe, tmp, tag, iterations):
+    sock = os.path.join(tmp, f"{tag}.sock")
+    pid = os.getpid()
+    srv = subprocess.Popen([exe, "-l", "0", f"--file-prefix=lat_ref_s_{pid}_{tag}", *EAL,
+                            f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no",
+                            "--", "server", str(iterations)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A memif client that finds no socket never connects: start it once the
+    # server has made it.
+    deadline = time.time() + 30
+    while not os.path.exists(sock) and srv.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        cli = subprocess.run([exe, "-l", "1", f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL,
+                              f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no",
+                              "--", "client", str(iterations)],
+                             capture_output=True, text=True, timeout=120)
+        srv.wait(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    m = re.search(r"p50 ([\d.]+) p99 ([\d.]+) p999 ([\d.]+)", cli.stdout)
+    if cli.returncode != 0 or not m:
+        sys.exit(f"latency_bench: the reference failed: {cli.stderr.strip()[-500:]}")
+    return tuple(float(x) for x in m.groups())
+
+
+def counter(text, name):
+    m = re.search(rf"^\s*{name}\s+(\d+)\s*$", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def droce(exe, tmp, tag, test, iterations):
+    (src, sout, serr), (crc, cout, cerr) = run_memif_pair(
+        exe, test, ["-s", "2", "-n", str(iterations), "--counters"], tmp, tag, timeout=180)
+    if crc != 0 or src != 0:
+        sys.exit(f"latency_bench: droce-perf {test} failed: {(cerr + serr).strip()[-800:]}")
+    rows = rows_after(LAT_HEADER, cout)
+    if not rows:
+        sys.exit(f"latency_bench: droce-perf {test}: no result row")
+    # #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+    row = rows[0]
+    bad = {name: counter(cout, name) + counter(sout, name)
+           for name in ("tx_retransmit_packets", "retransmit_timeouts", "tx_dropped")}
+    return (row[4], row[7], row[8]), bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--iterations", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    ref_exe = os.path.join(a.build, "tests", "bench", "droce-bench-dpdk-pingpong")
+    perf = os.path.join(a.build, "apps", "droce-perf")
+    tmp = tempfile.mkdtemp(prefix="droce-latency-bench-")
+    # Rounds alternate the reference and droce, so both see the same load;
+    # the median round of each figure is compared.
+    refs, runs, bad = [], {t: [] for t in ("write_lat", "send_lat", "read_lat")}, {}
+    for r in range(a.rounds):
+        refs.append(reference(ref_exe, tmp, f"ref{r}", a.iterations))
+        for test in runs:
+            figures, b = droce(perf, tmp, f"{test}{r}", test, a.iterations)
+            runs[test].append(figures)
+            for k, v in b.items():
+                bad[(test, k)] = bad.get((test, k), 0) + v
+
+    def median(rows, i):
+        v = sorted(x[i] for x in rows)
+        return v[len(v) // 2]
+
+    ref = tuple(median(refs, i) for i in range(3))
+    failed = 0
+    print(f"# half round trip, us, median of {a.rounds} rounds of {a.iterations} iterations; "
+          "memif pair, lcores 0 and 1")
+    print(f"{'test':<22} {'p50':>8} {'p99':>8} {'p99.9':>8}   goal")
+    print(f"{'raw DPDK ping-pong':<22} {ref[0]:>8.2f} {ref[1]:>8.2f} {ref[2]:>8.2f}   (reference)")
+    for test, rows in runs.items():
+        p50, p99, p999 = (median(rows, i) for i in range(3))
+        # read_lat is the whole READ (perftest's convention): against the
+        # reference's whole round trip.
+        k = 2 if test == "read_lat" else 1
+        goal50, goal99 = 1.5 * k * ref[0] + 1.0, 2 * k * ref[1]
+        ok50 = p50 <= goal50
+        ok99 = p99 <= goal99
+        quantum = p99 < 1000
+        clean = all(bad[(test, k)] == 0 for k in ("tx_retransmit_packets", "retransmit_timeouts",
+                                                   "tx_dropped"))
+        verdict = "PASS" if ok50 and ok99 and quantum and clean else "FAIL"
+        failed += verdict == "FAIL"
+        print(f"{'droce-perf ' + test:<22} {p50:>8.2f} {p99:>8.2f} {p999:>8.2f}   "
+              f"p50 <= {goal50:.2f} {'ok' if ok50 else 'MISSED'}, "
+              f"p99 <= {goal99:.2f} {'ok' if ok99 else 'MISSED'}, "
+              f"{'no' if clean else 'SOME'} retransmissions/drops: {verdict}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
