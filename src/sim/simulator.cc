@@ -258,10 +258,11 @@ struct Simulator::Impl {
       for (size_t s = 0; s < S; ++s) {
         if (dist[H + s] == UINT32_MAX) continue;
         std::vector<uint16_t> ports;
-        for (const Adj& a : adj[H + s])
-          if (up(a) && dist[a.node] + 1 == dist[H + s] && (a.node >= H || a.node == h))
-            ports.push_back(a.port);
-        if (!sc.ecmp && ports.size() > 1) ports.resize(1);
+        for (const Adj& a : adj[H + s]) {
+          if (!up(a) || dist[a.node] + 1 != dist[H + s] || (a.node < H && a.node != h)) continue;
+          ports.push_back(a.port);
+          if (!sc.ecmp) break;  // without ECMP the first shortest path alone
+        }
         if (!ports.empty()) tables[s].add(hosts[h]->ip, 32, ports);
       }
     }
