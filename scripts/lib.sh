@@ -41,16 +41,19 @@ droce_build() {
   if [ ! -f "$DROCE_ROOT/$dir/build.ninja" ]; then
     droce_log "configuring $dir"
     meson setup "$DROCE_ROOT/$dir" "$DROCE_ROOT" "$@" >/dev/null
+  elif [ $# -gt 0 ]; then
+    # The options asked for now, whatever the directory was set up with.
+    meson configure "$DROCE_ROOT/$dir" "$@" >/dev/null
   fi
   droce_log "building $dir"
   ninja -C "$DROCE_ROOT/$dir" >/dev/null || ninja -C "$DROCE_ROOT/$dir"
 }
 
-droce_build_main() { droce_build build; }
+droce_build_main() { droce_build build "$@"; }
 # The fuzz build: clang with libFuzzer, ASan and UBSan; no DPDK parts.
 droce_build_fuzz() {
   # Only the libraries and the fuzz targets: the unit tests already run in
   # the main build, and compiling them again under ASan would double CI time.
   CXX=clang++ droce_build build-fuzz -Dfuzz=true -Ddpdk=disabled -Dapps=false -Dtests=false \
-    -Db_sanitize=address,undefined -Db_lundef=false
+    -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true
 }
