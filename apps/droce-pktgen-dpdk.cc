@@ -201,7 +201,6 @@ int run(int argc, char** argv) {
   CollectiveConfig col;
   col.iters = 5;
   col.warmup_iters = 1;
-  col.min_bytes = col.max_bytes = 1 << 20;
   bool no_verify = false;
   cli.add_option("--stream", stream_specs, "stream: key=value,... (repeatable)");
   cli.add_option("--tx-port", tx_port, "stream: port to send on (name or id)");
@@ -215,14 +214,16 @@ int run(int argc, char** argv) {
   cli.add_option("--pattern", pattern, "dpdk: ring, all_gather or reduce_scatter");
   cli.add_option("--ranks", col.ranks, "dpdk: number of ranks");
   cli.add_option("--rank", cc.rank, "dpdk: this process's rank");
-  cli.add_option("-b,--minbytes", col.min_bytes, "dpdk: smallest size");
-  cli.add_option("-e,--maxbytes", col.max_bytes, "dpdk: largest size");
+  // Sizes as droce-pktgen takes them: bytes or K/M/G (pktgen::parse_size).
+  std::string minb = "1M", maxb = "1M", stepb = "0", chunkb = "0";
+  cli.add_option("-b,--minbytes", minb, "dpdk: smallest size (B, or K/M/G)");
+  cli.add_option("-e,--maxbytes", maxb, "dpdk: largest size");
   cli.add_option("-f,--stepfactor", col.step_factor, "dpdk: size factor");
-  cli.add_option("-i,--stepbytes", col.step_bytes, "dpdk: size increment");
+  cli.add_option("-i,--stepbytes", stepb, "dpdk: size increment");
   cli.add_option("-n,--iters", col.iters, "dpdk: timed iterations");
   cli.add_option("-w,--warmup_iters", col.warmup_iters, "dpdk: warm-up iterations");
   cli.add_option("--channels", col.channels, "dpdk: QPs per neighbour link");
-  cli.add_option("--chunk", col.chunk_bytes, "dpdk: pipelining chunk in bytes (0: one per step)");
+  cli.add_option("--chunk", chunkb, "dpdk: pipelining chunk (0: one per step)");
   cli.add_flag("--no-verify", no_verify, "dpdk: do not check the result");
   bool verify_flag = true;
   cli.add_flag("--verify", verify_flag, "dpdk: check the result (default)");
@@ -263,6 +264,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   col.pattern = pattern;
+  for (auto [text, field, option] :
+       {std::tuple{&minb, &col.min_bytes, "-b/--minbytes"},
+        std::tuple{&maxb, &col.max_bytes, "-e/--maxbytes"},
+        std::tuple{&stepb, &col.step_bytes, "-i/--stepbytes"},
+        std::tuple{&chunkb, &col.chunk_bytes, "--chunk"}})
+    if (!parse_size(*text, *field))
+      throw ConfigError(option, fmt::format("'{}' is not a size (bytes, or K/M/G)", *text));
   PktgenConfig pc;
   pc.mode = Mode::kCollective;
   pc.collective = col;

@@ -74,32 +74,10 @@ int exec_dpdk(char** argv, const std::string& mode) {
                             "configure with DPDK)");
 }
 
-// nccl-tests' sizes: plain bytes or K/M/G (powers of 1024); also the
-// simulator's spellings (KiB, MB, ...).
+// nccl-tests' sizes (pktgen::parse_size, as droce-pktgen-dpdk takes them);
+// also the simulator's spellings (MB, ...).
 bool parse_size(const std::string& s, uint64_t& out) {
-  if (s.empty()) return false;
-  size_t pos = 0;
-  while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) ++pos;
-  if (pos == 0) return false;
-  const std::string unit = s.substr(pos);
-  uint64_t mult = 1;
-  if (unit.empty()) {
-    mult = 1;
-  } else if (unit == "K" || unit == "k") {
-    mult = 1ull << 10;
-  } else if (unit == "M" || unit == "m") {
-    mult = 1ull << 20;
-  } else if (unit == "G" || unit == "g") {
-    mult = 1ull << 30;
-  } else {
-    return sim::parse_bytes(s, out);
-  }
-  try {
-    out = std::stoull(s.substr(0, pos)) * mult;
-  } catch (...) {
-    return false;
-  }
-  return true;
+  return pktgen::parse_size(s, out) || sim::parse_bytes(s, out);
 }
 
 // "1%", "0.01" -> 0.01; must be in [0, 1).

@@ -104,6 +104,23 @@ void check_stream_config(const StreamConfig& s, std::vector<ValidationError>& er
 
 }  // namespace
 
+bool parse_size(const std::string& s, uint64_t& out) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return false;
+  const std::string unit = s.substr(digits);
+  unsigned shift = 0;
+  if (unit.empty()) shift = 0;
+  else if (unit == "K" || unit == "k" || unit == "KiB") shift = 10;
+  else if (unit == "M" || unit == "m" || unit == "MiB") shift = 20;
+  else if (unit == "G" || unit == "g" || unit == "GiB") shift = 30;
+  else return false;
+  const uint64_t v = std::stoull(s.substr(0, digits));
+  if (v > (UINT64_MAX >> shift)) return false;
+  out = v << shift;
+  return true;
+}
+
 bool parse_field_mode(const std::string& mode, FieldRange::Mode* out) {
   if (mode == "fixed") {
     *out = FieldRange::Mode::kKeep;

@@ -153,6 +153,12 @@ int run(const std::string& specs_path, const std::string& out_path,
     }
     in = &file;
   }
+  // The capture's directory is made if missing (README's out/demo.pcap on a
+  // fresh checkout).
+  if (const auto dir = std::filesystem::path(out_path).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+  }
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 262144);
   pcap_dumper_t* dumper = pcap_dump_open(dead, out_path.c_str());
   if (dumper == nullptr) {

@@ -69,6 +69,10 @@ std::vector<ValidationError> validate(const PktgenConfig& config);
 // The sizes a valid collective config sweeps (validate() first).
 std::vector<uint64_t> sweep_sizes(const CollectiveConfig& c);
 
+// A size as nccl-tests spells it: plain bytes, or K/M/G (powers of 1024,
+// either case), or KiB/MiB/GiB. False for anything else, or on overflow.
+bool parse_size(const std::string& s, uint64_t& out);
+
 // "fixed" | "inc" | "random" -> field range of `count` values from `start`.
 bool parse_field_mode(const std::string& mode, FieldRange::Mode* out);
 
