@@ -8,8 +8,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
-from scapy.all import Ether, IP, UDP, Raw, raw, rdpcap, wrpcap  # noqa: F401
+from scapy.all import AsyncSniffer, Ether, IP, UDP, Raw, raw, rdpcap, wrpcap  # noqa: F401
 from scapy.contrib.roce import BTH
 
 ROCE_PORT = 4791
@@ -86,3 +87,55 @@ def workdir():
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def wait_for_iface(proc, iface, seconds=20):
+    """True once the net_tap interface `iface` is up; False if droce-endpoint
+    (`proc`) exited first or `seconds` passed."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return False
+        if os.path.exists(f"/sys/class/net/{iface}"):
+            with open(f"/sys/class/net/{iface}/operstate") as f:
+                if f.read().strip() in ("up", "unknown"):
+                    return True
+        time.sleep(0.1)
+    return False
+
+
+class TapAnswers:
+    """Sniffs droce's RoCEv2 answers on a net_tap interface, in arrival
+    order (the kernel may talk there too)."""
+
+    def __init__(self, iface):
+        self.frames = []  # filled as frames arrive (AsyncSniffer.results only at stop)
+        self.seen = 0     # next_for() has looked at frames before this index
+        self.sniffer = AsyncSniffer(iface=iface, filter=f"udp dst port {ROCE_PORT}",
+                                    lfilter=lambda p: p.haslayer(BTH) and p[IP].src == EP_IP,
+                                    prn=self.frames.append, store=False)
+        self.sniffer.start()
+        time.sleep(0.5)
+
+    def stop(self):
+        if self.sniffer.running:
+            self.sniffer.stop()
+
+    def wait(self, want, seconds):
+        """The frames so far, once there are `want` or after `seconds`."""
+        deadline = time.time() + seconds
+        while time.time() < deadline and len(self.frames) < want:
+            time.sleep(0.05)
+        return [Ether(raw(p)) for p in self.frames]
+
+    def next_for(self, opcode, psn, seconds):
+        """The first answer with this opcode and PSN after those seen."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            while self.seen < len(self.frames):
+                p = Ether(raw(self.frames[self.seen]))
+                self.seen += 1
+                if p[BTH].opcode == opcode and p[BTH].psn == psn:
+                    return p
+            time.sleep(0.005)
+        return None

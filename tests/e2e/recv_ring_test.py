@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from scapy.all import AsyncSniffer, conf
+from scapy.all import conf
 
 from e2e_common import *  # noqa: F401,F403
 
@@ -44,49 +44,6 @@ recv = {{ count = {COUNT}, length = {LENGTH}, mr = {RKEY:#x}, offset = {RECV_OFF
 """
 
 
-def wait_for_iface(proc, seconds=20):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            return False
-        if os.path.exists(f"/sys/class/net/{IFACE}"):
-            with open(f"/sys/class/net/{IFACE}/operstate") as f:
-                if f.read().strip() in ("up", "unknown"):
-                    return True
-        time.sleep(0.1)
-    return False
-
-
-class Answers:
-    """droce's RoCEv2 answers on the interface, in arrival order."""
-
-    def __init__(self):
-        self.frames = []
-        self.sniffer = AsyncSniffer(iface=IFACE, filter=f"udp dst port {ROCE_PORT}",
-                                    lfilter=lambda p: p.haslayer(BTH) and p[IP].src == EP_IP,
-                                    prn=self.frames.append, store=False)
-        self.sniffer.start()
-        time.sleep(0.5)
-
-    def stop(self):
-        if self.sniffer.running:
-            self.sniffer.stop()
-
-    def next_for(self, opcode, psn, seconds):
-        """The first answer with this opcode and PSN after index `self.seen`."""
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            while self.seen < len(self.frames):
-                p = Ether(raw(self.frames[self.seen]))
-                self.seen += 1
-                if p[BTH].opcode == opcode and p[BTH].psn == psn:
-                    return p
-            time.sleep(0.005)
-        return None
-
-    seen = 0
-
-
 def payload(j):
     return bytes((j * 7 + i) & 0xFF for i in range(LENGTH))
 
@@ -106,8 +63,8 @@ def main():
     acked = 0
     ring = b""
     try:
-        check(wait_for_iface(proc), f"interface {IFACE} did not come up")
-        answers = Answers()
+        check(wait_for_iface(proc, IFACE), f"interface {IFACE} did not come up")
+        answers = TapAnswers(IFACE)
         sock = conf.L2socket(iface=IFACE)
         for j in range(SENDS):
             send = request(SEND_ONLY, j, b"", payload(j), ackreq=True)

@@ -22,49 +22,12 @@ import subprocess
 import sys
 import time
 
-from scapy.all import AsyncSniffer, sendp
+from scapy.all import sendp
 
 from e2e_common import *  # noqa: F401,F403
 
 IFACE = f"dtap{os.getpid() % 10000}"
 RKEY = 0x1234
-
-
-def wait_for_iface(proc, seconds=20):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            return False
-        if os.path.exists(f"/sys/class/net/{IFACE}"):
-            with open(f"/sys/class/net/{IFACE}/operstate") as f:
-                if f.read().strip() in ("up", "unknown"):
-                    return True
-        time.sleep(0.1)
-    return False
-
-
-class Answers:
-    """Sniffs droce's RoCEv2 answers on the interface (the kernel may talk
-    there too)."""
-
-    def __init__(self):
-        self.frames = []  # filled as frames arrive (AsyncSniffer.results only at stop)
-        self.sniffer = AsyncSniffer(iface=IFACE, filter=f"udp dst port {ROCE_PORT}",
-                                    lfilter=lambda p: p.haslayer(BTH) and p[IP].src == EP_IP,
-                                    prn=self.frames.append, store=False)
-        self.sniffer.start()
-        time.sleep(0.5)
-
-    def stop(self):
-        if self.sniffer.running:
-            self.sniffer.stop()
-
-    def wait(self, want, seconds):
-        """The frames so far, once there are `want` or after `seconds`."""
-        deadline = time.time() + seconds
-        while time.time() < deadline and len(self.frames) < want:
-            time.sleep(0.05)
-        return [Ether(raw(p)) for p in self.frames]
 
 
 def ip_link(state):
@@ -109,8 +72,8 @@ def run_case(exe, name, eal_args, app_args, qpn, peer_qpn):
         return request(opcode, psn, ext, payload, ackreq=True, dqpn=qpn)
 
     try:
-        check(wait_for_iface(proc), f"{name}: interface {IFACE} did not come up")
-        answers = Answers()
+        check(wait_for_iface(proc, IFACE), f"{name}: interface {IFACE} did not come up")
+        answers = TapAnswers(IFACE)
         sendp([req(WRITE_ONLY, 10, reth(0x100, RKEY, len(data)), data),
                req(READ_REQ, 11, reth(0x100, RKEY, len(data)))], iface=IFACE, verbose=False)
         first = answers.wait(2, 10)
@@ -127,9 +90,9 @@ def run_case(exe, name, eal_args, app_args, qpn, peer_qpn):
         ip_link("down")
         time.sleep(0.3)
         ip_link("up")
-        check(wait_for_iface(proc), f"{name}: interface {IFACE} did not come back up")
+        check(wait_for_iface(proc, IFACE), f"{name}: interface {IFACE} did not come back up")
         time.sleep(0.3)
-        answers = Answers()
+        answers = TapAnswers(IFACE)
         t0 = time.time()
         sendp(write12, iface=IFACE, verbose=False)
         after = answers.wait(1, 5)
