@@ -8,7 +8,12 @@ namespace droce::endpoint {
 
 CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns,
                      uint64_t catch_up_ns)
-    : algorithm_(std::move(algorithm)), run_ahead_ns_(run_ahead_ns), catch_up_ns_(catch_up_ns) {}
+    : algorithm_(std::move(algorithm)), run_ahead_ns_(run_ahead_ns), catch_up_ns_(catch_up_ns) {
+  if (const cc::AlgorithmInfo* info = cc::find_algorithm(algorithm_->name())) {
+    needs_int_ = info->needs_int;
+    samples_rtt_ = info->samples_rtt;
+  }
+}
 
 transport::CcHooks CcBinding::hooks() {
   transport::CcHooks h;
@@ -31,8 +36,7 @@ transport::CcHooks CcBinding::hooks() {
   h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
     static_cast<CcBinding*>(c)->on_loss(e, now);
   };
-  const cc::AlgorithmInfo* info = cc::find_algorithm(algorithm_->name());
-  h.samples_rtt = info && info->samples_rtt;
+  h.samples_rtt = samples_rtt_;
   return h;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 
-#include "droce/cc/registry.h"
 #include "droce/wire/packet.h"
 
 namespace droce::endpoint {
@@ -31,8 +30,7 @@ void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> c
                                      config_.tx_catch_up_ns);
   qp.set_cc_hooks(s.cc->hooks());
   s.priority = priority_of(qp.attr().path);
-  const cc::AlgorithmInfo* info = cc::find_algorithm(s.cc->algorithm().name());
-  s.needs_int = info && info->needs_int;
+  s.needs_int = s.cc->needs_int();
   activate(s);
 }
 

@@ -39,6 +39,8 @@ class CcBinding {
   transport::CcHooks hooks();
 
   cc::Algorithm& algorithm() { return *algorithm_; }
+  // The algorithm steers by INT records (cc::AlgorithmInfo::needs_int).
+  bool needs_int() const { return needs_int_; }
   uint64_t next_send_ns() const { return next_send_ns_; }
   // When the pacer lets the next packet go, run-ahead included.
   uint64_t next_allowed_ns() const {
@@ -68,6 +70,8 @@ class CcBinding {
 
  private:
   std::unique_ptr<cc::Algorithm> algorithm_;
+  bool needs_int_ = false;    // cc::AlgorithmInfo, looked up once
+  bool samples_rtt_ = false;
   uint64_t run_ahead_ns_ = 0;
   uint64_t catch_up_ns_ = 0;
   uint64_t backlog_since_ = UINT64_MAX;
