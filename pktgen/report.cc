@@ -41,6 +41,7 @@ CollectiveResult make_result(const ScheduleParams& p, const IterationStats& stat
   r.jct_p99_ns = stats.jct().percentile(0.99);
   r.jct_max_ns = stats.jct().max();
   r.step_p99_ns = stats.worst_step_p99();
+  r.chunk_bytes = effective_chunk_bytes(p);
   return r;
 }
 
@@ -124,6 +125,7 @@ nlohmann::json to_json(const CollectiveResult& r) {
   j["wrong"] = r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong);
   j["jct_ns"] = {{"p50", r.jct_p50_ns}, {"p99", r.jct_p99_ns}, {"max", r.jct_max_ns}};
   j["step_p99_ns"] = r.step_p99_ns;
+  j["chunk_bytes"] = r.chunk_bytes;
   return j;
 }
 

@@ -37,16 +37,23 @@ uint64_t split_point(uint64_t count, uint64_t parts, uint64_t i) {
 // Turns messages into channel- and chunk-sized transfers.
 class Builder {
  public:
-  Builder(const ScheduleParams& p, std::vector<Transfer>& out) : p_(p), out_(out) {}
+  Builder(const ScheduleParams& p, uint64_t chunk_bytes, std::vector<Transfer>& out)
+      : p_(p), chunk_(chunk_bytes), out_(out) {}
 
+  // fifo_slots > 0: the receiver lands the chunks of each channel in a ring
+  // of that many chunk-sized slots at dst_off (chunk j in slot j mod
+  // fifo_slots), as NCCL's connections do; the dependency tracker then
+  // holds chunk j + fifo_slots until chunk j has been applied, which is
+  // NCCL's credit flow control.
   void message(uint32_t src, uint32_t dst, uint32_t step, Phase phase, Action action,
-               uint64_t src_off, uint64_t dst_off, uint64_t reduce_off, uint64_t bytes) {
+               uint64_t src_off, uint64_t dst_off, uint64_t reduce_off, uint64_t bytes,
+               uint32_t fifo_slots = 0) {
     const uint64_t elems = bytes / kElem;
     for (uint32_t ch = 0; ch < p_.channels; ++ch) {
       const uint64_t lo = split_point(elems, p_.channels, ch) * kElem;
       const uint64_t hi = split_point(elems, p_.channels, ch + 1) * kElem;
       if (hi == lo) continue;
-      const uint64_t piece = p_.chunk_bytes == 0 ? hi - lo : p_.chunk_bytes;
+      const uint64_t piece = chunk_ == 0 ? hi - lo : chunk_;
       for (uint64_t off = lo; off < hi; off += piece) {
         Transfer t;
         t.id = static_cast<uint32_t>(out_.size());
@@ -58,6 +65,7 @@ class Builder {
         t.action = action;
         t.src_offset = src_off + off;
         t.dst_offset = dst_off + off;
+        if (fifo_slots > 0 && chunk_ > 0) t.dst_offset = dst_off + lo + (off - lo) / chunk_ % fifo_slots * chunk_;
         t.reduce_offset = action == Action::kReduce ? reduce_off + off : 0;
         t.bytes = std::min(piece, hi - off);
         t.with_imm = off + piece >= hi;
@@ -69,6 +77,7 @@ class Builder {
 
  private:
   const ScheduleParams& p_;
+  uint64_t chunk_;
   std::vector<Transfer>& out_;
 };
 
@@ -314,7 +323,7 @@ void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
       const auto& sib = tr.children[tr.parent[r]];
       const uint64_t slot = std::find(sib.begin(), sib.end(), r) - sib.begin();
       b.message(r, tr.parent[r], tr.height[r], Phase::kReduceUp, Action::kReduce, tr.off,
-                staging + slot * p.bytes + tr.off, tr.off, tr.bytes);
+                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, kTreeFifoSlots);
     }
   }
   // Broadcast down: parents before children (ascending depth).
@@ -448,10 +457,25 @@ std::string check_params(const ScheduleParams& p) {
   return {};
 }
 
+uint64_t default_chunk_bytes(const ScheduleParams& p) {
+  return p.pattern == Pattern::kTreeAllReduce ? kTreeChunkBytes : 0;
+}
+
+uint64_t effective_chunk_bytes(const ScheduleParams& p) {
+  return p.chunk_bytes != 0 ? p.chunk_bytes : default_chunk_bytes(p);
+}
+
+std::string chunk_label(Pattern pattern, uint64_t chunk_bytes) {
+  if (chunk_bytes != 0) return fmt::format("{}", chunk_bytes);
+  if (pattern == Pattern::kTreeAllReduce) return fmt::format("{} (tree default)", kTreeChunkBytes);
+  return "whole step";
+}
+
 Schedule make_schedule(const ScheduleParams& p) {
   if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
   Schedule s;
   s.params = p;
+  s.chunk_bytes = effective_chunk_bytes(p);
   uint64_t staging_slots = 0, recv_bytes = 0;
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
@@ -481,7 +505,7 @@ Schedule make_schedule(const ScheduleParams& p) {
     l.recv_bytes = recv_bytes;
     if (p.pattern == Pattern::kIncast && r == p.root) l.recv_bytes = (p.ranks - 1) * p.bytes;
   }
-  Builder b(p, s.transfers);
+  Builder b(p, s.chunk_bytes, s.transfers);
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
     case Pattern::kAllGather:

@@ -1,4 +1,4 @@
-// The virtual-time executor of collective schedules (issue 7): runs a
+// The virtual-time executor of collective schedules: runs a
 // pktgen::Schedule over RC QPs between simulator hosts, so congestion
 // control, the switch model and loss recovery are all in the loop.
 //

@@ -259,6 +259,45 @@ TEST(PktgenSchedule, TreeReducesUpThenBroadcastsDownHalfEach) {
   }
 }
 
+// The tree is pipelined by default, as NCCL pipelines its trees: chunks of
+// kTreeChunkBytes, each waiting only for the same chunk one level down (up)
+// or up (down), and a child's chunk j + kTreeFifoSlots reusing the parent's
+// slot of chunk j (NCCL's credits), so it waits for that chunk to be added.
+TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
+  const uint64_t s = 2 * 20 * kTreeChunkBytes;  // 20 chunks per tree
+  const Schedule sch = make(Pattern::kTreeAllReduce, 8, s);
+  EXPECT_EQ(sch.chunk_bytes, kTreeChunkBytes);
+  EXPECT_EQ(effective_chunk_bytes(sch.params), kTreeChunkBytes);
+  EXPECT_EQ(default_chunk_bytes({Pattern::kRingAllReduce, 8, s, 1, 0, 0, 1}), 0u);
+  // 7 edges per tree, up and down, 20 chunks each.
+  ASSERT_EQ(sch.transfers.size(), size_t{2} * 2 * 7 * 20);
+  for (const auto& t : sch.transfers) {
+    EXPECT_EQ(t.bytes, kTreeChunkBytes);
+    for (uint32_t d : t.depends_on) {
+      const Transfer& u = sch.transfers[d];
+      const bool same_chunk = u.src_offset == t.src_offset;
+      // The only other wait: the slot ring at the parent.
+      const bool slot_reuse = t.phase == Phase::kReduceUp && u.phase == Phase::kReduceUp &&
+                              u.dst == t.dst && u.dst_offset == t.dst_offset &&
+                              u.src_offset + kTreeFifoSlots * kTreeChunkBytes == t.src_offset;
+      EXPECT_TRUE(same_chunk || slot_reuse) << t.id << " waits for " << d;
+    }
+    if (t.phase == Phase::kReduceUp) {
+      const uint64_t tree_off = t.src_offset < s / 2 ? 0 : s / 2;
+      const uint64_t j = (t.src_offset - tree_off) / kTreeChunkBytes;
+      const uint64_t slot = (t.dst_offset - sch.layout[0].staging_offset) % sch.params.bytes;
+      EXPECT_EQ(slot, tree_off + j % kTreeFifoSlots * kTreeChunkBytes) << t.id;
+      EXPECT_EQ(t.reduce_offset, t.src_offset);
+    }
+  }
+  // --chunk overrides; a chunk as large as a tree's half is the whole step.
+  const Schedule whole = make(Pattern::kTreeAllReduce, 8, s, 1, s / 2);
+  EXPECT_EQ(whole.transfers.size(), size_t{2} * 2 * 7);
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0), "65536 (tree default)");
+  EXPECT_EQ(chunk_label(Pattern::kRingAllReduce, 0), "whole step");
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 4096), "4096");
+}
+
 TEST(PktgenSchedule, AllToAllCoversEveryOrderedPairOnceStaggered) {
   for (uint32_t n : {2u, 3u, 6u, 9u}) {
     const uint64_t s = 4 * 4 * n;

@@ -124,6 +124,26 @@ TEST(PktgenVerify, CorruptionInTheLastCopyHitsExactlyThatRank) {
   }
 }
 
+// The tree's slot ring at each parent: with many more chunks than slots,
+// any interleaving the dependencies allow still adds every chunk once, and
+// no slot is overwritten before its chunk was added (that would be a
+// wrong sum, and the slot is the transfer's destination, not its source,
+// so only the result shows it).
+TEST(PktgenVerify, TreeSlotRingReusesSlotsSafely) {
+  for (uint32_t n : {3u, 8u, 11u}) {
+    const Schedule s = make(Pattern::kTreeAllReduce, n, 4 * 2 * 3 * 40, 3, 4);  // 40 chunks per channel
+    for (uint64_t seed : {0, 1, 7, 9}) {
+      VerifyBuffers b(s);
+      ReferenceOptions o;
+      o.seed = seed;
+      const ReferenceResult r = run_reference(s, b, o);
+      ASSERT_FALSE(r.stalled);
+      EXPECT_EQ(r.hazards, 0u);
+      EXPECT_EQ(b.wrong_total(), 0u) << "n=" << n << " seed=" << seed;
+    }
+  }
+}
+
 TEST(PktgenVerify, ExecutorsCanLandBytesThemselves) {
   // An executor whose transport wrote the payload in place calls apply_landed.
   const Schedule s = make(Pattern::kTreeAllReduce, 5, 4 * 9);

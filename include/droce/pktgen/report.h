@@ -56,6 +56,7 @@ struct CollectiveResult {
   int64_t wrong = -1;       // -1: not checked (printed N/A)
   uint64_t jct_p50_ns = 0, jct_p99_ns = 0, jct_max_ns = 0;
   uint64_t step_p99_ns = 0;  // worst step's p99
+  uint64_t chunk_bytes = 0;  // the pipelining unit used at this size (0: whole step)
 };
 
 CollectiveResult make_result(const ScheduleParams& params, const IterationStats& stats,

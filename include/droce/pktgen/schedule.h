@@ -1,4 +1,4 @@
-// Collective schedules as data (issue 7): every pattern becomes a flat list
+// Collective schedules as data: every pattern becomes a flat list
 // of RDMA WRITEs {src rank, dst rank, byte ranges, dependencies} that any
 // executor (the in-memory reference below, the virtual-time simulator, DPDK
 // ports) can run. No I/O and no clock here. docs/PKTGEN.md draws each
@@ -83,7 +83,10 @@ struct ScheduleParams {
   uint32_t ranks = 2;
   uint64_t bytes = 0;        // S: see docs/PKTGEN.md "Sizes" per pattern
   uint32_t channels = 1;     // QPs per peer pair; data split evenly across them
-  uint64_t chunk_bytes = 0;  // pipelining unit per channel; 0 = one chunk per step
+  // Pipelining unit per channel. 0 = the pattern's default
+  // (default_chunk_bytes): one chunk per step, except the tree, which is
+  // chunked as NCCL chunks it.
+  uint64_t chunk_bytes = 0;
   uint32_t root = 0;         // incast destination
   uint64_t seed = 1;         // permutation
 };
@@ -106,6 +109,7 @@ struct Schedule {
   ScheduleParams params;
   std::vector<BufferLayout> layout;  // per rank
   uint32_t num_steps = 0;
+  uint64_t chunk_bytes = 0;  // the unit used: effective_chunk_bytes(params); 0 = whole step
   std::vector<Transfer> transfers;
   // Pattern-specific structure, exposed for tests and reports.
   std::vector<uint32_t> permutation;         // kPermutation: rank -> destination
@@ -116,6 +120,35 @@ struct Schedule {
 // 4 x ranks where every rank owns an equal share (ring, halving-doubling,
 // all-gather, reduce-scatter, all-to-all), else 4 (one float32).
 uint64_t size_alignment(Pattern p, uint32_t ranks);
+
+// The tree's pipelining. NCCL pipelines its trees in chunks through each
+// connection's buffer: NCCL_STEPS = 8 slots of one chunk each, and a
+// sender may only fill a slot the receiver has freed (credit flow
+// control). Its Simple-protocol tree chunk is 512 KiB for large messages
+// and halves down to 32 KiB for small ones (chunkSize in src/enqueue.cc,
+// NCCL 2.x). Here a child's reduce-up chunks land in a ring of
+// kTreeFifoSlots chunk slots at its parent, so chunk j + 8 waits until
+// chunk j has been added: the same credit loop.
+//
+// The default chunk is 64 KiB, the low end of NCCL's range rather than its
+// 512 KiB: 8 slots x 512 KiB = 4 MiB in flight per child, and the six 2:1
+// fan-ins of an 8-rank double tree then overflow the emulated switch's
+// 12 MiB shared buffer when neither congestion control nor PFC holds the
+// senders back (measured: drops, go-back-N retransmissions, busbw under
+// 1 GB/s at 64 MiB). 8 x 64 KiB = 512 KiB in flight per child keeps the
+// standing queues near 2 MiB and reaches 0.84 of the bound at 64 MiB
+// (docs/PKTGEN.md). NCCL deployments have PFC or congestion control for
+// that fan-in; --chunk picks another size.
+inline constexpr uint64_t kTreeChunkBytes = 64 * 1024;
+inline constexpr uint32_t kTreeFifoSlots = 8;
+
+// The chunk size used when ScheduleParams::chunk_bytes is 0: kTreeChunkBytes
+// for the tree, 0 (one chunk per step) for every other pattern.
+uint64_t default_chunk_bytes(const ScheduleParams& params);
+// params.chunk_bytes when non-zero, else default_chunk_bytes(params).
+uint64_t effective_chunk_bytes(const ScheduleParams& params);
+// For reports: "whole step", "<n> B", or the tree's default by name.
+std::string chunk_label(Pattern pattern, uint64_t chunk_bytes);
 
 // Empty when params are usable, else a message naming the problem.
 std::string check_params(const ScheduleParams& params);
