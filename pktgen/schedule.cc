@@ -199,10 +199,23 @@ void build_ring(const ScheduleParams& p, Schedule& s, Builder& b) {
 }
 
 // Rabenseifner's all-reduce. Non-power-of-two N: the standard fold (as in
-// MPICH): with p = 2^floor(log2 N) and rem = N - p, even ranks 2i < 2 rem
-// first send their whole vector to 2i + 1 and sit out; the p remaining ranks
-// (new rank v) run the power-of-two algorithm; at the end 2i + 1 copies the
-// result back to 2i.
+// MPICH, Thakur, Rabenseifner and Gropp, "Optimization of Collective
+// Communication Operations in MPICH", IJHPCA 2005): with p = 2^floor(log2 N)
+// and rem = N - p, even ranks 2i < 2 rem first send their whole vector to
+// 2i + 1 and sit out; the p remaining ranks (new rank v) run the
+// power-of-two algorithm; at the end 2i + 1 copies the result back to 2i.
+//
+// The fold overlaps the algorithm instead of running as separate steps
+// where the data allow it. Fold-in: 2i does not send its whole vector to
+// 2i + 1 and wait; it sends the half that 2i + 1 keeps in its first
+// exchange to 2i + 1 and the half that 2i + 1 would pass on straight to
+// 2i + 1's partner, into a second staging slot. 2i + 1 then exchanges its
+// own data at once instead of idling while the fold arrives (every rank
+// still receives the same contributions; sums of the exactly representable
+// values are order-independent). Fold-out: 2i + 1 copies each range back
+// to 2i as soon as it is final: the block it owns after the
+// reduce-scatter (while the all-gather runs), then what each doubling
+// step brings. The dependency tracker derives the rest from byte ranges.
 void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
   const uint32_t pof2 = floor_pow2(n);
@@ -212,26 +225,62 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   const auto old_rank = [rem](uint32_t v) { return v < rem ? 2 * v + 1 : v + rem; };
   const auto block_byte = [&](uint32_t blk) { return split_point(elems, pof2, blk) * kElem; };
   uint32_t step = 0;
-  if (rem > 0) {
-    for (uint32_t i = 0; i < rem; ++i) {
-      b.message(2 * i, 2 * i + 1, step, Phase::kPreReduce, Action::kReduce, 0, staging, 0,
-                p.bytes);
-    }
-    ++step;
-  }
   // Block range [lo, hi) each new rank is responsible for.
   std::vector<uint32_t> lo(pof2, 0), hi(pof2, pof2);
+  const auto exchange = [&](uint32_t v, uint32_t bit) {
+    const uint32_t mid = (lo[v] + hi[v]) / 2;
+    const bool low = (v & bit) == 0;
+    const uint32_t send_lo = low ? mid : lo[v];
+    const uint32_t send_hi = low ? hi[v] : mid;
+    const uint64_t off = block_byte(send_lo);
+    b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kReduceScatter, Action::kReduce, off,
+              staging + off, off, block_byte(send_hi) - off);
+  };
+  std::vector<bool> exchanged(pof2, false);
+  if (rem > 0) {
+    const uint64_t half = block_byte(pof2 / 2);
+    const uint64_t fold_slot = staging + p.bytes;  // the second staging slot
+    for (uint32_t i = 0; i < rem; ++i) {
+      // New rank v = i (old 2i + 1) keeps the lower half in its first
+      // exchange when bit 0 of v is clear and passes the upper half on.
+      const bool keeps_lower = (i & 1) == 0;
+      const uint64_t keep_off = keeps_lower ? 0 : half;
+      const uint64_t keep_bytes = keeps_lower ? half : p.bytes - half;
+      const uint64_t pass_off = keeps_lower ? half : 0;
+      const uint64_t pass_bytes = p.bytes - keep_bytes;
+      const auto fold = [&](uint32_t dst, uint64_t off, uint64_t bytes) {
+        if (bytes > 0) {
+          b.message(2 * i, dst, step, Phase::kPreReduce, Action::kReduce, off, fold_slot + off,
+                    off, bytes);
+        }
+      };
+      if ((i ^ 1) >= rem) {
+        // The partner did not fold: 2i sends the pass-on half straight to
+        // it and only the kept half to 2i + 1, generated so that each
+        // receiver takes one contribution at a time (the tracker orders
+        // reductions into the same bytes in generation order): 2i's
+        // pass-on half, the partner's exchange into 2i + 1, 2i's kept half,
+        // then 2i + 1's own exchange (in the halving loop below).
+        fold(old_rank(i ^ 1), pass_off, pass_bytes);
+        exchange(i ^ 1, 1);
+        exchanged[i ^ 1] = true;
+        fold(2 * i + 1, keep_off, keep_bytes);
+      } else {
+        // Both partners folded: the whole vector to 2i + 1, the half it
+        // passes on first, so its first exchange starts after half the
+        // fold (sending the pass-on half to a partner that is itself
+        // still receiving a fold only lengthens the chain there).
+        fold(2 * i + 1, pass_off, pass_bytes);
+        fold(2 * i + 1, keep_off, keep_bytes);
+      }
+    }
+  }
   // Recursive halving with partner v ^ 2^k: the rank whose bit k is clear
   // keeps the lower half and sends the upper half, its partner the reverse.
   for (uint32_t bit = 1; bit < pof2; bit <<= 1, ++step) {
     for (uint32_t v = 0; v < pof2; ++v) {
-      const uint32_t mid = (lo[v] + hi[v]) / 2;
-      const bool low = (v & bit) == 0;
-      const uint32_t send_lo = low ? mid : lo[v];
-      const uint32_t send_hi = low ? hi[v] : mid;
-      const uint64_t off = block_byte(send_lo);
-      b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kReduceScatter, Action::kReduce,
-                off, staging + off, off, block_byte(send_hi) - off);
+      if (bit == 1 && exchanged[v]) continue;
+      exchange(v, bit);
     }
     for (uint32_t v = 0; v < pof2; ++v) {
       const uint32_t mid = (lo[v] + hi[v]) / 2;
@@ -242,6 +291,10 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
       }
     }
   }
+  // Fold-out ranges of the folded ranks (v < rem), in the order they become
+  // final: the reduce-scatter's block, then each doubling step's.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> final_ranges(rem);
+  for (uint32_t v = 0; v < rem; ++v) final_ranges[v].emplace_back(lo[v], hi[v]);
   // Recursive doubling in the reverse order: send what is owned, own twice as much.
   for (uint32_t bit = pof2 >> 1; bit >= 1; bit >>= 1, ++step) {
     for (uint32_t v = 0; v < pof2; ++v) {
@@ -249,6 +302,7 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
       b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kAllGather, Action::kCopy, off, off,
                 0, block_byte(hi[v]) - off);
     }
+    for (uint32_t v = 0; v < rem; ++v) final_ranges[v].emplace_back(lo[v ^ bit], hi[v ^ bit]);
     for (uint32_t v = 0; v < pof2; ++v) {
       const uint32_t width = hi[v] - lo[v];
       if ((v & bit) == 0) {
@@ -260,12 +314,18 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   }
   if (rem > 0) {
     for (uint32_t i = 0; i < rem; ++i) {
-      b.message(2 * i + 1, 2 * i, step, Phase::kPostCopy, Action::kCopy, 0, 0, 0, p.bytes);
+      for (const auto& [blo, bhi] : final_ranges[i]) {
+        const uint64_t off = block_byte(blo);
+        const uint64_t bytes = block_byte(bhi) - off;
+        if (bytes == 0) continue;
+        b.message(2 * i + 1, 2 * i, step, Phase::kPostCopy, Action::kCopy, off, off, 0, bytes);
+      }
     }
     ++step;
   }
   s.num_steps = step;
 }
+
 
 void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
@@ -479,9 +539,13 @@ Schedule make_schedule(const ScheduleParams& p) {
   uint64_t staging_slots = 0, recv_bytes = 0;
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
-    case Pattern::kHalvingDoubling:
     case Pattern::kReduceScatter:
       staging_slots = 1;
+      break;
+    case Pattern::kHalvingDoubling:
+      // Non-power-of-two: the fold-in lands in a slot of its own, so it
+      // can arrive while the first exchange does.
+      staging_slots = floor_pow2(p.ranks) == p.ranks ? 1 : 2;
       break;
     case Pattern::kTreeAllReduce:
       staging_slots = 2;  // up to two children land at once

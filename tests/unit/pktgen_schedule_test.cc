@@ -175,15 +175,19 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
   const uint32_t n = 6;  // p = 4, rem = 2: ranks 0 and 2 fold into 1 and 3
   const uint64_t s = 4 * n * 8;
   const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
-  EXPECT_EQ(sch.num_steps, 1 + 2 + 2 + 1u);
+  // The fold-in shares step 0 with the first exchange; the fold-out is the last step.
+  EXPECT_EQ(sch.num_steps, 2 + 2 + 1u);
   std::set<std::pair<uint32_t, uint32_t>> pre, post;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> pre_ranges,
+      post_ranges;
   for (const auto& t : sch.transfers) {
     if (t.phase == Phase::kPreReduce) {
       pre.insert({t.src, t.dst});
-      EXPECT_EQ(t.bytes, s);
+      pre_ranges[{t.src, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
       EXPECT_EQ(t.step, 0u);
     } else if (t.phase == Phase::kPostCopy) {
       post.insert({t.src, t.dst});
+      post_ranges[{t.src, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
       EXPECT_EQ(t.step, sch.num_steps - 1);
     } else {
       // Ranks that folded in take no part in the middle.
@@ -193,8 +197,60 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
       EXPECT_NE(t.dst, 2u);
     }
   }
+  // Both partners of the first exchange folded: each takes the whole vector.
   EXPECT_EQ(pre, (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {2, 3}}));
   EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {3, 2}}));
+  for (const auto& [pair, ranges] : pre_ranges) expect_tiles(ranges, s, "fold-in");
+  for (const auto& [pair, ranges] : post_ranges) expect_tiles(ranges, s, "fold-out");
+}
+
+// The fold overlaps the algorithm where the data allow it: 2i + 1's first
+// exchange does not wait for the half of the fold it keeps; with a partner
+// that did not fold, it does not wait for the fold at all (2i sends the
+// pass-on half straight to that partner); the fold-out of the block
+// 2i + 1 owns after the reduce-scatter does not wait for the all-gather.
+TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
+  for (uint32_t n : {3u, 5u, 6u, 7u, 12u}) {
+    const uint64_t s = 4 * n * 16;
+    const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+    uint32_t pof2 = 1;
+    while (pof2 * 2 <= n) pof2 *= 2;
+    const uint32_t rem = n - pof2;
+    std::map<uint32_t, std::vector<const Transfer*>> fold_into;  // by receiver
+    for (const auto& t : sch.transfers) {
+      if (t.phase == Phase::kPreReduce) fold_into[t.dst].push_back(&t);
+    }
+    for (uint32_t i = 0; i < rem; ++i) {
+      const uint32_t folded_partner = (i ^ 1) < rem;
+      const Transfer* first = nullptr;
+      for (const auto& t : sch.transfers) {
+        if (t.phase == Phase::kReduceScatter && t.src == 2 * i + 1 && t.step == 0) first = &t;
+      }
+      ASSERT_NE(first, nullptr);
+      for (uint32_t d : first->depends_on) {
+        const Transfer& u = sch.transfers[d];
+        if (u.phase != Phase::kPreReduce || u.dst != 2 * i + 1) continue;
+        // Only the fold of the bytes it sends, never the kept half.
+        EXPECT_TRUE(folded_partner) << "n=" << n << " i=" << i;
+        EXPECT_EQ(u.src_offset, first->src_offset) << "n=" << n << " i=" << i;
+      }
+      if (!folded_partner) {
+        // 2i sent 2i + 1 only the half it keeps.
+        uint64_t bytes = 0;
+        for (const Transfer* t : fold_into[2 * i + 1]) bytes += t->bytes;
+        EXPECT_EQ(bytes, s / 2) << "n=" << n;
+      }
+      // The first fold-out range waits for no all-gather transfer.
+      const Transfer* out = nullptr;
+      for (const auto& t : sch.transfers) {
+        if (t.phase == Phase::kPostCopy && t.src == 2 * i + 1 && !out) out = &t;
+      }
+      ASSERT_NE(out, nullptr);
+      for (uint32_t d : out->depends_on) {
+        EXPECT_NE(sch.transfers[d].phase, Phase::kAllGather) << "n=" << n << " i=" << i;
+      }
+    }
+  }
 }
 
 TEST(PktgenSchedule, BinaryTreesAreTreesAndComplementary) {
