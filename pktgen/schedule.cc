@@ -171,9 +171,12 @@ void build_ring(const ScheduleParams& p, Schedule& s, Builder& b) {
   const auto mod = [n](int64_t x) { return static_cast<uint64_t>(((x % n) + n) % n); };
   uint32_t step = 0;
   // Reduce-scatter: at step k rank r sends chunk (r - k + shift) to r + 1,
-  // which adds it into its own copy. All-reduce uses shift 0 (rank r ends
-  // owning chunk r + 1, as in NCCL's ring); the standalone reduce-scatter
-  // uses shift -1 so that rank r ends owning chunk r.
+  // which adds it into its own copy. All-reduce uses shift 0, so rank r
+  // ends owning chunk r + 1: the textbook labelling of the ring all-reduce
+  // that docs/PKTGEN.md draws, not NCCL's, whose ring kernel numbers the
+  // chunks from another origin; only the labels differ, the traffic is the
+  // same. The standalone reduce-scatter uses shift -1 so
+  // that rank r ends owning chunk r (what nccl-tests checks).
   if (p.pattern == Pattern::kRingAllReduce || p.pattern == Pattern::kReduceScatter) {
     const int64_t shift = p.pattern == Pattern::kReduceScatter ? -1 : 0;
     for (uint32_t k = 0; k + 1 < n; ++k, ++step) {
