@@ -410,7 +410,11 @@ void build_all_to_all(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
   const uint64_t cs = p.bytes / n;
   // Staggered: at step k every rank sends to r + k, so each rank sends to and
-  // receives from exactly one peer per step (no hot receiver).
+  // receives from exactly one peer per step (no hot receiver). Its own
+  // block goes to its own slot by a local copy, as in nccl-tests.
+  for (uint32_t r = 0; r < n; ++r) {
+    if (cs > 0) s.local_copies.push_back({r, r * cs, s.layout[r].recv_offset + r * cs, cs});
+  }
   for (uint32_t k = 1; k < n; ++k) {
     for (uint32_t r = 0; r < n; ++r) {
       const uint32_t d = (r + k) % n;

@@ -188,6 +188,7 @@ SizeRun SimExecutor::run(const Schedule& s) {
     // (2-3 passes over every rank's buffer) is skipped.
     checking_ = verify_ && it + 1 == iterations;
     if (checking_ && it > 0) verify_->reset();
+    if (checking_) verify_->apply_local_copies();  // all-to-all's own block, no network
     remaining_.assign(total, 0);
     for (const Transfer& t : s.transfers) remaining_[t.id] = static_cast<uint32_t>(t.depends_on.size());
     completed_ = 0;

@@ -144,6 +144,34 @@ TEST(PktgenVerify, TreeSlotRingReusesSlotsSafely) {
   }
 }
 
+// nccl-tests' alltoall copies every rank's own block to its own slot (a
+// local copy, no network); the check expects it, and the schedule's local
+// copies provide it.
+TEST(PktgenVerify, AllToAllCopiesTheOwnBlockLocally) {
+  const uint32_t n = 5;
+  const Schedule s = make(Pattern::kAllToAll, n, 4 * n * 6);
+  ASSERT_EQ(s.local_copies.size(), n);
+  for (const auto& t : s.transfers) EXPECT_NE(t.src, t.dst);
+  const uint64_t cs = s.params.bytes / n / 4;  // elements per block
+  {
+    // The transfers alone leave each rank's own slot unwritten: wrong.
+    VerifyBuffers b(s);
+    for (const auto& t : s.transfers) b.on_transfer_complete(t);
+    for (uint64_t w : b.wrong_per_rank()) EXPECT_EQ(w, cs);
+    b.apply_local_copies();
+    EXPECT_EQ(b.wrong_total(), 0u);
+  }
+  VerifyBuffers b(s);
+  const ReferenceResult r = run_reference(s, b, {3, kNoTransfer});
+  EXPECT_FALSE(r.stalled);
+  EXPECT_EQ(b.wrong_total(), 0u);
+  for (uint32_t q = 0; q < n; ++q) {
+    const auto f = b.floats(q);
+    const uint64_t slot = s.layout[q].recv_offset / 4 + q * cs;
+    for (uint64_t j = 0; j < cs; ++j) EXPECT_EQ(f[slot + j], initial_value(q, q * cs + j));
+  }
+}
+
 TEST(PktgenVerify, ExecutorsCanLandBytesThemselves) {
   // An executor whose transport wrote the payload in place calls apply_landed.
   const Schedule s = make(Pattern::kTreeAllReduce, 5, 4 * 9);

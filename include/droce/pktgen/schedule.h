@@ -78,6 +78,17 @@ struct Transfer {
   std::vector<uint32_t> depends_on;
 };
 
+// A copy inside one rank's registered buffer, no network: nccl-tests'
+// alltoall sends every rank's own block to itself too (ncclSend/ncclRecv
+// to self, which NCCL performs as a local copy). Executors apply these when
+// an iteration starts (verify mode); no transfer touches their bytes.
+struct LocalCopy {
+  uint32_t rank = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t bytes = 0;
+};
+
 struct ScheduleParams {
   Pattern pattern = Pattern::kRingAllReduce;
   uint32_t ranks = 2;
@@ -111,6 +122,7 @@ struct Schedule {
   uint32_t num_steps = 0;
   uint64_t chunk_bytes = 0;  // the unit used: effective_chunk_bytes(params); 0 = whole step
   std::vector<Transfer> transfers;
+  std::vector<LocalCopy> local_copies;  // kAllToAll: each rank's own block
   // Pattern-specific structure, exposed for tests and reports.
   std::vector<uint32_t> permutation;         // kPermutation: rank -> destination
   std::vector<int32_t> tree_parent[2];       // kTreeAllReduce: -1 at the root
