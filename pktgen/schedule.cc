@@ -386,7 +386,7 @@ void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
       const auto& sib = tr.children[tr.parent[r]];
       const uint64_t slot = std::find(sib.begin(), sib.end(), r) - sib.begin();
       b.message(r, tr.parent[r], tr.height[r], Phase::kReduceUp, Action::kReduce, tr.off,
-                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, kTreeFifoSlots);
+                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, tree_fifo_slots(s.chunk_bytes));
     }
   }
   // Broadcast down: parents before children (ascending depth).
@@ -524,8 +524,21 @@ std::string check_params(const ScheduleParams& p) {
   return {};
 }
 
+uint32_t tree_fifo_slots(uint64_t chunk_bytes) {
+  if (chunk_bytes == 0) return 1;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(kTreeWindowBytes / chunk_bytes, 1, kTreeFifoSlotsMax));
+}
+
 uint64_t default_chunk_bytes(const ScheduleParams& p) {
-  return p.pattern == Pattern::kTreeAllReduce ? kTreeChunkBytes : 0;
+  if (p.pattern != Pattern::kTreeAllReduce || p.channels == 0 || p.ranks < 2) return 0;
+  // Two trees of N - 1 edges, each edge up and down, every channel's part
+  // of a tree's half split into chunks.
+  const uint64_t per_channel = p.bytes / 2 / p.channels + kElem;
+  const uint64_t messages = uint64_t{4} * (p.ranks - 1) * p.channels;
+  uint64_t chunk = kTreeChunkBytes;
+  while (messages * ((per_channel + chunk - 1) / chunk) > kTreeMaxTransfers) chunk *= 2;
+  return chunk;
 }
 
 uint64_t effective_chunk_bytes(const ScheduleParams& p) {
@@ -534,7 +547,10 @@ uint64_t effective_chunk_bytes(const ScheduleParams& p) {
 
 std::string chunk_label(Pattern pattern, uint64_t chunk_bytes) {
   if (chunk_bytes != 0) return fmt::format("{}", chunk_bytes);
-  if (pattern == Pattern::kTreeAllReduce) return fmt::format("{} (tree default)", kTreeChunkBytes);
+  if (pattern == Pattern::kTreeAllReduce) {
+    return fmt::format("{} (tree default, {} in flight per child)", kTreeChunkBytes,
+                       kTreeWindowBytes);
+  }
   return "whole step";
 }
 

@@ -173,7 +173,7 @@ check(p.returncode == 2 and "no such directory" in p.stderr and "Traceback" not 
       "pktgen-plot on a missing directory: a message and exit 2")
 
 # ---- The tree against the bound --------------------------------------------
-# Pipelined in 64 KiB chunks by default, the double binary tree keeps at
+# Pipelined in 8 KiB chunks by default, the double binary tree keeps at
 # least 0.8 of the link-rate bound (100 Gb/s x 4096/4178 payload share) at
 # 64 MiB on the default testbed; moving whole steps it reached 0.35. The
 # header names the default chunk, and --chunk still overrides it.
@@ -186,9 +186,9 @@ if r.returncode == 0:
     x = j["results"][0]
     check(x["busbw_gbps"] >= 0.8 * BOUND,
           f"tree at 64 MiB: busbw {x['busbw_gbps']:.2f} >= 0.8 x {BOUND:.2f}")
-    check(x["chunk_bytes"] == 65536 and j["chunk_bytes"] == 0, "tree: 64 KiB chunks by default")
+    check(x["chunk_bytes"] == 8192 and j["chunk_bytes"] == 0, "tree: 8 KiB chunks by default")
     check(j["sim"]["switch_drops"] == 0, "tree: no switch drops")
-    check("chunk 65536 (tree default)" in r.stderr, "tree: the header names the default chunk")
+    check("chunk 8192 (tree default" in r.stderr, "tree: the header names the default chunk")
 r = run(["--pattern", "tree", "--ranks", "8", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0",
          "--chunk", "256K", "--verify", "--json", "-", "-q"])
 check(r.returncode == 0 and json.loads(r.stdout)["results"][0]["chunk_bytes"] == 262144

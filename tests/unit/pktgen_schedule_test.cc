@@ -317,9 +317,14 @@ TEST(PktgenSchedule, TreeReducesUpThenBroadcastsDownHalfEach) {
 
 // The tree is pipelined by default, as NCCL pipelines its trees: chunks of
 // kTreeChunkBytes, each waiting only for the same chunk one level down (up)
-// or up (down), and a child's chunk j + kTreeFifoSlots reusing the parent's
-// slot of chunk j (NCCL's credits), so it waits for that chunk to be added.
+// or up (down), and a child's chunk j + slots reusing the parent's slot of
+// chunk j (NCCL's credits), so it waits for that chunk to be added.
 TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
+  const uint32_t kTreeFifoSlots = tree_fifo_slots(kTreeChunkBytes);
+  EXPECT_EQ(kTreeFifoSlots, 8u);  // NCCL_STEPS slots of 8 KiB: 64 KiB in flight
+  EXPECT_EQ(tree_fifo_slots(16 * 1024), 4u);
+  EXPECT_EQ(tree_fifo_slots(512 * 1024), 1u);
+  EXPECT_EQ(tree_fifo_slots(4), 8u);
   const uint64_t s = 2 * 20 * kTreeChunkBytes;  // 20 chunks per tree
   const Schedule sch = make(Pattern::kTreeAllReduce, 8, s);
   EXPECT_EQ(sch.chunk_bytes, kTreeChunkBytes);
@@ -349,7 +354,15 @@ TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
   // --chunk overrides; a chunk as large as a tree's half is the whole step.
   const Schedule whole = make(Pattern::kTreeAllReduce, 8, s, 1, s / 2);
   EXPECT_EQ(whole.transfers.size(), size_t{2} * 2 * 7);
-  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0), "65536 (tree default)");
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0),
+            "8192 (tree default, 65536 in flight per child)");
+  // Thousands of ranks at a large size: the default chunk grows so that the
+  // schedule stays within kTreeMaxTransfers.
+  ScheduleParams big{Pattern::kTreeAllReduce, 4096, uint64_t{1} << 30, 1, 0, 0, 1};
+  const uint64_t c = default_chunk_bytes(big);
+  EXPECT_GT(c, kTreeChunkBytes);
+  EXPECT_LE(4 * 4095 * ((big.bytes / 2 + c - 1) / c), kTreeMaxTransfers);
+  EXPECT_EQ(default_chunk_bytes({Pattern::kTreeAllReduce, 64, 64 << 20, 1, 0, 0, 1}), kTreeChunkBytes);
   EXPECT_EQ(chunk_label(Pattern::kRingAllReduce, 0), "whole step");
   EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 4096), "4096");
 }

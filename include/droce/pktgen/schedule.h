@@ -139,23 +139,32 @@ uint64_t size_alignment(Pattern p, uint32_t ranks);
 // control). Its Simple-protocol tree chunk is 512 KiB for large messages
 // and halves down to 32 KiB for small ones (chunkSize in src/enqueue.cc,
 // NCCL 2.x). Here a child's reduce-up chunks land in a ring of
-// kTreeFifoSlots chunk slots at its parent, so chunk j + 8 waits until
-// chunk j has been added: the same credit loop.
+// tree_fifo_slots(chunk) chunk-sized slots at its parent, so chunk j +
+// slots waits until chunk j has been added: the same credit loop.
 //
-// The default chunk is 64 KiB, the low end of NCCL's range rather than its
-// 512 KiB: 8 slots x 512 KiB = 4 MiB in flight per child, and the six 2:1
-// fan-ins of an 8-rank double tree then overflow the emulated switch's
-// 12 MiB shared buffer when neither congestion control nor PFC holds the
-// senders back (measured: drops, go-back-N retransmissions, busbw under
-// 1 GB/s at 64 MiB). 8 x 64 KiB = 512 KiB in flight per child keeps the
-// standing queues near 2 MiB and reaches 0.84 of the bound at 64 MiB
-// (docs/PKTGEN.md). NCCL deployments have PFC or congestion control for
-// that fan-in; --chunk picks another size.
-inline constexpr uint64_t kTreeChunkBytes = 64 * 1024;
-inline constexpr uint32_t kTreeFifoSlots = 8;
+// What bounds the queues of the tree's 2:1 fan-ins is the bytes a child
+// has in flight, slots x chunk, and on the emulated fabric (a shallow
+// 12 MiB shared switch buffer, and by default neither congestion control
+// nor PFC) it has to stay near one bandwidth-delay product: NCCL's
+// 8 x 512 KiB = 4 MiB per child drops packets at 8 ranks (go-back-N,
+// 0.80 GB/s busbw at 64 MiB), 8 x 64 KiB = 512 KiB does at 64 ranks
+// (0.16 GB/s). So a child keeps kTreeWindowBytes = 64 KiB in flight: NCCL's
+// 8 slots of 8 KiB chunks by default (docs/PKTGEN.md has the
+// measurements), fewer slots of a larger chunk when --chunk asks for one.
+inline constexpr uint64_t kTreeChunkBytes = 8 * 1024;
+inline constexpr uint64_t kTreeWindowBytes = 64 * 1024;
+inline constexpr uint32_t kTreeFifoSlotsMax = 8;  // NCCL_STEPS
+// Slots of a child's ring at its parent for a chunk size:
+// kTreeWindowBytes / chunk, within 1..kTreeFifoSlotsMax.
+uint32_t tree_fifo_slots(uint64_t chunk_bytes);
+// The default chunk grows (doubling) when a tree schedule would otherwise
+// have more transfers than this (thousands of ranks at large sizes), to
+// bound its memory; the window then holds fewer, larger slots.
+inline constexpr uint64_t kTreeMaxTransfers = uint64_t{1} << 21;
 
-// The chunk size used when ScheduleParams::chunk_bytes is 0: kTreeChunkBytes
-// for the tree, 0 (one chunk per step) for every other pattern.
+// The chunk size used when ScheduleParams::chunk_bytes is 0: for the tree,
+// kTreeChunkBytes (grown as kTreeMaxTransfers says); 0 (one chunk per
+// step) for every other pattern.
 uint64_t default_chunk_bytes(const ScheduleParams& params);
 // params.chunk_bytes when non-zero, else default_chunk_bytes(params).
 uint64_t effective_chunk_bytes(const ScheduleParams& params);
