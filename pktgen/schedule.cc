@@ -386,7 +386,7 @@ void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
       const auto& sib = tr.children[tr.parent[r]];
       const uint64_t slot = std::find(sib.begin(), sib.end(), r) - sib.begin();
       b.message(r, tr.parent[r], tr.height[r], Phase::kReduceUp, Action::kReduce, tr.off,
-                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, tree_fifo_slots(s.chunk_bytes));
+                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, tree_fifo_slots(s.chunk_bytes, p.ranks));
     }
   }
   // Broadcast down: parents before children (ascending depth).
@@ -524,10 +524,15 @@ std::string check_params(const ScheduleParams& p) {
   return {};
 }
 
-uint32_t tree_fifo_slots(uint64_t chunk_bytes) {
+uint64_t tree_window_bytes(uint32_t ranks) {
+  return std::clamp<uint64_t>(kTreeFabricWindowBytes / std::max<uint32_t>(ranks, 1),
+                              kTreeChunkBytes, kTreeWindowBytes);
+}
+
+uint32_t tree_fifo_slots(uint64_t chunk_bytes, uint32_t ranks) {
   if (chunk_bytes == 0) return 1;
   return static_cast<uint32_t>(
-      std::clamp<uint64_t>(kTreeWindowBytes / chunk_bytes, 1, kTreeFifoSlotsMax));
+      std::clamp<uint64_t>(tree_window_bytes(ranks) / chunk_bytes, 1, kTreeFifoSlotsMax));
 }
 
 uint64_t default_chunk_bytes(const ScheduleParams& p) {
@@ -547,10 +552,7 @@ uint64_t effective_chunk_bytes(const ScheduleParams& p) {
 
 std::string chunk_label(Pattern pattern, uint64_t chunk_bytes) {
   if (chunk_bytes != 0) return fmt::format("{}", chunk_bytes);
-  if (pattern == Pattern::kTreeAllReduce) {
-    return fmt::format("{} (tree default, {} in flight per child)", kTreeChunkBytes,
-                       kTreeWindowBytes);
-  }
+  if (pattern == Pattern::kTreeAllReduce) return fmt::format("{} (tree default)", kTreeChunkBytes);
   return "whole step";
 }
 

@@ -320,11 +320,16 @@ TEST(PktgenSchedule, TreeReducesUpThenBroadcastsDownHalfEach) {
 // or up (down), and a child's chunk j + slots reusing the parent's slot of
 // chunk j (NCCL's credits), so it waits for that chunk to be added.
 TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
-  const uint32_t kTreeFifoSlots = tree_fifo_slots(kTreeChunkBytes);
+  const uint32_t kTreeFifoSlots = tree_fifo_slots(kTreeChunkBytes, 8);
   EXPECT_EQ(kTreeFifoSlots, 8u);  // NCCL_STEPS slots of 8 KiB: 64 KiB in flight
-  EXPECT_EQ(tree_fifo_slots(16 * 1024), 4u);
-  EXPECT_EQ(tree_fifo_slots(512 * 1024), 1u);
-  EXPECT_EQ(tree_fifo_slots(4), 8u);
+  EXPECT_EQ(tree_fifo_slots(16 * 1024, 8), 4u);
+  EXPECT_EQ(tree_fifo_slots(512 * 1024, 8), 1u);
+  EXPECT_EQ(tree_fifo_slots(4, 8), 8u);
+  // Many ranks share the switch buffer: less in flight per child.
+  EXPECT_EQ(tree_window_bytes(64), 64u * 1024);
+  EXPECT_EQ(tree_window_bytes(256), 16u * 1024);
+  EXPECT_EQ(tree_fifo_slots(kTreeChunkBytes, 256), 2u);
+  EXPECT_EQ(tree_fifo_slots(kTreeChunkBytes, 4096), 1u);
   const uint64_t s = 2 * 20 * kTreeChunkBytes;  // 20 chunks per tree
   const Schedule sch = make(Pattern::kTreeAllReduce, 8, s);
   EXPECT_EQ(sch.chunk_bytes, kTreeChunkBytes);
@@ -354,8 +359,7 @@ TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
   // --chunk overrides; a chunk as large as a tree's half is the whole step.
   const Schedule whole = make(Pattern::kTreeAllReduce, 8, s, 1, s / 2);
   EXPECT_EQ(whole.transfers.size(), size_t{2} * 2 * 7);
-  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0),
-            "8192 (tree default, 65536 in flight per child)");
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0), "8192 (tree default)");
   // Thousands of ranks at a large size: the default chunk grows so that the
   // schedule stays within kTreeMaxTransfers.
   ScheduleParams big{Pattern::kTreeAllReduce, 4096, uint64_t{1} << 30, 1, 0, 0, 1};

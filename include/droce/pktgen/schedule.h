@@ -148,15 +148,22 @@ uint64_t size_alignment(Pattern p, uint32_t ranks);
 // nor PFC) it has to stay near one bandwidth-delay product: NCCL's
 // 8 x 512 KiB = 4 MiB per child drops packets at 8 ranks (go-back-N,
 // 0.80 GB/s busbw at 64 MiB), 8 x 64 KiB = 512 KiB does at 64 ranks
-// (0.16 GB/s). So a child keeps kTreeWindowBytes = 64 KiB in flight: NCCL's
-// 8 slots of 8 KiB chunks by default (docs/PKTGEN.md has the
-// measurements), fewer slots of a larger chunk when --chunk asks for one.
+// (0.16 GB/s), and 64 KiB per child does at 256 ranks (0.48 GB/s at
+// 16 MiB). So a child keeps tree_window_bytes(N) in flight: 64 KiB up to
+// 64 ranks, then 4 MiB / N (the fan-ins of all inner ranks together
+// about 8 MiB at worst), at least one 8 KiB chunk; with the default 8 KiB
+// chunk that is NCCL's 8 slots up to 64 ranks, fewer above
+// (docs/PKTGEN.md has the measurements); a larger --chunk gets fewer
+// slots, at least one.
 inline constexpr uint64_t kTreeChunkBytes = 8 * 1024;
 inline constexpr uint64_t kTreeWindowBytes = 64 * 1024;
+inline constexpr uint64_t kTreeFabricWindowBytes = 4 * 1024 * 1024;
 inline constexpr uint32_t kTreeFifoSlotsMax = 8;  // NCCL_STEPS
+// Bytes a child may have in flight towards its parent at N ranks.
+uint64_t tree_window_bytes(uint32_t ranks);
 // Slots of a child's ring at its parent for a chunk size:
-// kTreeWindowBytes / chunk, within 1..kTreeFifoSlotsMax.
-uint32_t tree_fifo_slots(uint64_t chunk_bytes);
+// tree_window_bytes(ranks) / chunk, within 1..kTreeFifoSlotsMax.
+uint32_t tree_fifo_slots(uint64_t chunk_bytes, uint32_t ranks);
 // The default chunk grows (doubling) when a tree schedule would otherwise
 // have more transfers than this (thousands of ranks at large sizes), to
 // bound its memory; the window then holds fewer, larger slots.
