@@ -139,7 +139,7 @@ uint64_t size_alignment(Pattern p, uint32_t ranks);
 // control). Its Simple-protocol tree chunk is 512 KiB for large messages
 // and halves down to 32 KiB for small ones (chunkSize in src/enqueue.cc,
 // NCCL 2.x). Here a child's reduce-up chunks land in a ring of
-// tree_fifo_slots(chunk) chunk-sized slots at its parent, so chunk j +
+// tree_fifo_slots(chunk, N) chunk-sized slots at its parent, so chunk j +
 // slots waits until chunk j has been added: the same credit loop.
 //
 // What bounds the queues of the tree's 2:1 fan-ins is the bytes a child
