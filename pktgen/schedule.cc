@@ -296,8 +296,8 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   }
   // Fold-out ranges of the folded ranks (v < rem), in the order they become
   // final: the reduce-scatter's block, then each doubling step's.
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> final_ranges(rem);
-  for (uint32_t v = 0; v < rem; ++v) final_ranges[v].emplace_back(lo[v], hi[v]);
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> final_ranges(pof2);
+  for (uint32_t v = 0; v < pof2; ++v) final_ranges[v].emplace_back(lo[v], hi[v]);
   // Recursive doubling in the reverse order: send what is owned, own twice as much.
   for (uint32_t bit = pof2 >> 1; bit >= 1; bit >>= 1, ++step) {
     for (uint32_t v = 0; v < pof2; ++v) {
@@ -305,7 +305,7 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
       b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kAllGather, Action::kCopy, off, off,
                 0, block_byte(hi[v]) - off);
     }
-    for (uint32_t v = 0; v < rem; ++v) final_ranges[v].emplace_back(lo[v ^ bit], hi[v ^ bit]);
+    for (uint32_t v = 0; v < pof2; ++v) final_ranges[v].emplace_back(lo[v ^ bit], hi[v ^ bit]);
     for (uint32_t v = 0; v < pof2; ++v) {
       const uint32_t width = hi[v] - lo[v];
       if ((v & bit) == 0) {
@@ -317,11 +317,21 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   }
   if (rem > 0) {
     for (uint32_t i = 0; i < rem; ++i) {
-      for (const auto& [blo, bhi] : final_ranges[i]) {
-        const uint64_t off = block_byte(blo);
-        const uint64_t bytes = block_byte(bhi) - off;
-        if (bytes == 0) continue;
-        b.message(2 * i + 1, 2 * i, step, Phase::kPostCopy, Action::kCopy, off, off, 0, bytes);
+      const auto copy_out = [&](uint32_t v, size_t ranges) {
+        for (size_t k = 0; k < ranges; ++k) {
+          const uint64_t off = block_byte(final_ranges[v][k].first);
+          const uint64_t bytes = block_byte(final_ranges[v][k].second) - off;
+          if (bytes > 0)
+            b.message(old_rank(v), 2 * i, step, Phase::kPostCopy, Action::kCopy, off, off, 0, bytes);
+        }
+      };
+      if ((i ^ 1) >= rem) {
+        // The partner did not fold and has no fold-out of its own: it
+        // sends the half it kept in the first exchange, 2i + 1 the other.
+        copy_out(i, final_ranges[i].size() - 1);
+        copy_out(i ^ 1, final_ranges[i ^ 1].size() - 1);
+      } else {
+        copy_out(i, final_ranges[i].size());
       }
     }
     ++step;

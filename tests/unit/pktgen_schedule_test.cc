@@ -207,8 +207,9 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
 // The fold overlaps the algorithm where the data allow it: 2i + 1's first
 // exchange does not wait for the half of the fold it keeps; with a partner
 // that did not fold, it does not wait for the fold at all (2i sends the
-// pass-on half straight to that partner); the fold-out of the block
-// 2i + 1 owns after the reduce-scatter does not wait for the all-gather.
+// pass-on half straight to that partner, which also sends half of the
+// result back); the fold-out of the block 2i + 1 owns after the
+// reduce-scatter does not wait for the all-gather.
 TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
   for (uint32_t n : {3u, 5u, 6u, 7u, 12u}) {
     const uint64_t s = 4 * n * 16;
@@ -239,6 +240,14 @@ TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
         uint64_t bytes = 0;
         for (const Transfer* t : fold_into[2 * i + 1]) bytes += t->bytes;
         EXPECT_EQ(bytes, s / 2) << "n=" << n;
+        // And gets the result back half from 2i + 1, half from the partner.
+        std::map<uint32_t, uint64_t> out_from;
+        for (const auto& t : sch.transfers) {
+          if (t.phase == Phase::kPostCopy && t.dst == 2 * i) out_from[t.src] += t.bytes;
+        }
+        EXPECT_EQ(out_from, (std::map<uint32_t, uint64_t>{{2 * i + 1, s / 2},
+                                                          {(i ^ 1) + rem, s / 2}}))
+            << "n=" << n;
       }
       // The first fold-out range waits for no all-gather transfer.
       const Transfer* out = nullptr;
