@@ -316,6 +316,28 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
     }
   }
   if (rem > 0) {
+    // Before the last doubling step (partner v ^ 1) a rank holds the
+    // blocks of the ranks whose bit 0 equals its own, so any rank u with
+    // the other bit 0 can send 2i the half that 2i + 1 only gets in that
+    // step. Co-senders are unfolded ranks (no fold-out of their own), each
+    // helping one folded rank at most (helping two costs it more than it
+    // saves): first the partners that did not fold, then any other.
+    std::vector<uint32_t> co_sender(rem, UINT32_MAX);
+    std::vector<bool> busy(pof2, false);
+    for (uint32_t i = 0; i < rem; ++i) {
+      if ((i ^ 1) >= rem) {
+        co_sender[i] = i ^ 1;
+        busy[i ^ 1] = true;
+      }
+    }
+    for (uint32_t i = 0; i < rem; ++i) {
+      for (uint32_t u = rem; u < pof2 && co_sender[i] == UINT32_MAX; ++u) {
+        if ((u & 1) != (i & 1) && !busy[u]) {
+          co_sender[i] = u;
+          busy[u] = true;
+        }
+      }
+    }
     for (uint32_t i = 0; i < rem; ++i) {
       const auto copy_out = [&](uint32_t v, size_t ranges) {
         for (size_t k = 0; k < ranges; ++k) {
@@ -325,11 +347,9 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
             b.message(old_rank(v), 2 * i, step, Phase::kPostCopy, Action::kCopy, off, off, 0, bytes);
         }
       };
-      if ((i ^ 1) >= rem) {
-        // The partner did not fold and has no fold-out of its own: it
-        // sends the half it kept in the first exchange, 2i + 1 the other.
+      if (co_sender[i] != UINT32_MAX) {
         copy_out(i, final_ranges[i].size() - 1);
-        copy_out(i ^ 1, final_ranges[i ^ 1].size() - 1);
+        copy_out(co_sender[i], final_ranges[co_sender[i]].size() - 1);
       } else {
         copy_out(i, final_ranges[i].size());
       }

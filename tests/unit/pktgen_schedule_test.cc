@@ -187,7 +187,7 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
       EXPECT_EQ(t.step, 0u);
     } else if (t.phase == Phase::kPostCopy) {
       post.insert({t.src, t.dst});
-      post_ranges[{t.src, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
+      post_ranges[{t.dst, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
       EXPECT_EQ(t.step, sch.num_steps - 1);
     } else {
       // Ranks that folded in take no part in the middle.
@@ -199,9 +199,11 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
   }
   // Both partners of the first exchange folded: each takes the whole vector.
   EXPECT_EQ(pre, (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {2, 3}}));
-  EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {3, 2}}));
+  // The fold-out comes half from 2i + 1, half from an unfolded rank that
+  // holds the other half before the last doubling step (see below).
+  EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {5, 0}, {3, 2}, {4, 2}}));
   for (const auto& [pair, ranges] : pre_ranges) expect_tiles(ranges, s, "fold-in");
-  for (const auto& [pair, ranges] : post_ranges) expect_tiles(ranges, s, "fold-out");
+  for (const auto& [pair, ranges] : post_ranges) expect_tiles(ranges, s, "fold-out per receiver");
 }
 
 // The fold overlaps the algorithm where the data allow it: 2i + 1's first
@@ -210,6 +212,50 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
 // pass-on half straight to that partner, which also sends half of the
 // result back); the fold-out of the block 2i + 1 owns after the
 // reduce-scatter does not wait for the all-gather.
+// The fold-out is shared: an unfolded rank that holds the half 2i + 1 only
+// gets in the last doubling step sends it to 2i, each such rank helping
+// one folded rank at most; 2i + 1 sends the rest (everything when no
+// unfolded rank of the right parity is free, as for two of N = 7's).
+TEST(PktgenSchedule, HalvingDoublingFoldOutIsShared) {
+  for (uint32_t n : {3u, 5u, 6u, 7u, 10u, 11u, 12u, 14u}) {
+    const uint64_t s = 4 * n * 16;
+    const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+    uint32_t pof2 = 1;
+    while (pof2 * 2 <= n) pof2 *= 2;
+    const uint32_t rem = n - pof2;
+    std::map<uint32_t, std::map<uint32_t, uint64_t>> from;  // folded rank -> sender -> bytes
+    for (const auto& t : sch.transfers) {
+      if (t.phase == Phase::kPostCopy) from[t.dst][t.src] += t.bytes;
+    }
+    std::set<uint32_t> co_senders;
+    uint32_t helped = 0;
+    for (uint32_t i = 0; i < rem; ++i) {
+      const auto& f = from[2 * i];
+      ASSERT_TRUE(f.count(2 * i + 1)) << "n=" << n;
+      if (f.size() == 1) {
+        EXPECT_EQ(f.at(2 * i + 1), s) << "n=" << n;
+        continue;
+      }
+      ASSERT_EQ(f.size(), 2u) << "n=" << n;
+      ++helped;
+      EXPECT_EQ(f.at(2 * i + 1), s / 2) << "n=" << n;
+      for (const auto& [src, bytes] : f) {
+        if (src == 2 * i + 1) continue;
+        EXPECT_GE(src, 2 * rem) << "n=" << n;  // an unfolded rank
+        EXPECT_EQ(bytes, s / 2);
+        EXPECT_TRUE(co_senders.insert(src).second) << "n=" << n << ": rank " << src << " helps twice";
+      }
+    }
+    // Every folded rank is helped when enough unfolded ranks of each parity exist.
+    if (n == 6 || n == 10 || n == 12 || n == 5 || n == 3) {
+      EXPECT_EQ(helped, rem) << "n=" << n;
+    }
+    if (n == 7) {
+      EXPECT_EQ(helped, 1u);  // one unfolded rank (3), the partner of new rank 2
+    }
+  }
+}
+
 TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
   for (uint32_t n : {3u, 5u, 6u, 7u, 12u}) {
     const uint64_t s = 4 * n * 16;
