@@ -312,7 +312,7 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   const auto wall0 = std::chrono::steady_clock::now();
   out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}\n",
                      pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
-                     c.chunk_bytes ? std::to_string(c.chunk_bytes) : "whole step");
+                     pktgen::chunk_label(pattern, c.chunk_bytes));
   out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
                      "acks {}, {}{} background flow(s)\n",
                      st.topology, fmt_rate(st.link_bps), st.delay_ns,

@@ -339,6 +339,7 @@ int Runner::run() {
     int64_t wrong = 0;
     for (uint32_t it = 0; it < c_.warmup + c_.iters; ++it) {
       vb.reset();
+      vb.apply_local_copies();  // all-to-all's own block (none for the ring patterns run here)
       iter_tag_ = (iter_tag_ + 1) & 0xFF;
       oob_.barrier(fmt::format("size {} iter {}", size, it));
       const bool timed = it >= c_.warmup;

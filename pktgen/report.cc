@@ -32,6 +32,7 @@ CollectiveResult make_result(const ScheduleParams& p, const IterationStats& stat
   r.count = p.bytes / 4;
   r.root = p.pattern == Pattern::kIncast ? static_cast<int32_t>(p.root) : -1;
   r.iterations = stats.jct().count();
+  r.stalled_iterations = stats.stalled();
   r.time_us = stats.mean_time_us();
   const double seconds = r.time_us / 1e6;
   r.algbw_gbps = algbw_gbps(p.bytes, seconds);
@@ -41,6 +42,7 @@ CollectiveResult make_result(const ScheduleParams& p, const IterationStats& stat
   r.jct_p99_ns = stats.jct().percentile(0.99);
   r.jct_max_ns = stats.jct().max();
   r.step_p99_ns = stats.worst_step_p99();
+  r.chunk_bytes = effective_chunk_bytes(p);
   return r;
 }
 
@@ -83,9 +85,21 @@ std::string table_header(std::string_view placement) {
 
 std::string table_row(const CollectiveResult& r) {
   const std::string wrong = r.wrong < 0 ? "N/A" : fmt::format("{}", r.wrong);
-  return fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:6.2f}  {:6.2f}  {:>5}\n", r.bytes,
-                     r.count, "float", redop_of(r.pattern), r.root, format_time(r.time_us),
-                     r.algbw_gbps, r.busbw_gbps, wrong);
+  std::string out;
+  if (r.iterations == 0) {
+    out = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}\n", r.bytes,
+                      r.count, "float", redop_of(r.pattern), r.root, "N/A", "N/A", "N/A", wrong);
+  } else {
+    out = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {:6.2f}  {:6.2f}  {:>5}\n", r.bytes,
+                      r.count, "float", redop_of(r.pattern), r.root, format_time(r.time_us),
+                      r.algbw_gbps, r.busbw_gbps, wrong);
+  }
+  if (r.stalled_iterations > 0) {
+    out += fmt::format("#  {} B: {} iteration(s) stalled (did not finish), not in time, algbw and "
+                       "busbw; {} finished\n",
+                       r.bytes, r.stalled_iterations, r.iterations);
+  }
+  return out;
 }
 
 std::string latency_header() {
@@ -104,10 +118,22 @@ std::string latency_row(const CollectiveResult& r) {
                      us(r.step_p99_ns));
 }
 
-std::string average_busbw_line(const std::vector<CollectiveResult>& rows) {
+namespace {
+// Mean busbw over the sizes that have a timed iteration that finished.
+double average_busbw(const std::vector<CollectiveResult>& rows) {
   double sum = 0;
-  for (const auto& r : rows) sum += r.busbw_gbps;
-  return fmt::format("# Avg bus bandwidth    : {:.4f} \n", rows.empty() ? 0.0 : sum / rows.size());
+  size_t timed = 0;
+  for (const auto& r : rows) {
+    if (r.iterations == 0) continue;
+    sum += r.busbw_gbps;
+    ++timed;
+  }
+  return timed == 0 ? 0.0 : sum / static_cast<double>(timed);
+}
+}  // namespace
+
+std::string average_busbw_line(const std::vector<CollectiveResult>& rows) {
+  return fmt::format("# Avg bus bandwidth    : {:.4f} \n", average_busbw(rows));
 }
 
 nlohmann::json to_json(const CollectiveResult& r) {
@@ -118,12 +144,16 @@ nlohmann::json to_json(const CollectiveResult& r) {
   j["redop"] = redop_of(r.pattern);
   j["root"] = r.root;
   j["iterations"] = r.iterations;
-  j["time_us"] = r.time_us;
-  j["algbw_gbps"] = r.algbw_gbps;
-  j["busbw_gbps"] = r.busbw_gbps;
+  j["stalled_iterations"] = r.stalled_iterations;
+  // No finished iteration: no time, not a time of 0.
+  const auto timed = [&](double v) { return r.iterations == 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  j["time_us"] = timed(r.time_us);
+  j["algbw_gbps"] = timed(r.algbw_gbps);
+  j["busbw_gbps"] = timed(r.busbw_gbps);
   j["wrong"] = r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong);
   j["jct_ns"] = {{"p50", r.jct_p50_ns}, {"p99", r.jct_p99_ns}, {"max", r.jct_max_ns}};
   j["step_p99_ns"] = r.step_p99_ns;
+  j["chunk_bytes"] = r.chunk_bytes;
   return j;
 }
 
@@ -141,12 +171,8 @@ nlohmann::json results_json(const ScheduleParams& p, uint32_t iterations, uint32
   j["iterations"] = iterations;
   j["warmup_iterations"] = warmup;
   j["results"] = nlohmann::json::array();
-  double sum = 0;
-  for (const auto& r : rows) {
-    j["results"].push_back(to_json(r));
-    sum += r.busbw_gbps;
-  }
-  j["avg_busbw_gbps"] = rows.empty() ? 0.0 : sum / rows.size();
+  for (const auto& r : rows) j["results"].push_back(to_json(r));
+  j["avg_busbw_gbps"] = average_busbw(rows);
   return j;
 }
 

@@ -37,16 +37,23 @@ uint64_t split_point(uint64_t count, uint64_t parts, uint64_t i) {
 // Turns messages into channel- and chunk-sized transfers.
 class Builder {
  public:
-  Builder(const ScheduleParams& p, std::vector<Transfer>& out) : p_(p), out_(out) {}
+  Builder(const ScheduleParams& p, uint64_t chunk_bytes, std::vector<Transfer>& out)
+      : p_(p), chunk_(chunk_bytes), out_(out) {}
 
+  // fifo_slots > 0: the receiver lands the chunks of each channel in a ring
+  // of that many chunk-sized slots at dst_off (chunk j in slot j mod
+  // fifo_slots), as NCCL's connections do; the dependency tracker then
+  // holds chunk j + fifo_slots until chunk j has been applied, which is
+  // NCCL's credit flow control.
   void message(uint32_t src, uint32_t dst, uint32_t step, Phase phase, Action action,
-               uint64_t src_off, uint64_t dst_off, uint64_t reduce_off, uint64_t bytes) {
+               uint64_t src_off, uint64_t dst_off, uint64_t reduce_off, uint64_t bytes,
+               uint32_t fifo_slots = 0) {
     const uint64_t elems = bytes / kElem;
     for (uint32_t ch = 0; ch < p_.channels; ++ch) {
       const uint64_t lo = split_point(elems, p_.channels, ch) * kElem;
       const uint64_t hi = split_point(elems, p_.channels, ch + 1) * kElem;
       if (hi == lo) continue;
-      const uint64_t piece = p_.chunk_bytes == 0 ? hi - lo : p_.chunk_bytes;
+      const uint64_t piece = chunk_ == 0 ? hi - lo : chunk_;
       for (uint64_t off = lo; off < hi; off += piece) {
         Transfer t;
         t.id = static_cast<uint32_t>(out_.size());
@@ -58,6 +65,7 @@ class Builder {
         t.action = action;
         t.src_offset = src_off + off;
         t.dst_offset = dst_off + off;
+        if (fifo_slots > 0 && chunk_ > 0) t.dst_offset = dst_off + lo + (off - lo) / chunk_ % fifo_slots * chunk_;
         t.reduce_offset = action == Action::kReduce ? reduce_off + off : 0;
         t.bytes = std::min(piece, hi - off);
         t.with_imm = off + piece >= hi;
@@ -69,6 +77,7 @@ class Builder {
 
  private:
   const ScheduleParams& p_;
+  uint64_t chunk_;
   std::vector<Transfer>& out_;
 };
 
@@ -162,9 +171,12 @@ void build_ring(const ScheduleParams& p, Schedule& s, Builder& b) {
   const auto mod = [n](int64_t x) { return static_cast<uint64_t>(((x % n) + n) % n); };
   uint32_t step = 0;
   // Reduce-scatter: at step k rank r sends chunk (r - k + shift) to r + 1,
-  // which adds it into its own copy. All-reduce uses shift 0 (rank r ends
-  // owning chunk r + 1, as in NCCL's ring); the standalone reduce-scatter
-  // uses shift -1 so that rank r ends owning chunk r.
+  // which adds it into its own copy. All-reduce uses shift 0, so rank r
+  // ends owning chunk r + 1: the textbook labelling of the ring all-reduce
+  // that docs/PKTGEN.md draws, not NCCL's, whose ring kernel numbers the
+  // chunks from another origin; only the labels differ, the traffic is the
+  // same. The standalone reduce-scatter uses shift -1 so
+  // that rank r ends owning chunk r (what nccl-tests checks).
   if (p.pattern == Pattern::kRingAllReduce || p.pattern == Pattern::kReduceScatter) {
     const int64_t shift = p.pattern == Pattern::kReduceScatter ? -1 : 0;
     for (uint32_t k = 0; k + 1 < n; ++k, ++step) {
@@ -190,10 +202,23 @@ void build_ring(const ScheduleParams& p, Schedule& s, Builder& b) {
 }
 
 // Rabenseifner's all-reduce. Non-power-of-two N: the standard fold (as in
-// MPICH): with p = 2^floor(log2 N) and rem = N - p, even ranks 2i < 2 rem
-// first send their whole vector to 2i + 1 and sit out; the p remaining ranks
-// (new rank v) run the power-of-two algorithm; at the end 2i + 1 copies the
-// result back to 2i.
+// MPICH, Thakur, Rabenseifner and Gropp, "Optimization of Collective
+// Communication Operations in MPICH", IJHPCA 2005): with p = 2^floor(log2 N)
+// and rem = N - p, even ranks 2i < 2 rem first send their whole vector to
+// 2i + 1 and sit out; the p remaining ranks (new rank v) run the
+// power-of-two algorithm; at the end 2i + 1 copies the result back to 2i.
+//
+// The fold overlaps the algorithm instead of running as separate steps
+// where the data allow it. Fold-in: 2i does not send its whole vector to
+// 2i + 1 and wait; it sends the half that 2i + 1 keeps in its first
+// exchange to 2i + 1 and the half that 2i + 1 would pass on straight to
+// 2i + 1's partner, into a second staging slot. 2i + 1 then exchanges its
+// own data at once instead of idling while the fold arrives (every rank
+// still receives the same contributions; sums of the exactly representable
+// values are order-independent). Fold-out: 2i + 1 copies each range back
+// to 2i as soon as it is final: the block it owns after the
+// reduce-scatter (while the all-gather runs), then what each doubling
+// step brings. The dependency tracker derives the rest from byte ranges.
 void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
   const uint32_t pof2 = floor_pow2(n);
@@ -203,26 +228,62 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
   const auto old_rank = [rem](uint32_t v) { return v < rem ? 2 * v + 1 : v + rem; };
   const auto block_byte = [&](uint32_t blk) { return split_point(elems, pof2, blk) * kElem; };
   uint32_t step = 0;
-  if (rem > 0) {
-    for (uint32_t i = 0; i < rem; ++i) {
-      b.message(2 * i, 2 * i + 1, step, Phase::kPreReduce, Action::kReduce, 0, staging, 0,
-                p.bytes);
-    }
-    ++step;
-  }
   // Block range [lo, hi) each new rank is responsible for.
   std::vector<uint32_t> lo(pof2, 0), hi(pof2, pof2);
+  const auto exchange = [&](uint32_t v, uint32_t bit) {
+    const uint32_t mid = (lo[v] + hi[v]) / 2;
+    const bool low = (v & bit) == 0;
+    const uint32_t send_lo = low ? mid : lo[v];
+    const uint32_t send_hi = low ? hi[v] : mid;
+    const uint64_t off = block_byte(send_lo);
+    b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kReduceScatter, Action::kReduce, off,
+              staging + off, off, block_byte(send_hi) - off);
+  };
+  std::vector<bool> exchanged(pof2, false);
+  if (rem > 0) {
+    const uint64_t half = block_byte(pof2 / 2);
+    const uint64_t fold_slot = staging + p.bytes;  // the second staging slot
+    for (uint32_t i = 0; i < rem; ++i) {
+      // New rank v = i (old 2i + 1) keeps the lower half in its first
+      // exchange when bit 0 of v is clear and passes the upper half on.
+      const bool keeps_lower = (i & 1) == 0;
+      const uint64_t keep_off = keeps_lower ? 0 : half;
+      const uint64_t keep_bytes = keeps_lower ? half : p.bytes - half;
+      const uint64_t pass_off = keeps_lower ? half : 0;
+      const uint64_t pass_bytes = p.bytes - keep_bytes;
+      const auto fold = [&](uint32_t dst, uint64_t off, uint64_t bytes) {
+        if (bytes > 0) {
+          b.message(2 * i, dst, step, Phase::kPreReduce, Action::kReduce, off, fold_slot + off,
+                    off, bytes);
+        }
+      };
+      if ((i ^ 1) >= rem) {
+        // The partner did not fold: 2i sends the pass-on half straight to
+        // it and only the kept half to 2i + 1, generated so that each
+        // receiver takes one contribution at a time (the tracker orders
+        // reductions into the same bytes in generation order): 2i's
+        // pass-on half, the partner's exchange into 2i + 1, 2i's kept half,
+        // then 2i + 1's own exchange (in the halving loop below).
+        fold(old_rank(i ^ 1), pass_off, pass_bytes);
+        exchange(i ^ 1, 1);
+        exchanged[i ^ 1] = true;
+        fold(2 * i + 1, keep_off, keep_bytes);
+      } else {
+        // Both partners folded: the whole vector to 2i + 1, the half it
+        // passes on first, so its first exchange starts after half the
+        // fold (sending the pass-on half to a partner that is itself
+        // still receiving a fold only lengthens the chain there).
+        fold(2 * i + 1, pass_off, pass_bytes);
+        fold(2 * i + 1, keep_off, keep_bytes);
+      }
+    }
+  }
   // Recursive halving with partner v ^ 2^k: the rank whose bit k is clear
   // keeps the lower half and sends the upper half, its partner the reverse.
   for (uint32_t bit = 1; bit < pof2; bit <<= 1, ++step) {
     for (uint32_t v = 0; v < pof2; ++v) {
-      const uint32_t mid = (lo[v] + hi[v]) / 2;
-      const bool low = (v & bit) == 0;
-      const uint32_t send_lo = low ? mid : lo[v];
-      const uint32_t send_hi = low ? hi[v] : mid;
-      const uint64_t off = block_byte(send_lo);
-      b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kReduceScatter, Action::kReduce,
-                off, staging + off, off, block_byte(send_hi) - off);
+      if (bit == 1 && exchanged[v]) continue;
+      exchange(v, bit);
     }
     for (uint32_t v = 0; v < pof2; ++v) {
       const uint32_t mid = (lo[v] + hi[v]) / 2;
@@ -233,6 +294,10 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
       }
     }
   }
+  // Fold-out ranges of the folded ranks (v < rem), in the order they become
+  // final: the reduce-scatter's block, then each doubling step's.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> final_ranges(pof2);
+  for (uint32_t v = 0; v < pof2; ++v) final_ranges[v].emplace_back(lo[v], hi[v]);
   // Recursive doubling in the reverse order: send what is owned, own twice as much.
   for (uint32_t bit = pof2 >> 1; bit >= 1; bit >>= 1, ++step) {
     for (uint32_t v = 0; v < pof2; ++v) {
@@ -240,6 +305,7 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
       b.message(old_rank(v), old_rank(v ^ bit), step, Phase::kAllGather, Action::kCopy, off, off,
                 0, block_byte(hi[v]) - off);
     }
+    for (uint32_t v = 0; v < pof2; ++v) final_ranges[v].emplace_back(lo[v ^ bit], hi[v ^ bit]);
     for (uint32_t v = 0; v < pof2; ++v) {
       const uint32_t width = hi[v] - lo[v];
       if ((v & bit) == 0) {
@@ -250,13 +316,49 @@ void build_halving_doubling(const ScheduleParams& p, Schedule& s, Builder& b) {
     }
   }
   if (rem > 0) {
+    // Before the last doubling step (partner v ^ 1) a rank holds the
+    // blocks of the ranks whose bit 0 equals its own, so any rank u with
+    // the other bit 0 can send 2i the half that 2i + 1 only gets in that
+    // step. Co-senders are unfolded ranks (no fold-out of their own), each
+    // helping one folded rank at most (helping two costs it more than it
+    // saves): first the partners that did not fold, then any other.
+    std::vector<uint32_t> co_sender(rem, UINT32_MAX);
+    std::vector<bool> busy(pof2, false);
     for (uint32_t i = 0; i < rem; ++i) {
-      b.message(2 * i + 1, 2 * i, step, Phase::kPostCopy, Action::kCopy, 0, 0, 0, p.bytes);
+      if ((i ^ 1) >= rem) {
+        co_sender[i] = i ^ 1;
+        busy[i ^ 1] = true;
+      }
+    }
+    for (uint32_t i = 0; i < rem; ++i) {
+      for (uint32_t u = rem; u < pof2 && co_sender[i] == UINT32_MAX; ++u) {
+        if ((u & 1) != (i & 1) && !busy[u]) {
+          co_sender[i] = u;
+          busy[u] = true;
+        }
+      }
+    }
+    for (uint32_t i = 0; i < rem; ++i) {
+      const auto copy_out = [&](uint32_t v, size_t ranges) {
+        for (size_t k = 0; k < ranges; ++k) {
+          const uint64_t off = block_byte(final_ranges[v][k].first);
+          const uint64_t bytes = block_byte(final_ranges[v][k].second) - off;
+          if (bytes > 0)
+            b.message(old_rank(v), 2 * i, step, Phase::kPostCopy, Action::kCopy, off, off, 0, bytes);
+        }
+      };
+      if (co_sender[i] != UINT32_MAX) {
+        copy_out(i, final_ranges[i].size() - 1);
+        copy_out(co_sender[i], final_ranges[co_sender[i]].size() - 1);
+      } else {
+        copy_out(i, final_ranges[i].size());
+      }
     }
     ++step;
   }
   s.num_steps = step;
 }
+
 
 void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
@@ -314,7 +416,7 @@ void build_tree(const ScheduleParams& p, Schedule& s, Builder& b) {
       const auto& sib = tr.children[tr.parent[r]];
       const uint64_t slot = std::find(sib.begin(), sib.end(), r) - sib.begin();
       b.message(r, tr.parent[r], tr.height[r], Phase::kReduceUp, Action::kReduce, tr.off,
-                staging + slot * p.bytes + tr.off, tr.off, tr.bytes);
+                staging + slot * p.bytes + tr.off, tr.off, tr.bytes, tree_fifo_slots(s.chunk_bytes, p.ranks));
     }
   }
   // Broadcast down: parents before children (ascending depth).
@@ -338,7 +440,11 @@ void build_all_to_all(const ScheduleParams& p, Schedule& s, Builder& b) {
   const uint32_t n = p.ranks;
   const uint64_t cs = p.bytes / n;
   // Staggered: at step k every rank sends to r + k, so each rank sends to and
-  // receives from exactly one peer per step (no hot receiver).
+  // receives from exactly one peer per step (no hot receiver). Its own
+  // block goes to its own slot by a local copy, as in nccl-tests.
+  for (uint32_t r = 0; r < n; ++r) {
+    if (cs > 0) s.local_copies.push_back({r, r * cs, s.layout[r].recv_offset + r * cs, cs});
+  }
   for (uint32_t k = 1; k < n; ++k) {
     for (uint32_t r = 0; r < n; ++r) {
       const uint32_t d = (r + k) % n;
@@ -448,16 +554,53 @@ std::string check_params(const ScheduleParams& p) {
   return {};
 }
 
+uint64_t tree_window_bytes(uint32_t ranks) {
+  return std::clamp<uint64_t>(kTreeFabricWindowBytes / std::max<uint32_t>(ranks, 1),
+                              kTreeChunkBytes, kTreeWindowBytes);
+}
+
+uint32_t tree_fifo_slots(uint64_t chunk_bytes, uint32_t ranks) {
+  if (chunk_bytes == 0) return 1;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(tree_window_bytes(ranks) / chunk_bytes, 1, kTreeFifoSlotsMax));
+}
+
+uint64_t default_chunk_bytes(const ScheduleParams& p) {
+  if (p.pattern != Pattern::kTreeAllReduce || p.channels == 0 || p.ranks < 2) return 0;
+  // Two trees of N - 1 edges, each edge up and down, every channel's part
+  // of a tree's half split into chunks.
+  const uint64_t per_channel = p.bytes / 2 / p.channels + kElem;
+  const uint64_t messages = uint64_t{4} * (p.ranks - 1) * p.channels;
+  uint64_t chunk = kTreeChunkBytes;
+  while (messages * ((per_channel + chunk - 1) / chunk) > kTreeMaxTransfers) chunk *= 2;
+  return chunk;
+}
+
+uint64_t effective_chunk_bytes(const ScheduleParams& p) {
+  return p.chunk_bytes != 0 ? p.chunk_bytes : default_chunk_bytes(p);
+}
+
+std::string chunk_label(Pattern pattern, uint64_t chunk_bytes) {
+  if (chunk_bytes != 0) return fmt::format("{}", chunk_bytes);
+  if (pattern == Pattern::kTreeAllReduce) return fmt::format("{} (tree default)", kTreeChunkBytes);
+  return "whole step";
+}
+
 Schedule make_schedule(const ScheduleParams& p) {
   if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
   Schedule s;
   s.params = p;
+  s.chunk_bytes = effective_chunk_bytes(p);
   uint64_t staging_slots = 0, recv_bytes = 0;
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
-    case Pattern::kHalvingDoubling:
     case Pattern::kReduceScatter:
       staging_slots = 1;
+      break;
+    case Pattern::kHalvingDoubling:
+      // Non-power-of-two: the fold-in lands in a slot of its own, so it
+      // can arrive while the first exchange does.
+      staging_slots = floor_pow2(p.ranks) == p.ranks ? 1 : 2;
       break;
     case Pattern::kTreeAllReduce:
       staging_slots = 2;  // up to two children land at once
@@ -481,7 +624,7 @@ Schedule make_schedule(const ScheduleParams& p) {
     l.recv_bytes = recv_bytes;
     if (p.pattern == Pattern::kIncast && r == p.root) l.recv_bytes = (p.ranks - 1) * p.bytes;
   }
-  Builder b(p, s.transfers);
+  Builder b(p, s.chunk_bytes, s.transfers);
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
     case Pattern::kAllGather:

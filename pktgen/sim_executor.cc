@@ -105,10 +105,8 @@ void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc
   if (checking_ && wc.status == IBV_WC_SUCCESS) verify_->apply_landed(t);
   if (opt_.trace)
     opt_.trace(SimTraceEvent{SimTraceEvent::Kind::kComplete, now, iteration_, id});
-  if (timed_) {
-    run_->stats.record_transfer(t.step, now - posted_at_[id]);
-    run_->transfer_latencies.emplace_back(t.step, now - posted_at_[id]);
-  }
+  // Kept aside until the iteration finishes: a stalled one is not timed.
+  if (timed_) iteration_latencies_.emplace_back(t.step, now - posted_at_[id]);
   ++completed_;
   last_completion_ns_ = now;
   // Room in this QP's send queue: post what was waiting.
@@ -188,9 +186,11 @@ SizeRun SimExecutor::run(const Schedule& s) {
     // (2-3 passes over every rank's buffer) is skipped.
     checking_ = verify_ && it + 1 == iterations;
     if (checking_ && it > 0) verify_->reset();
+    if (checking_) verify_->apply_local_copies();  // all-to-all's own block, no network
     remaining_.assign(total, 0);
     for (const Transfer& t : s.transfers) remaining_[t.id] = static_cast<uint32_t>(t.depends_on.size());
     completed_ = 0;
+    iteration_latencies_.clear();
     IterationRecord rec;
     rec.iteration = it;
     rec.warmup = !timed_;
@@ -212,13 +212,21 @@ SizeRun SimExecutor::run(const Schedule& s) {
       rec.wrong = static_cast<int64_t>(verify_->wrong_total());
       wrong += rec.wrong;
     }
+    rec.stalled = result.stalled;
     result.iterations.push_back(rec);
     if (result.stalled) {
-      // Not finished: count it as checked and wrong rather than silently fine.
+      // Not finished: count it as checked and wrong rather than silently
+      // fine, and keep it out of the timing (a count, not a JCT).
       if (verify_ && !checking_) wrong = static_cast<int64_t>(verify_->wrong_total());
+      result.stats.record_stalled();
       break;
     }
-    if (timed_) result.stats.record_iteration(rec.jct_ns());
+    if (timed_) {
+      result.stats.record_iteration(rec.jct_ns());
+      for (const auto& [step, ns] : iteration_latencies_) result.stats.record_transfer(step, ns);
+      result.transfer_latencies.insert(result.transfer_latencies.end(), iteration_latencies_.begin(),
+                                       iteration_latencies_.end());
+    }
   }
   result.wrong = wrong;
   result.end_ns = sim_.now();

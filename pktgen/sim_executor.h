@@ -1,4 +1,4 @@
-// The virtual-time executor of collective schedules (issue 7): runs a
+// The virtual-time executor of collective schedules: runs a
 // pktgen::Schedule over RC QPs between simulator hosts, so congestion
 // control, the switch model and loss recovery are all in the loop.
 //
@@ -62,13 +62,16 @@ struct IterationRecord {
   bool warmup = false;
   uint64_t start_ns = 0, end_ns = 0;
   int64_t wrong = -1;  // -1: not the checked iteration
+  bool stalled = false;  // did not finish: end_ns is its last completion
   uint64_t jct_ns() const { return end_ns - start_ns; }
 };
 
 struct SizeRun {
-  IterationStats stats;  // timed iterations only
-  std::vector<IterationRecord> iterations;  // warm-up and timed
-  // Per-transfer latencies of the timed iterations: (step, ns).
+  // The timed iterations that finished; stats.stalled() counts the one
+  // that did not (warm-up or timed; the size stops there).
+  IterationStats stats;
+  std::vector<IterationRecord> iterations;  // warm-up and timed, stalled included
+  // Per-transfer latencies of the finished timed iterations: (step, ns).
   std::vector<std::pair<uint32_t, uint64_t>> transfer_latencies;
   int64_t wrong = -1;         // verify: #wrong of the checked (last) iteration
   uint64_t failed_wrs = 0;    // completions with an error status
@@ -132,6 +135,7 @@ class SimExecutor {
   bool checking_ = false;  // verify mode, the checked (last) iteration
   SizeRun* run_ = nullptr;
   uint64_t last_completion_ns_ = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> iteration_latencies_;  // this iteration's
 };
 
 }  // namespace droce::pktgen

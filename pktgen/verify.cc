@@ -50,6 +50,13 @@ void VerifyBuffers::reset() {
   }
 }
 
+void VerifyBuffers::apply_local_copies() {
+  for (const LocalCopy& c : s_.local_copies) {
+    std::memmove(bufs_[c.rank].data() + c.dst_offset / kElem,
+                 bufs_[c.rank].data() + c.src_offset / kElem, c.bytes);
+  }
+}
+
 std::span<uint8_t> VerifyBuffers::bytes(uint32_t rank) {
   return {reinterpret_cast<uint8_t*>(bufs_[rank].data()), bufs_[rank].size() * kElem};
 }
@@ -100,10 +107,10 @@ std::vector<uint64_t> VerifyBuffers::wrong_per_rank() const {
         break;
       }
       case Pattern::kAllToAll: {
-        // Slot q of rank r holds what q had at r's chunk of its send buffer.
+        // Slot q of rank r holds what q had at r's chunk of its send buffer,
+        // slot r included (the local copy).
         const uint64_t cs = count / n;
         for (uint32_t q = 0; q < n; ++q) {
-          if (q == r) continue;
           for (uint64_t j = 0; j < cs; ++j) w += b[recv + q * cs + j] != initial_value(q, r * cs + j);
         }
         break;
@@ -155,6 +162,7 @@ ReferenceResult run_reference(const Schedule& s, VerifyBuffers& buffers,
   std::vector<InFlight> in_flight;
   SplitMix64 rng(options.seed);
   ReferenceResult result;
+  buffers.apply_local_copies();
   const auto source = [&](const Transfer& t) {
     return buffers.bytes(t.src).subspan(t.src_offset, t.bytes);
   };

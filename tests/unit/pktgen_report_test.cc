@@ -76,6 +76,33 @@ TEST(PktgenReport, ResultArithmeticAndTable) {
   EXPECT_NE(average_busbw_line({r, r}).find("# Avg bus bandwidth    : 14.6801"), std::string::npos);
 }
 
+// A size whose iterations stalled: no time, algbw or busbw of 0 in the
+// table, the JSON or the average; the count is reported instead.
+TEST(PktgenReport, StalledSizesAreNotAveragedAsZero) {
+  ScheduleParams p;
+  p.pattern = Pattern::kRingAllReduce;
+  p.ranks = 8;
+  p.bytes = 1 << 20;
+  IterationStats good;
+  good.record_iteration(100'000);
+  IterationStats dead;
+  dead.record_stalled();
+  const CollectiveResult a = make_result(p, good, -1), b = make_result(p, dead, -1);
+  EXPECT_EQ(b.iterations, 0u);
+  EXPECT_EQ(b.stalled_iterations, 1u);
+  const std::string row = table_row(b);
+  EXPECT_EQ(row.substr(0, row.find('\n') + 1),
+            "     1048576        262144     float     sum      -1      N/A     N/A     N/A    N/A\n");
+  EXPECT_NE(row.find("# "), std::string::npos);
+  // The row lines up with a timed one.
+  EXPECT_EQ(row.find('\n'), table_row(a).size() - 1);
+  EXPECT_EQ(average_busbw_line({a, b}), average_busbw_line({a}));
+  const auto j = results_json(p, 1, 0, {a, b});
+  EXPECT_TRUE(j["results"][1]["busbw_gbps"].is_null());
+  EXPECT_DOUBLE_EQ(j["avg_busbw_gbps"].get<double>(), a.busbw_gbps);
+  EXPECT_EQ(table_row(a).find("stalled"), std::string::npos);
+}
+
 TEST(PktgenReport, JsonAndCsv) {
   ScheduleParams p;
   p.pattern = Pattern::kIncast;

@@ -175,15 +175,19 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
   const uint32_t n = 6;  // p = 4, rem = 2: ranks 0 and 2 fold into 1 and 3
   const uint64_t s = 4 * n * 8;
   const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
-  EXPECT_EQ(sch.num_steps, 1 + 2 + 2 + 1u);
+  // The fold-in shares step 0 with the first exchange; the fold-out is the last step.
+  EXPECT_EQ(sch.num_steps, 2 + 2 + 1u);
   std::set<std::pair<uint32_t, uint32_t>> pre, post;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint64_t, uint64_t>>> pre_ranges,
+      post_ranges;
   for (const auto& t : sch.transfers) {
     if (t.phase == Phase::kPreReduce) {
       pre.insert({t.src, t.dst});
-      EXPECT_EQ(t.bytes, s);
+      pre_ranges[{t.src, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
       EXPECT_EQ(t.step, 0u);
     } else if (t.phase == Phase::kPostCopy) {
       post.insert({t.src, t.dst});
+      post_ranges[{t.dst, t.dst}].emplace_back(t.src_offset, t.src_offset + t.bytes);
       EXPECT_EQ(t.step, sch.num_steps - 1);
     } else {
       // Ranks that folded in take no part in the middle.
@@ -193,8 +197,115 @@ TEST(PktgenSchedule, HalvingDoublingNonPowerOfTwoFolds) {
       EXPECT_NE(t.dst, 2u);
     }
   }
+  // Both partners of the first exchange folded: each takes the whole vector.
   EXPECT_EQ(pre, (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {2, 3}}));
-  EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {3, 2}}));
+  // The fold-out comes half from 2i + 1, half from an unfolded rank that
+  // holds the other half before the last doubling step (see below).
+  EXPECT_EQ(post, (std::set<std::pair<uint32_t, uint32_t>>{{1, 0}, {5, 0}, {3, 2}, {4, 2}}));
+  for (const auto& [pair, ranges] : pre_ranges) expect_tiles(ranges, s, "fold-in");
+  for (const auto& [pair, ranges] : post_ranges) expect_tiles(ranges, s, "fold-out per receiver");
+}
+
+// The fold overlaps the algorithm where the data allow it: 2i + 1's first
+// exchange does not wait for the half of the fold it keeps; with a partner
+// that did not fold, it does not wait for the fold at all (2i sends the
+// pass-on half straight to that partner, which also sends half of the
+// result back); the fold-out of the block 2i + 1 owns after the
+// reduce-scatter does not wait for the all-gather.
+// The fold-out is shared: an unfolded rank that holds the half 2i + 1 only
+// gets in the last doubling step sends it to 2i, each such rank helping
+// one folded rank at most; 2i + 1 sends the rest (everything when no
+// unfolded rank of the right parity is free, as for two of N = 7's).
+TEST(PktgenSchedule, HalvingDoublingFoldOutIsShared) {
+  for (uint32_t n : {3u, 5u, 6u, 7u, 10u, 11u, 12u, 14u}) {
+    const uint64_t s = 4 * n * 16;
+    const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+    uint32_t pof2 = 1;
+    while (pof2 * 2 <= n) pof2 *= 2;
+    const uint32_t rem = n - pof2;
+    std::map<uint32_t, std::map<uint32_t, uint64_t>> from;  // folded rank -> sender -> bytes
+    for (const auto& t : sch.transfers) {
+      if (t.phase == Phase::kPostCopy) from[t.dst][t.src] += t.bytes;
+    }
+    std::set<uint32_t> co_senders;
+    uint32_t helped = 0;
+    for (uint32_t i = 0; i < rem; ++i) {
+      const auto& f = from[2 * i];
+      ASSERT_TRUE(f.count(2 * i + 1)) << "n=" << n;
+      if (f.size() == 1) {
+        EXPECT_EQ(f.at(2 * i + 1), s) << "n=" << n;
+        continue;
+      }
+      ASSERT_EQ(f.size(), 2u) << "n=" << n;
+      ++helped;
+      EXPECT_EQ(f.at(2 * i + 1), s / 2) << "n=" << n;
+      for (const auto& [src, bytes] : f) {
+        if (src == 2 * i + 1) continue;
+        EXPECT_GE(src, 2 * rem) << "n=" << n;  // an unfolded rank
+        EXPECT_EQ(bytes, s / 2);
+        EXPECT_TRUE(co_senders.insert(src).second) << "n=" << n << ": rank " << src << " helps twice";
+      }
+    }
+    // Every folded rank is helped when enough unfolded ranks of each parity exist.
+    if (n == 6 || n == 10 || n == 12 || n == 5 || n == 3) {
+      EXPECT_EQ(helped, rem) << "n=" << n;
+    }
+    if (n == 7) {
+      EXPECT_EQ(helped, 1u);  // one unfolded rank (3), the partner of new rank 2
+    }
+  }
+}
+
+TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
+  for (uint32_t n : {3u, 5u, 6u, 7u, 12u}) {
+    const uint64_t s = 4 * n * 16;
+    const Schedule sch = make(Pattern::kHalvingDoubling, n, s);
+    uint32_t pof2 = 1;
+    while (pof2 * 2 <= n) pof2 *= 2;
+    const uint32_t rem = n - pof2;
+    std::map<uint32_t, std::vector<const Transfer*>> fold_into;  // by receiver
+    for (const auto& t : sch.transfers) {
+      if (t.phase == Phase::kPreReduce) fold_into[t.dst].push_back(&t);
+    }
+    for (uint32_t i = 0; i < rem; ++i) {
+      const uint32_t folded_partner = (i ^ 1) < rem;
+      const Transfer* first = nullptr;
+      for (const auto& t : sch.transfers) {
+        if (t.phase == Phase::kReduceScatter && t.src == 2 * i + 1 && t.step == 0) first = &t;
+      }
+      ASSERT_NE(first, nullptr);
+      for (uint32_t d : first->depends_on) {
+        const Transfer& u = sch.transfers[d];
+        if (u.phase != Phase::kPreReduce || u.dst != 2 * i + 1) continue;
+        // Only the fold of the bytes it sends, never the kept half.
+        EXPECT_TRUE(folded_partner) << "n=" << n << " i=" << i;
+        EXPECT_EQ(u.src_offset, first->src_offset) << "n=" << n << " i=" << i;
+      }
+      if (!folded_partner) {
+        // 2i sent 2i + 1 only the half it keeps.
+        uint64_t bytes = 0;
+        for (const Transfer* t : fold_into[2 * i + 1]) bytes += t->bytes;
+        EXPECT_EQ(bytes, s / 2) << "n=" << n;
+        // And gets the result back half from 2i + 1, half from the partner.
+        std::map<uint32_t, uint64_t> out_from;
+        for (const auto& t : sch.transfers) {
+          if (t.phase == Phase::kPostCopy && t.dst == 2 * i) out_from[t.src] += t.bytes;
+        }
+        EXPECT_EQ(out_from, (std::map<uint32_t, uint64_t>{{2 * i + 1, s / 2},
+                                                          {(i ^ 1) + rem, s / 2}}))
+            << "n=" << n;
+      }
+      // The first fold-out range waits for no all-gather transfer.
+      const Transfer* out = nullptr;
+      for (const auto& t : sch.transfers) {
+        if (t.phase == Phase::kPostCopy && t.src == 2 * i + 1 && !out) out = &t;
+      }
+      ASSERT_NE(out, nullptr);
+      for (uint32_t d : out->depends_on) {
+        EXPECT_NE(sch.transfers[d].phase, Phase::kAllGather) << "n=" << n << " i=" << i;
+      }
+    }
+  }
 }
 
 TEST(PktgenSchedule, BinaryTreesAreTreesAndComplementary) {
@@ -257,6 +368,62 @@ TEST(PktgenSchedule, TreeReducesUpThenBroadcastsDownHalfEach) {
     EXPECT_EQ(up, edges);    // every child sends its half to its parent once
     EXPECT_EQ(down, edges);  // and gets the result back once
   }
+}
+
+// The tree is pipelined by default, as NCCL pipelines its trees: chunks of
+// kTreeChunkBytes, each waiting only for the same chunk one level down (up)
+// or up (down), and a child's chunk j + slots reusing the parent's slot of
+// chunk j (NCCL's credits), so it waits for that chunk to be added.
+TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
+  const uint32_t kTreeFifoSlots = tree_fifo_slots(kTreeChunkBytes, 8);
+  EXPECT_EQ(kTreeFifoSlots, 8u);  // NCCL_STEPS slots of 8 KiB: 64 KiB in flight
+  EXPECT_EQ(tree_fifo_slots(16 * 1024, 8), 4u);
+  EXPECT_EQ(tree_fifo_slots(512 * 1024, 8), 1u);
+  EXPECT_EQ(tree_fifo_slots(4, 8), 8u);
+  // Many ranks share the switch buffer: less in flight per child.
+  EXPECT_EQ(tree_window_bytes(64), 64u * 1024);
+  EXPECT_EQ(tree_window_bytes(256), 16u * 1024);
+  EXPECT_EQ(tree_fifo_slots(kTreeChunkBytes, 256), 2u);
+  EXPECT_EQ(tree_fifo_slots(kTreeChunkBytes, 4096), 1u);
+  const uint64_t s = 2 * 20 * kTreeChunkBytes;  // 20 chunks per tree
+  const Schedule sch = make(Pattern::kTreeAllReduce, 8, s);
+  EXPECT_EQ(sch.chunk_bytes, kTreeChunkBytes);
+  EXPECT_EQ(effective_chunk_bytes(sch.params), kTreeChunkBytes);
+  EXPECT_EQ(default_chunk_bytes({Pattern::kRingAllReduce, 8, s, 1, 0, 0, 1}), 0u);
+  // 7 edges per tree, up and down, 20 chunks each.
+  ASSERT_EQ(sch.transfers.size(), size_t{2} * 2 * 7 * 20);
+  for (const auto& t : sch.transfers) {
+    EXPECT_EQ(t.bytes, kTreeChunkBytes);
+    for (uint32_t d : t.depends_on) {
+      const Transfer& u = sch.transfers[d];
+      const bool same_chunk = u.src_offset == t.src_offset;
+      // The only other wait: the slot ring at the parent.
+      const bool slot_reuse = t.phase == Phase::kReduceUp && u.phase == Phase::kReduceUp &&
+                              u.dst == t.dst && u.dst_offset == t.dst_offset &&
+                              u.src_offset + kTreeFifoSlots * kTreeChunkBytes == t.src_offset;
+      EXPECT_TRUE(same_chunk || slot_reuse) << t.id << " waits for " << d;
+    }
+    if (t.phase == Phase::kReduceUp) {
+      const uint64_t tree_off = t.src_offset < s / 2 ? 0 : s / 2;
+      const uint64_t j = (t.src_offset - tree_off) / kTreeChunkBytes;
+      const uint64_t slot = (t.dst_offset - sch.layout[0].staging_offset) % sch.params.bytes;
+      EXPECT_EQ(slot, tree_off + j % kTreeFifoSlots * kTreeChunkBytes) << t.id;
+      EXPECT_EQ(t.reduce_offset, t.src_offset);
+    }
+  }
+  // --chunk overrides; a chunk as large as a tree's half is the whole step.
+  const Schedule whole = make(Pattern::kTreeAllReduce, 8, s, 1, s / 2);
+  EXPECT_EQ(whole.transfers.size(), size_t{2} * 2 * 7);
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 0), "8192 (tree default)");
+  // Thousands of ranks at a large size: the default chunk grows so that the
+  // schedule stays within kTreeMaxTransfers.
+  ScheduleParams big{Pattern::kTreeAllReduce, 4096, uint64_t{1} << 30, 1, 0, 0, 1};
+  const uint64_t c = default_chunk_bytes(big);
+  EXPECT_GT(c, kTreeChunkBytes);
+  EXPECT_LE(4 * 4095 * ((big.bytes / 2 + c - 1) / c), kTreeMaxTransfers);
+  EXPECT_EQ(default_chunk_bytes({Pattern::kTreeAllReduce, 64, 64 << 20, 1, 0, 0, 1}), kTreeChunkBytes);
+  EXPECT_EQ(chunk_label(Pattern::kRingAllReduce, 0), "whole step");
+  EXPECT_EQ(chunk_label(Pattern::kTreeAllReduce, 4096), "4096");
 }
 
 TEST(PktgenSchedule, AllToAllCoversEveryOrderedPairOnceStaggered) {

@@ -14,12 +14,14 @@
 namespace droce::pktgen {
 namespace {
 
-sim::Scenario star(uint32_t hosts, double loss = 0) {
+// down_from: the last host's link goes down then, for good ("" = never).
+sim::Scenario star(uint32_t hosts, double loss = 0, const std::string& down_from = "") {
   std::string t = "[run]\nstop_when_done = false\ncsv_interval = 0\n[link]\nrate = \"100G\"\n";
   if (loss > 0) t += fmt::format("loss = {}\n", loss);
   for (uint32_t h = 0; h < hosts; ++h) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", h);
   t += "[[switches]]\nname = \"s0\"\n";
   for (uint32_t h = 0; h < hosts; ++h) t += fmt::format("[[links]]\na = \"h{}\"\nb = \"s0\"\n", h);
+  if (!down_from.empty()) t += fmt::format("down = [{{ from = \"{}\" }}]\n", down_from);
   return sim::parse_scenario(t, "star");
 }
 
@@ -99,6 +101,50 @@ TEST(SimExecutor, RingAllReduceVerifiesAndTimesIterations) {
   // Iterations run back to back, each at least the line-rate bound:
   // 2 (N-1)/N x S per rank at 12.5 GB/s.
   for (const auto& it : r.iterations) EXPECT_GE(it.jct_ns(), 2 * 3 * 16 * 1024 * 1000 / 12'500);
+}
+
+// A link that goes down stalls the iteration running then. That iteration
+// is counted, not timed: the finished ones keep their JCTs and busbw, and
+// a size with none finished prints N/A rather than busbw 0.00.
+TEST(SimExecutor, StalledIterationsAreCountedNotTimed) {
+  const Schedule sched = make_schedule({Pattern::kRingAllReduce, 4, 64 * 1024, 1, 0, 0, 1});
+  SimExecutorOptions o;
+  o.iters = 1000;
+  o.iteration_timeout_ns = 20'000'000;
+  {
+    sim::Simulator s(star(4, 0, "300us"));  // after a few iterations
+    SimExecutor ex(s, {0, 1, 2, 3}, o);
+    const SizeRun r = ex.run(sched);
+    EXPECT_TRUE(r.stalled);
+    ASSERT_GE(r.iterations.size(), 3u);
+    EXPECT_TRUE(r.iterations.back().stalled);
+    EXPECT_EQ(r.stats.stalled(), 1u);
+    // Every finished iteration is timed, the stalled one is not.
+    EXPECT_EQ(r.stats.jct().count(), r.iterations.size() - 1);
+    EXPECT_LT(r.stats.jct().max(), 100'000u);  // a finished one takes tens of us
+    uint64_t finished_transfers = 0;
+    for (const auto& st : r.stats.steps()) finished_transfers += st.second.count();
+    EXPECT_EQ(finished_transfers, (r.iterations.size() - 1) * sched.transfers.size());
+    EXPECT_EQ(r.transfer_latencies.size(), finished_transfers);
+    const CollectiveResult row = make_result(sched.params, r.stats, r.wrong);
+    EXPECT_EQ(row.stalled_iterations, 1u);
+    EXPECT_GT(row.busbw_gbps, 1.0);
+    EXPECT_NE(table_row(row).find("1 iteration(s) stalled"), std::string::npos) << table_row(row);
+  }
+  {
+    sim::Simulator s(star(4, 0, "0us"));  // down from the start: nothing finishes
+    SimExecutor ex(s, {0, 1, 2, 3}, o);
+    const SizeRun r = ex.run(sched);
+    EXPECT_TRUE(r.stalled);
+    EXPECT_EQ(r.stats.jct().count(), 0u);
+    EXPECT_EQ(r.stats.stalled(), 1u);
+    const CollectiveResult row = make_result(sched.params, r.stats, r.wrong);
+    const std::string line = table_row(row);
+    EXPECT_EQ(line.find("0.00"), std::string::npos) << line;
+    EXPECT_NE(line.find("N/A"), std::string::npos) << line;
+    EXPECT_TRUE(to_json(row)["busbw_gbps"].is_null());
+    EXPECT_EQ(to_json(row)["stalled_iterations"], 1);
+  }
 }
 
 }  // namespace

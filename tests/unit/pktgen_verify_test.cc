@@ -124,6 +124,54 @@ TEST(PktgenVerify, CorruptionInTheLastCopyHitsExactlyThatRank) {
   }
 }
 
+// The tree's slot ring at each parent: with many more chunks than slots,
+// any interleaving the dependencies allow still adds every chunk once, and
+// no slot is overwritten before its chunk was added (that would be a
+// wrong sum, and the slot is the transfer's destination, not its source,
+// so only the result shows it).
+TEST(PktgenVerify, TreeSlotRingReusesSlotsSafely) {
+  for (uint32_t n : {3u, 8u, 11u}) {
+    const Schedule s = make(Pattern::kTreeAllReduce, n, 4 * 2 * 3 * 40, 3, 4);  // 40 chunks per channel
+    for (uint64_t seed : {0, 1, 7, 9}) {
+      VerifyBuffers b(s);
+      ReferenceOptions o;
+      o.seed = seed;
+      const ReferenceResult r = run_reference(s, b, o);
+      ASSERT_FALSE(r.stalled);
+      EXPECT_EQ(r.hazards, 0u);
+      EXPECT_EQ(b.wrong_total(), 0u) << "n=" << n << " seed=" << seed;
+    }
+  }
+}
+
+// nccl-tests' alltoall copies every rank's own block to its own slot (a
+// local copy, no network); the check expects it, and the schedule's local
+// copies provide it.
+TEST(PktgenVerify, AllToAllCopiesTheOwnBlockLocally) {
+  const uint32_t n = 5;
+  const Schedule s = make(Pattern::kAllToAll, n, 4 * n * 6);
+  ASSERT_EQ(s.local_copies.size(), n);
+  for (const auto& t : s.transfers) EXPECT_NE(t.src, t.dst);
+  const uint64_t cs = s.params.bytes / n / 4;  // elements per block
+  {
+    // The transfers alone leave each rank's own slot unwritten: wrong.
+    VerifyBuffers b(s);
+    for (const auto& t : s.transfers) b.on_transfer_complete(t);
+    for (uint64_t w : b.wrong_per_rank()) EXPECT_EQ(w, cs);
+    b.apply_local_copies();
+    EXPECT_EQ(b.wrong_total(), 0u);
+  }
+  VerifyBuffers b(s);
+  const ReferenceResult r = run_reference(s, b, {3, kNoTransfer});
+  EXPECT_FALSE(r.stalled);
+  EXPECT_EQ(b.wrong_total(), 0u);
+  for (uint32_t q = 0; q < n; ++q) {
+    const auto f = b.floats(q);
+    const uint64_t slot = s.layout[q].recv_offset / 4 + q * cs;
+    for (uint64_t j = 0; j < cs; ++j) EXPECT_EQ(f[slot + j], initial_value(q, q * cs + j));
+  }
+}
+
 TEST(PktgenVerify, ExecutorsCanLandBytesThemselves) {
   // An executor whose transport wrote the payload in place calls apply_landed.
   const Schedule s = make(Pattern::kTreeAllReduce, 5, 4 * 9);

@@ -20,10 +20,15 @@ namespace droce::pktgen {
 // What an executor measures while running one size: one JCT per timed
 // iteration (post of the first transfer to completion of the last) and one
 // latency per transfer (post to completion), grouped by Transfer::step.
+// An iteration that stalled (did not finish: a link down, a QP in the
+// error state) is not timed: it is only counted (record_stalled), so it
+// cannot show up as a JCT or, with no finished iteration, as busbw 0.
 class IterationStats {
  public:
   void record_iteration(uint64_t jct_ns);
   void record_transfer(uint32_t step, uint64_t latency_ns);
+  void record_stalled() { ++stalled_; }
+  uint64_t stalled() const { return stalled_; }
 
   const telemetry::LatencyHistogram& jct() const { return jct_; }
   // All transfers of all steps together.
@@ -41,6 +46,7 @@ class IterationStats {
   telemetry::LatencyHistogram jct_;
   telemetry::LatencyHistogram all_steps_;
   std::map<uint32_t, telemetry::LatencyHistogram> steps_;
+  uint64_t stalled_ = 0;
 };
 
 struct CollectiveResult {
@@ -49,26 +55,31 @@ struct CollectiveResult {
   uint64_t bytes = 0;
   uint64_t count = 0;       // float32 elements: bytes / 4
   int32_t root = -1;        // incast root, else -1 (nccl-tests prints -1)
-  uint64_t iterations = 0;
-  double time_us = 0;       // mean JCT
+  uint64_t iterations = 0;  // finished timed iterations
+  uint64_t stalled_iterations = 0;  // not finished: not in any figure below
+  double time_us = 0;       // mean JCT (0 and printed N/A when none finished)
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   int64_t wrong = -1;       // -1: not checked (printed N/A)
   uint64_t jct_p50_ns = 0, jct_p99_ns = 0, jct_max_ns = 0;
   uint64_t step_p99_ns = 0;  // worst step's p99
+  uint64_t chunk_bytes = 0;  // the pipelining unit used at this size (0: whole step)
 };
 
 CollectiveResult make_result(const ScheduleParams& params, const IterationStats& stats,
                              int64_t wrong);
 
 // nccl-tests' layout: a group label line, the column names, the units, then
-// one row per size. `placement` is the group label ("in-place").
+// one row per size. `placement` is the group label ("in-place"). A size
+// without a finished iteration prints N/A for time, algbw and busbw; one
+// with stalled iterations gets a comment line with their count after it.
 std::string table_header(std::string_view placement = "in-place");
 std::string table_row(const CollectiveResult& r);
 // The tail latencies, a second table in the same style.
 std::string latency_header();
 std::string latency_row(const CollectiveResult& r);
-// nccl-tests' closing line: "# Avg bus bandwidth    : x.xxxx".
+// nccl-tests' closing line: "# Avg bus bandwidth    : x.xxxx", over the
+// sizes with a finished iteration.
 std::string average_busbw_line(const std::vector<CollectiveResult>& rows);
 
 nlohmann::json to_json(const CollectiveResult& r);

@@ -1,4 +1,4 @@
-// Collective schedules as data (issue 7): every pattern becomes a flat list
+// Collective schedules as data: every pattern becomes a flat list
 // of RDMA WRITEs {src rank, dst rank, byte ranges, dependencies} that any
 // executor (the in-memory reference below, the virtual-time simulator, DPDK
 // ports) can run. No I/O and no clock here. docs/PKTGEN.md draws each
@@ -78,12 +78,26 @@ struct Transfer {
   std::vector<uint32_t> depends_on;
 };
 
+// A copy inside one rank's registered buffer, no network: nccl-tests'
+// alltoall sends every rank's own block to itself too (ncclSend/ncclRecv
+// to self, which NCCL performs as a local copy). Executors apply these when
+// an iteration starts (verify mode); no transfer touches their bytes.
+struct LocalCopy {
+  uint32_t rank = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t bytes = 0;
+};
+
 struct ScheduleParams {
   Pattern pattern = Pattern::kRingAllReduce;
   uint32_t ranks = 2;
   uint64_t bytes = 0;        // S: see docs/PKTGEN.md "Sizes" per pattern
   uint32_t channels = 1;     // QPs per peer pair; data split evenly across them
-  uint64_t chunk_bytes = 0;  // pipelining unit per channel; 0 = one chunk per step
+  // Pipelining unit per channel. 0 = the pattern's default
+  // (default_chunk_bytes): one chunk per step, except the tree, which is
+  // chunked as NCCL chunks it.
+  uint64_t chunk_bytes = 0;
   uint32_t root = 0;         // incast destination
   uint64_t seed = 1;         // permutation
 };
@@ -106,7 +120,9 @@ struct Schedule {
   ScheduleParams params;
   std::vector<BufferLayout> layout;  // per rank
   uint32_t num_steps = 0;
+  uint64_t chunk_bytes = 0;  // the unit used: effective_chunk_bytes(params); 0 = whole step
   std::vector<Transfer> transfers;
+  std::vector<LocalCopy> local_copies;  // kAllToAll: each rank's own block
   // Pattern-specific structure, exposed for tests and reports.
   std::vector<uint32_t> permutation;         // kPermutation: rank -> destination
   std::vector<int32_t> tree_parent[2];       // kTreeAllReduce: -1 at the root
@@ -116,6 +132,51 @@ struct Schedule {
 // 4 x ranks where every rank owns an equal share (ring, halving-doubling,
 // all-gather, reduce-scatter, all-to-all), else 4 (one float32).
 uint64_t size_alignment(Pattern p, uint32_t ranks);
+
+// The tree's pipelining. NCCL pipelines its trees in chunks through each
+// connection's buffer: NCCL_STEPS = 8 slots of one chunk each, and a
+// sender may only fill a slot the receiver has freed (credit flow
+// control). Its Simple-protocol tree chunk is 512 KiB for large messages
+// and halves down to 32 KiB for small ones (chunkSize in src/enqueue.cc,
+// NCCL 2.x). Here a child's reduce-up chunks land in a ring of
+// tree_fifo_slots(chunk, N) chunk-sized slots at its parent, so chunk j +
+// slots waits until chunk j has been added: the same credit loop.
+//
+// What bounds the queues of the tree's 2:1 fan-ins is the bytes a child
+// has in flight, slots x chunk, and on the emulated fabric (a shallow
+// 12 MiB shared switch buffer, and by default neither congestion control
+// nor PFC) it has to stay near one bandwidth-delay product: NCCL's
+// 8 x 512 KiB = 4 MiB per child drops packets at 8 ranks (go-back-N,
+// 0.80 GB/s busbw at 64 MiB), 8 x 64 KiB = 512 KiB does at 64 ranks
+// (0.16 GB/s), and 64 KiB per child does at 256 ranks (0.48 GB/s at
+// 16 MiB). So a child keeps tree_window_bytes(N) in flight: 64 KiB up to
+// 64 ranks, then 4 MiB / N (the fan-ins of all inner ranks together
+// about 8 MiB at worst), at least one 8 KiB chunk; with the default 8 KiB
+// chunk that is NCCL's 8 slots up to 64 ranks, fewer above
+// (docs/PKTGEN.md has the measurements); a larger --chunk gets fewer
+// slots, at least one.
+inline constexpr uint64_t kTreeChunkBytes = 8 * 1024;
+inline constexpr uint64_t kTreeWindowBytes = 64 * 1024;
+inline constexpr uint64_t kTreeFabricWindowBytes = 4 * 1024 * 1024;
+inline constexpr uint32_t kTreeFifoSlotsMax = 8;  // NCCL_STEPS
+// Bytes a child may have in flight towards its parent at N ranks.
+uint64_t tree_window_bytes(uint32_t ranks);
+// Slots of a child's ring at its parent for a chunk size:
+// tree_window_bytes(ranks) / chunk, within 1..kTreeFifoSlotsMax.
+uint32_t tree_fifo_slots(uint64_t chunk_bytes, uint32_t ranks);
+// The default chunk grows (doubling) when a tree schedule would otherwise
+// have more transfers than this (thousands of ranks at large sizes), to
+// bound its memory; the window then holds fewer, larger slots.
+inline constexpr uint64_t kTreeMaxTransfers = uint64_t{1} << 21;
+
+// The chunk size used when ScheduleParams::chunk_bytes is 0: for the tree,
+// kTreeChunkBytes (grown as kTreeMaxTransfers says); 0 (one chunk per
+// step) for every other pattern.
+uint64_t default_chunk_bytes(const ScheduleParams& params);
+// params.chunk_bytes when non-zero, else default_chunk_bytes(params).
+uint64_t effective_chunk_bytes(const ScheduleParams& params);
+// For reports: "whole step", "<n> B", or the tree's default by name.
+std::string chunk_label(Pattern pattern, uint64_t chunk_bytes);
 
 // Empty when params are usable, else a message naming the problem.
 std::string check_params(const ScheduleParams& params);

@@ -28,6 +28,10 @@ class VerifyBuffers {
 
   // Back to the initial pattern, for the next iteration.
   void reset();
+  // The schedule's local copies (Schedule::local_copies: all-to-all's own
+  // block), which need no network; executors call it when an iteration
+  // starts, after reset().
+  void apply_local_copies();
 
   // A rank's whole registered buffer, for executors whose transport writes
   // the bytes of a WRITE in place (then call apply_landed()).
@@ -46,7 +50,8 @@ class VerifyBuffers {
   // Elements of each rank's result that differ from the expected value
   // (nccl-tests' #wrong, here per rank). Only regions the pattern defines
   // are checked: everything for all-reduce and all-gather, the rank's own
-  // chunk for reduce-scatter, the received slots for the exchanges.
+  // chunk for reduce-scatter, the received slots for the exchanges (for
+  // all-to-all every slot, the rank's own included, as nccl-tests checks).
   std::vector<uint64_t> wrong_per_rank() const;
   uint64_t wrong_total() const;
 
