@@ -659,35 +659,33 @@ bool poll_tx_rings(Shard& s, uint64_t now) {
 // completions. Returns whether anything was done; `next` gets the earliest
 // deadline of its endpoints.
 bool worker_step(Worker& w, uint64_t& next) {
-  {
-    const uint64_t now = now_ns();  // the one clock read of this pass
-    bool busy = false;
-    const size_t ncmd = w.commands.pop(w.cmd_buf.data(), w.cmd_buf.size());
-    for (size_t k = 0; k < ncmd; ++k) {
-      Command& c = w.cmd_buf[k];
-      busy = true;
-      if (c.type == CmdType::kRun) {
-        (*c.fn)();
-        w.replies.push(c.seq);
-      } else {
-        execute_post(w, c);
-      }
+  const uint64_t now = now_ns();  // the one clock read of this pass
+  bool busy = false;
+  const size_t ncmd = w.commands.pop(w.cmd_buf.data(), w.cmd_buf.size());
+  for (size_t k = 0; k < ncmd; ++k) {
+    Command& c = w.cmd_buf[k];
+    busy = true;
+    if (c.type == CmdType::kRun) {
+      (*c.fn)();
+      w.replies.push(c.seq);
+    } else {
+      execute_post(w, c);
     }
-    next = UINT64_MAX;
-    for (Shard* s : w.shards) {
-      ++s->counters.loops;
-      const bool sharded = s->port->sharded();
-      if (s->index == 0 && now >= s->next_link_poll) poll_link(*s, now);
-      if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
-      if (s->rx_ring) busy |= poll_rx_ring(*s, now);
-      if (sharded) apply_pfc(*s, now);
-      busy |= poll_tx(*s, now);
-      if (sharded && s->index == 0) busy |= poll_tx_rings(*s, now);
-      drain_cq(w, *s);
-      next = std::min(next, s->ep->next_deadline());
-    }
-    return busy;
   }
+  next = UINT64_MAX;
+  for (Shard* s : w.shards) {
+    ++s->counters.loops;
+    const bool sharded = s->port->sharded();
+    if (s->index == 0 && now >= s->next_link_poll) poll_link(*s, now);
+    if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
+    if (s->rx_ring) busy |= poll_rx_ring(*s, now);
+    if (sharded) apply_pfc(*s, now);
+    busy |= poll_tx(*s, now);
+    if (sharded && s->index == 0) busy |= poll_tx_rings(*s, now);
+    drain_cq(w, *s);
+    next = std::min(next, s->ep->next_deadline());
+  }
+  return busy;
 }
 
 void worker_loop(Worker& w) {
