@@ -673,6 +673,7 @@ void PerfTest::bw_client(uint64_t size) {
     if (all_done) break;
     const size_t n = poll();
     if (n) {
+      arm_deadline();  // --timeout counts time without progress
       const uint64_t tc = engine::now_ns();
       for (size_t i = 0; i < n; ++i) {
         const size_t q = wc_qp_[i];
@@ -740,6 +741,9 @@ void PerfTest::bw_server(uint64_t size) {
   }
   barrier_all(fmt::format("start {}", size));
   arm_deadline();
+  // A WRITE or READ server sees no completion to count as progress while a
+  // timed (-D) client runs: the run's length is not a stall.
+  if (!send && o_.duration > 0) deadline_ns_ += static_cast<uint64_t>(o_.duration * 1e9);
   const uint64_t t_start = engine::now_ns();
   // SEND: repost every receive as it completes until each client reports
   // its end and every message it sent has been seen. WRITE and READ: the
