@@ -7,12 +7,13 @@ same test.
 The band: DCQCN and HPCC keep at least 0.5x of none's average. Neither
 has anything to react to on a loss-free point-to-point link (no switch:
 no ECN marks, no INT, so HPCC runs on its initial window, line rate x
-base RTT). TIMELY and Swift steer by the RTT, and a round trip between
-two droce processes sharing 2 CPUs takes milliseconds today (the
-scheduler, not the path: docs/PERF.md), far above TIMELY's T_high of
-500 us and Swift's target delay, so they cut towards their floors: they
-must finish, byte-exact, and move data; how far below none they settle
-is printed, not judged, until round trips are in microseconds.
+base RTT). TIMELY and Swift steer by the RTT, which here includes the
+frames waiting in the sender's own memif ring (128 messages of 64 KiB
+posted at once) and, on a shared 2-CPU machine, the scheduler's pauses:
+they cut their rates for queues no switch holds. They must finish,
+byte-exact, and move data; how far below none they settle (write_bw
+0.17x and 0.34x, read_bw 0.73x and 0.85x when last measured) is printed,
+not judged.
 
 usage: cc_test.py DROCE_PERF"""
 
