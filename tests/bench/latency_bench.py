@@ -1,7 +1,9 @@
 """droce's latency next to a raw DPDK reference, in the same command.
 
-Two processes on one net_memif pair, the server on lcore 0 and the client
-on lcore 1 (one CPU each, as on this 2-CPU machine):
+Two processes on one net_memif pair (or, with --link veth, on the two
+ends of a veth pair in two network namespaces, net_af_packet; needs root),
+the server on lcore 0 and the client on lcore 1 (one CPU each, as on this
+2-CPU machine):
   - the reference: droce-bench-dpdk-pingpong, one 64-byte frame echoed
     back and forth with nothing else on the path;
   - droce-perf write_lat, send_lat and read_lat of 2-byte messages (run to
@@ -16,7 +18,7 @@ quantum or to losses on a loss-free link: no retransmission, no timeout,
 no dropped frame, and no p99 of a millisecond or more. The bench exits 1
 when a check fails.
 
-usage: latency_bench.py BUILD_DIR [--iterations N] [--rounds R]"""
+usage: latency_bench.py BUILD_DIR [--iterations N] [--rounds R] [--link memif|veth]"""
 
 import argparse
 import os
@@ -28,26 +30,81 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e_perf"))
-from perf_common import LAT_HEADER, rows_after, run_memif_pair  # noqa: E402
+from perf_common import LAT_HEADER, rows_after, run_memif_pair, run_pair  # noqa: E402
 
 EAL = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
 
 
-def reference(exe, tmp, tag, iterations):
-    sock = os.path.join(tmp, f"{tag}.sock")
+class Memif:
+    """The two ends of a net_memif pair; the socket lives in `tmp`."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+
+    def vdevs(self, tag):
+        sock = os.path.join(self.tmp, f"{tag}.sock")
+        return (f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no",
+                f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no", sock)
+
+    prefixes = ([], [])
+
+    def droce(self, exe, test, args, tag):
+        return run_memif_pair(exe, test, args, self.tmp, tag, timeout=180)
+
+
+class Veth:
+    """A veth pair between two network namespaces of our own, net_af_packet
+    on each end; removed by close()."""
+
+    def __init__(self):
+        pid = os.getpid()
+        self.ns = (f"dlva{pid}", f"dlvb{pid}")
+        self.ifs = (f"dla{pid % 100000}", f"dlb{pid % 100000}")
+        for ns in self.ns:
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        subprocess.run(["ip", "link", "add", self.ifs[0], "netns", self.ns[0], "type", "veth",
+                        "peer", "name", self.ifs[1], "netns", self.ns[1]], check=True)
+        for ns, ifname, addr in zip(self.ns, self.ifs, ("10.67.0.1/24", "10.67.0.2/24")):
+            subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+            subprocess.run(["ip", "-n", ns, "addr", "add", addr, "dev", ifname], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", ifname, "up"], check=True)
+        self.prefixes = (["ip", "netns", "exec", self.ns[0]], ["ip", "netns", "exec", self.ns[1]])
+
+    def close(self):
+        for ns in self.ns:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def vdevs(self, tag):
+        return (f"--vdev=net_af_packet0,iface={self.ifs[0]},qdisc_bypass=1",
+                f"--vdev=net_af_packet0,iface={self.ifs[1]},qdisc_bypass=1", None)
+
+    def droce(self, exe, test, args, tag):
+        pid = os.getpid()
+        s_vdev, c_vdev, _ = self.vdevs(tag)
+        return run_pair(exe, test, ["-l", "0", f"--file-prefix=lat_s_{pid}_{tag}", s_vdev],
+                        ["-l", "1", f"--file-prefix=lat_c_{pid}_{tag}", c_vdev], args,
+                        server_args=["--bind", "10.67.0.1", "--ip", "10.78.0.1"],
+                        client_args=["--ip", "10.78.0.2"], server_prefix=self.prefixes[0],
+                        client_prefix=self.prefixes[1], connect="10.67.0.1", timeout=180)
+
+
+def reference(link, exe, tag, iterations):
+    s_vdev, c_vdev, sock = link.vdevs(tag)
     pid = os.getpid()
-    srv = subprocess.Popen([exe, "-l", "0", f"--file-prefix=lat_ref_s_{pid}_{tag}", *EAL,
-                            f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no",
+    srv = subprocess.Popen([*link.prefixes[0], exe, "-l", "0",
+                            f"--file-prefix=lat_ref_s_{pid}_{tag}", *EAL, s_vdev,
                             "--", "server", str(iterations)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # A memif client that finds no socket never connects: start it once the
     # server has made it.
     deadline = time.time() + 30
-    while not os.path.exists(sock) and srv.poll() is None and time.time() < deadline:
+    while sock and not os.path.exists(sock) and srv.poll() is None and time.time() < deadline:
         time.sleep(0.05)
+    if not sock:
+        time.sleep(1)  # af_packet: the server's socket is bound once its port starts
     try:
-        cli = subprocess.run([exe, "-l", "1", f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL,
-                              f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no",
+        cli = subprocess.run([*link.prefixes[1], exe, "-l", "1",
+                              f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL, c_vdev,
                               "--", "client", str(iterations)],
                              capture_output=True, text=True, timeout=120)
         srv.wait(timeout=30)
@@ -66,9 +123,9 @@ def counter(text, name):
     return int(m.group(1)) if m else 0
 
 
-def droce(exe, tmp, tag, test, iterations):
-    (src, sout, serr), (crc, cout, cerr) = run_memif_pair(
-        exe, test, ["-s", "2", "-n", str(iterations), "--counters"], tmp, tag, timeout=180)
+def droce(link, exe, tag, test, iterations):
+    (src, sout, serr), (crc, cout, cerr) = link.droce(
+        exe, test, ["-s", "2", "-n", str(iterations), "--counters"], tag)
     if crc != 0 or src != 0:
         sys.exit(f"latency_bench: droce-perf {test} failed: {(cerr + serr).strip()[-800:]}")
     rows = rows_after(LAT_HEADER, cout)
@@ -86,20 +143,27 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--iterations", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--link", choices=["memif", "veth"], default="memif")
     a = ap.parse_args()
+    if a.link == "veth" and os.geteuid() != 0:
+        sys.exit("latency_bench: --link veth needs root (ip netns)")
     ref_exe = os.path.join(a.build, "tests", "bench", "droce-bench-dpdk-pingpong")
     perf = os.path.join(a.build, "apps", "droce-perf")
-    tmp = tempfile.mkdtemp(prefix="droce-latency-bench-")
+    link = Veth() if a.link == "veth" else Memif(tempfile.mkdtemp(prefix="droce-latency-"))
     # Rounds alternate the reference and droce, so both see the same load;
     # the median round of each figure is compared.
     refs, runs, bad = [], {t: [] for t in ("write_lat", "send_lat", "read_lat")}, {}
-    for r in range(a.rounds):
-        refs.append(reference(ref_exe, tmp, f"ref{r}", a.iterations))
-        for test in runs:
-            figures, b = droce(perf, tmp, f"{test}{r}", test, a.iterations)
-            runs[test].append(figures)
-            for k, v in b.items():
-                bad[(test, k)] = bad.get((test, k), 0) + v
+    try:
+        for r in range(a.rounds):
+            refs.append(reference(link, ref_exe, f"ref{r}", a.iterations))
+            for test in runs:
+                figures, b = droce(link, perf, f"{test}{r}", test, a.iterations)
+                runs[test].append(figures)
+                for k, v in b.items():
+                    bad[(test, k)] = bad.get((test, k), 0) + v
+    finally:
+        if isinstance(link, Veth):
+            link.close()
 
     def median(rows, i):
         v = sorted(x[i] for x in rows)
@@ -108,7 +172,7 @@ def main():
     ref = tuple(median(refs, i) for i in range(3))
     failed = 0
     print(f"# half round trip, us, median of {a.rounds} rounds of {a.iterations} iterations; "
-          "memif pair, lcores 0 and 1")
+          f"{'memif pair' if a.link == 'memif' else 'veth pair, net_af_packet'}, lcores 0 and 1")
     print(f"{'test':<22} {'p50':>8} {'p99':>8} {'p99.9':>8}   goal")
     print(f"{'raw DPDK ping-pong':<22} {ref[0]:>8.2f} {ref[1]:>8.2f} {ref[2]:>8.2f}   (reference)")
     for test, rows in runs.items():
