@@ -118,7 +118,7 @@ void FastFiller::add_field(uint16_t offset, uint8_t bytes, Kind kind, const Fiel
   f.offset = offset;
   f.bytes = bytes;
   f.kind = kind;
-  f.range = range;
+  if (range) f.range = *range;
   if (kind == Kind::kMasked) {
     f.start = range->start;
     f.step = range->step;
@@ -136,7 +136,7 @@ inline uint64_t FastFiller::value(const Field& f, uint64_t n, uint64_t tx_ns) co
       // of 2^k, so the mask gives FieldRange::value's 128-bit modulo.
       return f.start + ((n * f.step) & f.mask);
     case Kind::kRange:
-      return f.range->value(n);
+      return f.range.value(n);
     case Kind::kSeq:
       return n;
     case Kind::kTxNs:

@@ -62,7 +62,9 @@ class FastFiller {
     Kind kind = Kind::kRange;
     uint32_t table = 0;  // index of its first byte's table in tables_
     uint64_t start = 0, step = 1, mask = 0;  // kMasked
-    const FieldRange* range = nullptr;       // kRange
+    // kRange: a copy, not a pointer into stream_'s spec, which moves with
+    // the filler (a pointer kept the moved-from spec's address).
+    FieldRange range;
   };
   // At most: QPN, PSN, UDP source port, two addresses, probe seq and tx_ns.
   static constexpr size_t kMaxFields = 7;
