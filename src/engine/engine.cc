@@ -1418,7 +1418,9 @@ size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
   if (im.cfg.run_to_completion) poll();
   size_t n = 0;
   for (auto& w : im.workers) {
-    if (!im.started || !w->launched)
+    // Before start nobody else moves completions. After it, a worker that
+    // was not launched runs to completion, and poll() just drained it.
+    if (!im.started)
       for (Shard* s : w->shards) drain_cq(*w, *s);
     Completion c;
     while (n < out.size() && w->completions.pop(c)) {
