@@ -12,7 +12,8 @@ Endpoint::Endpoint(transport::Device& device, const EndpointConfig& config)
       config_(config),
       pacer_(config.pacer_granularity_ns, config.pacer_slots),
       timers_(config.pacer_granularity_ns * 16, config.pacer_slots),
-      scratch_(16384) {}
+      scratch_(16384),
+      interface_(config.interface, counters_) {}
 
 namespace {
 // The PFC priority of a QP's traffic: PCP when tagged, else the DSCP's
@@ -31,7 +32,82 @@ void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> c
   qp.set_cc_hooks(s.cc->hooks());
   s.priority = priority_of(qp.attr().path);
   s.needs_int = s.cc->needs_int();
+  classify_mac(s);
   activate(s);
+}
+
+void Endpoint::classify_mac(QpSlot& s) {
+  // A connected QP past RTR whose path names its peer by IP address only.
+  // UD names its peer per WR (the application's address handle).
+  const transport::QueuePair& qp = *s.qp;
+  const wire::PathSpec& path = qp.attr().path;
+  const bool by_address = interface_.enabled() && qp.type() != transport::QpType::kUd &&
+                          qp.state() != transport::QpState::kReset &&
+                          qp.state() != transport::QpState::kInit &&
+                          wire::is_zero_mac(path.dst_mac) &&
+                          path.dst_ip != wire::IpAddress{.v6 = path.dst_ip.v6};
+  if (!by_address) {
+    if (s.mac != QpSlot::Mac::kWaiting) s.mac = QpSlot::Mac::kGiven;
+  } else if (s.mac == QpSlot::Mac::kGiven) {
+    s.mac = QpSlot::Mac::kToResolve;
+  }
+}
+
+bool Endpoint::peer_mac_ready(QpSlot& s, uint64_t now) {
+  if (s.mac == QpSlot::Mac::kWaiting) return false;
+  const wire::IpAddress& ip = s.qp->attr().path.dst_ip;
+  if (auto mac = interface_.lookup(ip, now)) {
+    s.qp->set_dest_mac(*mac);
+    s.mac = QpSlot::Mac::kResolved;
+    return true;
+  }
+  // Its frames wait in the QP (its WRs stay queued, nothing is built) until
+  // the address resolves: bounded by the QP's queues, not by a buffer here.
+  s.mac = QpSlot::Mac::kWaiting;
+  waiting_[ip].push_back(s.qp->qpn());
+  interface_.resolve(ip, now);
+  on_interface_events(now);
+  return false;
+}
+
+void Endpoint::on_interface_events(uint64_t now) {
+  if (!interface_.has_events()) return;
+  events_.clear();
+  interface_.take_events(events_);
+  for (const IpInterface::Event& e : events_) {
+    if (e.kind == IpInterface::Event::Kind::kChanged) {
+      // A neighbour moved (a new MAC advertised with Override): the QPs
+      // that took its old address from the cache follow it.
+      for (auto& [qpn, s] : slots_) {
+        if (s.mac == QpSlot::Mac::kResolved && s.qp->attr().path.dst_ip == e.ip)
+          s.qp->set_dest_mac(e.mac);
+      }
+    }
+    auto it = waiting_.find(e.ip);
+    if (it == waiting_.end()) continue;
+    std::vector<uint32_t> qpns = std::move(it->second);
+    waiting_.erase(it);
+    for (uint32_t qpn : qpns) {
+      QpSlot* s = slot(qpn);
+      interface_.release(e.ip);
+      if (!s || s->mac != QpSlot::Mac::kWaiting) continue;
+      if (e.kind == IpInterface::Event::Kind::kFailed) {
+        // No answer after the solicitations: the QP's WRs fail as a
+        // NIC's do when its peer never answers (retries exhausted); a
+        // new WR after the error is flushed, the address tried anew only
+        // for a QP that is connected again.
+        s->mac = QpSlot::Mac::kToResolve;
+        s->qp->fail_unresolved();
+        ++counters_.unresolved_qps_failed;
+      } else {
+        s->qp->set_dest_mac(e.mac);
+        s->mac = QpSlot::Mac::kResolved;
+      }
+      activate(*s);
+      file_timer(qpn, *s);
+    }
+  }
+  (void)now;
 }
 
 Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) {
@@ -59,6 +135,7 @@ int Endpoint::post_send(transport::QueuePair& qp, const transport::SendWr& wr) {
 void Endpoint::notify(uint32_t qpn) {
   if (QpSlot* s = slot(qpn)) {
     s->priority = priority_of(s->qp->attr().path);
+    classify_mac(*s);
     activate(*s);
     file_timer(qpn, *s);
   }
@@ -124,6 +201,11 @@ void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now) {
   }
   if (err != wire::ParseError::kOk) {
     if (wire::is_not_roce(err)) {
+      // ARP, neighbour discovery and ICMP for the port's addresses.
+      if (interface_.receive(frame, now)) {
+        on_interface_events(now);
+        return;
+      }
       // Other protocols (and 802.3x PAUSE, other MAC control) are not ours.
       const bool mac_control = frame.size() >= wire::kEthSize &&
                                wire::load_be16(frame.data() + 12) == wire::kEtherTypeMacControl;
@@ -397,6 +479,11 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
   }
   release_paused(now);
   size_t n = 0;
+  if (interface_.enabled()) {
+    interface_.tick(now);
+    on_interface_events(now);
+    n = emit_control(now, bufs, lens);
+  }
   // Each QP that produces goes to the back of the line (round robin); one
   // that produces nothing leaves the line until its pacer time, a timer or
   // a received packet brings it back.
@@ -412,18 +499,18 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
       ++counters_.tx_pfc_held;
       continue;
     }
+    // A QP that names its peer by address only is resolved when it first
+    // has something to send (an idle one asks nobody).
+    if (s->mac != QpSlot::Mac::kGiven && s->mac != QpSlot::Mac::kResolved &&
+        (!s->qp->has_work(now) || !peer_mac_ready(*s, now))) {
+      s->active = false;
+      continue;
+    }
     uint32_t len = static_cast<uint32_t>(s->qp->produce(now, bufs[n]));
     if (len != 0) {
       if (config_.echo_int) maybe_echo_int(*s, bufs[n], len);
       lens[n++] = len;
-      ++counters_.tx_frames;
-      counters_.tx_bytes += len;
-      if (config_.port_rate_bytes_per_sec != 0) {
-        const uint64_t wire = len + config_.wire_overhead_bytes;
-        port_free_ns_ = pacing_start(port_free_ns_, now, port_backlog_since_,
-                                     config_.tx_catch_up_ns) +
-                        wire * 1'000'000'000ull / config_.port_rate_bytes_per_sec;
-      }
+      book_port(len, now);
       s->cc->mark_waiting(now);
       active_.push_back(s);
       file_timer(s->qp->qpn(), *s);
@@ -445,8 +532,41 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
   return n;
 }
 
+void Endpoint::book_port(uint32_t len, uint64_t now) {
+  ++counters_.tx_frames;
+  counters_.tx_bytes += len;
+  if (config_.port_rate_bytes_per_sec != 0) {
+    const uint64_t wire = len + config_.wire_overhead_bytes;
+    port_free_ns_ =
+        pacing_start(port_free_ns_, now, port_backlog_since_, config_.tx_catch_up_ns) +
+        wire * 1'000'000'000ull / config_.port_rate_bytes_per_sec;
+  }
+}
+
+size_t Endpoint::emit_control(uint64_t now, std::span<const std::span<uint8_t>> bufs,
+                              std::span<uint32_t> lens) {
+  // The interface's frames (answers, solicitations) go first: few, small,
+  // and what a QP waiting for resolution needs to go on.
+  size_t n = 0;
+  while (n < bufs.size() && n < lens.size() && interface_.has_frames() &&
+         port_free_ns_ <= now + config_.tx_run_ahead_ns) {
+    const auto len = static_cast<uint32_t>(interface_.emit(bufs[n]));
+    if (len == 0) continue;
+    lens[n++] = len;
+    book_port(len, now);
+  }
+  return n;
+}
+
 uint64_t Endpoint::next_deadline() const {
   uint64_t t = std::min(pacer_.next_deadline(), timers_.next_deadline());
+  if (interface_.enabled()) {
+    t = std::min(t, interface_.next_deadline());
+    if (interface_.has_frames()) {
+      const uint64_t ra = config_.tx_run_ahead_ns;
+      t = std::min(t, port_free_ns_ > ra ? port_free_ns_ - ra : 0);
+    }
+  }
   if (!active_.empty()) {
     const uint64_t ra = config_.tx_run_ahead_ns;
     t = std::min(t, port_free_ns_ > ra ? port_free_ns_ - ra : 0);

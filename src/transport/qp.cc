@@ -117,12 +117,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sack_window = a.sack_window;
       attr_.np_min_time_between_cnps_ns = a.np_min_time_between_cnps_ns;
       attr_.cnp_dscp = a.cnp_dscp;
-      if (type_ != QpType::kUd)
-        rx_template_ = wire::make_write_template(
-            attr_.path, qpn_,
-            type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
-      if (type_ == QpType::kRc)
-        ack_template_ = wire::make_ack_template(attr_.path, attr_.dest_qpn, attr_.pkey);
+      make_templates();
       mtu_ = mtu;
       epsn_ = a.rq_psn;
       msn_ = 0;
@@ -180,6 +175,28 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
   }
   state_ = target;
   return 0;
+}
+
+void QueuePair::make_templates() {
+  if (type_ != QpType::kUd)
+    rx_template_ = wire::make_write_template(
+        attr_.path, qpn_, type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
+  if (type_ == QpType::kRc)
+    ack_template_ = wire::make_ack_template(attr_.path, attr_.dest_qpn, attr_.pkey);
+}
+
+void QueuePair::set_dest_mac(const wire::MacAddress& mac) {
+  attr_.path.dst_mac = mac;
+  if (state_ != QpState::kReset && state_ != QpState::kInit) make_templates();
+}
+
+void QueuePair::fail_unresolved() {
+  if (state_ == QpState::kErr) return;
+  if (sq_head_ != sq_tail_) {
+    fail_wqe(sq_head_, IBV_WC_RETRY_EXC_ERR);
+  } else {
+    enter_error();
+  }
 }
 
 void QueuePair::enter_error() {

@@ -805,3 +805,105 @@ TEST(Endpoint, WindowLimitedQpAsksForAcksAndFinishesWithoutTimeouts) {
 
 }  // namespace
 }  // namespace droce::endpoint
+
+namespace droce::endpoint {
+namespace {
+
+// Hosts that know their own addresses: a QP given only its peer's IP
+// address resolves the MAC (ARP, or neighbour discovery for IPv6) before
+// its first frame.
+EndpointConfig with_interface(int id, bool v6) {
+  EndpointConfig cfg;
+  cfg.interface.mac = {2, 0, 0, 0, 0, static_cast<uint8_t>(id)};
+  cfg.interface.addresses = {v6 ? path_between(id, id).src_ip : wire::IpAddress::v4(0x0A000000u + static_cast<uint32_t>(id))};
+  if (v6) {
+    cfg.interface.addresses[0].v6 = true;
+    cfg.interface.addresses[0].bytes[0] = 0x20;
+    cfg.interface.addresses[0].bytes[1] = 0x01;
+    cfg.interface.addresses[0].bytes[15] = static_cast<uint8_t>(id);
+  }
+  return cfg;
+}
+
+void connect_by_address(transport::QueuePair& a, transport::QueuePair& b, const EndpointConfig& ca,
+                        const EndpointConfig& cb) {
+  for (auto [qp, peer, me, them] : {std::tuple{&a, &b, &ca, &cb}, std::tuple{&b, &a, &cb, &ca}}) {
+    QpAttr attr;
+    attr.path.src_mac = me->interface.mac;  // dst_mac left zero: resolve it
+    attr.path.src_ip = me->interface.addresses[0];
+    attr.path.dst_ip = them->interface.addresses[0];
+    attr.dest_qpn = peer->qpn();
+    attr.path_mtu = IBV_MTU_4096;
+    ASSERT_EQ(qp->modify(QpState::kInit, attr), 0);
+    ASSERT_EQ(qp->modify(QpState::kRtr, attr), 0);
+    ASSERT_EQ(qp->modify(QpState::kRts, attr), 0);
+  }
+}
+
+void expect_resolved_write(bool v6) {
+  const EndpointConfig ca = with_interface(1, v6), cb = with_interface(2, v6);
+  Host a(ca, 64 * 1024), b(cb, 64 * 1024);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect_by_address(*qa, *qb, ca, cb);
+  a.ep->attach(*qa, fixed_rate(1'000'000'000));
+  b.ep->attach(*qb, fixed_rate(1'000'000'000));
+  std::iota(a.memory.begin(), a.memory.end(), 3);
+  ASSERT_EQ(post_write(a, *qa, b, 0, a.memory.size(), 9, IBV_SEND_SIGNALED), 0);
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  h.run(10'000'000);
+  transport::WorkCompletion wc;
+  ASSERT_EQ(a.cq->poll({&wc, 1}), 1u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a.memory, b.memory);
+  EXPECT_EQ(qa->attr().path.dst_mac, cb.interface.mac);
+  // b learnt a's MAC from the request (RFC 826 merge / RFC 4861 7.2.3): it
+  // needed no solicitation of its own to answer.
+  EXPECT_EQ(qb->attr().path.dst_mac, ca.interface.mac);
+  const auto& ac = a.ep->counters();
+  const auto& bc = b.ep->counters();
+  EXPECT_EQ(v6 ? ac.nd_solicits_out : ac.arp_requests_out, 1u);
+  EXPECT_EQ(v6 ? bc.nd_adverts_out : bc.arp_replies_out, 1u);
+  EXPECT_EQ(v6 ? bc.nd_solicits_out : bc.arp_requests_out, 0u);
+  EXPECT_EQ(ac.neigh_resolved, 1u);
+  EXPECT_EQ(ac.rx_not_roce + bc.rx_not_roce, 0u);
+}
+
+TEST(EndpointResolution, QpWithOnlyAnIpv4AddressResolvesAndWrites) { expect_resolved_write(false); }
+TEST(EndpointResolution, QpWithOnlyAnIpv6AddressResolvesAndWrites) { expect_resolved_write(true); }
+
+TEST(EndpointResolution, PeerThatNeverAnswersFailsTheWrWithRetryExceeded) {
+  const EndpointConfig ca = with_interface(1, false);
+  EndpointConfig cb = with_interface(2, false);
+  Host a(ca, 4096);
+  EndpointConfig silent = cb;
+  silent.interface.addresses.clear();  // b answers no ARP
+  Host b(silent, 4096);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect_by_address(*qa, *qb, ca, cb);
+  a.ep->attach(*qa, fixed_rate(1'000'000'000));
+  b.ep->attach(*qb, fixed_rate(1'000'000'000));
+  ASSERT_EQ(post_write(a, *qa, b, 0, 1024, 1, IBV_SEND_SIGNALED), 0);
+  ASSERT_EQ(post_write(a, *qa, b, 0, 1024, 2, IBV_SEND_SIGNALED), 0);
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  h.run(2'900'000'000);
+  transport::WorkCompletion wc[2];
+  EXPECT_EQ(a.cq->poll(wc), 0u);  // still resolving: three solicitations, 1 s apart
+  h.run(3'100'000'000);
+  ASSERT_EQ(a.cq->poll(wc), 2u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(qa->state(), QpState::kErr);
+  EXPECT_EQ(a.ep->counters().arp_requests_out, 3u);
+  EXPECT_EQ(a.ep->counters().unresolved_qps_failed, 1u);
+  // Not one RoCE frame left a: none could be addressed.
+  EXPECT_EQ(b.ep->counters().rx_delivered, 0u);
+}
+
+}  // namespace
+}  // namespace droce::endpoint

@@ -31,7 +31,33 @@ namespace droce::endpoint {
   X(tx_pfc_held)          /* a QP's priority was paused by PFC */             \
   X(tx_int_echoed)        /* ACKs that carried INT hops back */               \
   X(tx_int_echo_no_room)                                                      \
-  X(timers_fired)
+  X(timers_fired)                                                              \
+  /* The port's IP interface (ip_interface.h): ARP, ND, ICMP echo. */        \
+  X(arp_requests_in)      /* for one of our addresses */                      \
+  X(arp_replies_in)                                                           \
+  X(arp_requests_out)                                                         \
+  X(arp_replies_out)                                                          \
+  X(arp_other)            /* for other hosts' addresses: read, not answered */ \
+  X(arp_bad)              /* malformed or unsupported: dropped */             \
+  X(nd_solicits_in)       /* for one of our addresses */                      \
+  X(nd_adverts_in)                                                            \
+  X(nd_solicits_out)                                                          \
+  X(nd_adverts_out)                                                           \
+  X(nd_other)             /* for other targets, or other ICMPv6 */            \
+  X(nd_bad)               /* invalid (RFC 4861 7.1), bad checksum: dropped */ \
+  X(icmp_echo_in)         /* echo requests to our addresses */               \
+  X(icmp_echo_out)        /* echo replies sent */                             \
+  X(icmp_other)           /* other ICMP, or echo not for us */                \
+  X(icmp_bad)             /* malformed, bad checksum, fragments: dropped */   \
+  X(wrong_vlan)           /* ARP/ND/ICMP outside the port's VLAN */           \
+  X(answers_rate_limited) /* requests not answered: over the rate limit */    \
+  X(ctl_tx_queue_full)    /* ARP/ND/ICMP frames not queued: queue full */     \
+  X(spoofed_answers)      /* answers for addresses nobody asked about */      \
+  X(neigh_resolved)       /* addresses resolved for QPs */                    \
+  X(neigh_failed)         /* resolutions that got no answer */                \
+  X(neigh_changed)        /* a neighbour's MAC changed: QPs re-addressed */   \
+  X(neigh_no_room)        /* cache full of entries in use: not added */       \
+  X(unresolved_qps_failed) /* QPs failed: their peer did not resolve */
 
 struct EndpointCounters {
 #define DROCE_DECLARE_ENDPOINT_COUNTER(name) uint64_t name = 0;

@@ -16,6 +16,7 @@
 #include "droce/cc/algorithm.h"
 #include "droce/endpoint/cc_binding.h"
 #include "droce/endpoint/counters.h"
+#include "droce/endpoint/ip_interface.h"
 #include "droce/endpoint/timing_wheel.h"
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
@@ -65,6 +66,12 @@ struct EndpointConfig {
   // parsed. Off: every frame is parsed (the same effects, slower; for
   // comparison in tests and benches).
   bool header_prediction = true;
+  // The port's addresses, VLAN and MAC for ARP, neighbour discovery and
+  // ICMP echo (ip_interface.h). With addresses, a connected QP whose path
+  // has an IP address but no MAC (all zeros) is resolved before its first
+  // frame: its WRs wait, and fail with IBV_WC_RETRY_EXC_ERR if the peer
+  // never answers. Without, nothing changes.
+  InterfaceConfig interface;
 };
 
 class Endpoint {
@@ -119,6 +126,9 @@ class Endpoint {
   // 802.1Qbb), so every pause ends there, as an XON for all priorities
   // would end it. QPs held by a pause send again at the next transmit().
   void link_down(uint64_t now);
+  // The port came up: announce its addresses (IpInterface::announce).
+  void announce(uint64_t now) { interface_.announce(now); }
+  const IpInterface& interface() const { return interface_; }
   CcBinding* cc_of(uint32_t qpn);
   transport::Device& device() { return device_; }
 
@@ -133,6 +143,10 @@ class Endpoint {
     // Hops of the last INT-stamped packet received, echoed on the next ACK.
     std::array<wire::IntHop, wire::kIntDefaultMaxHops> echo{};
     size_t echo_count = 0;
+    // The peer's MAC: given (or no interface to resolve it), to be looked
+    // up, waiting for the neighbour cache, or taken from it.
+    enum class Mac : uint8_t { kGiven, kToResolve, kWaiting, kResolved };
+    Mac mac = Mac::kGiven;
   };
   QpSlot* slot(uint32_t qpn);
   // The slot whose header template `frame` matches (filling `w`), or null.
@@ -156,6 +170,13 @@ class Endpoint {
   void schedule_slot(QpSlot& s, uint64_t now);
   void maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len);
   void release_paused(uint64_t now);
+  // Neighbour resolution of QPs whose path has no MAC.
+  void classify_mac(QpSlot& s);
+  bool peer_mac_ready(QpSlot& s, uint64_t now);
+  void on_interface_events(uint64_t now);
+  size_t emit_control(uint64_t now, std::span<const std::span<uint8_t>> bufs,
+                      std::span<uint32_t> lens);
+  void book_port(uint32_t len, uint64_t now);
 
   transport::Device& device_;
   EndpointConfig config_;
@@ -183,6 +204,10 @@ class Endpoint {
   QpSlot* rx_last_predicted_ = nullptr;  // the slot of the last predicted frame
   std::array<wire::IcrcCheck, kRxBatch> rx_icrc_checks_;
   cc::IntRecord int_record_;
+  IpInterface interface_;
+  // QPs waiting for each address to resolve.
+  std::unordered_map<wire::IpAddress, std::vector<uint32_t>, NeighbourCache::KeyHash> waiting_;
+  std::vector<IpInterface::Event> events_;
 };
 
 }  // namespace droce::endpoint

@@ -173,6 +173,14 @@ class QueuePair {
   // Step function of the state machine: 0 on success, EINVAL if the
   // transition or an attribute is not allowed (IBA 10.3.1, 11.2.4.2).
   int modify(QpState target, const QpAttr& attr);
+  // The peer's MAC, found by address resolution after the path was set
+  // (the endpoint's neighbour cache): the path and the header templates
+  // take it.
+  void set_dest_mac(const wire::MacAddress& mac);
+  // The peer's address never resolved: the oldest send WR completes with
+  // IBV_WC_RETRY_EXC_ERR (what a NIC reports when its peer never answers)
+  // and the QP goes to the error state, flushing the rest.
+  void fail_unresolved();
 
   // Verbs: 0, ENOMEM (queue full) or EINVAL (bad opcode for the QP type,
   // too many SGEs, bad lkey / range, message too long, wrong state).
@@ -219,6 +227,7 @@ class QueuePair {
   // or, for UD, its destination is the QP's own address (on_packet).
   bool from_connection(const wire::ParsedPacket& pkt) const;
   void enter_error();
+  void make_templates();
   void flush_all();
   void complete_send(SendWqe& w, ibv_wc_status status);
   void complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
