@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -61,7 +62,7 @@ struct QpDef {
   engine::QpSpec spec;
   transport::QpAttr attr;
   std::optional<wire::MacAddress> local_mac;
-  bool have_peer_mac = false, have_local_ip = false, have_peer_ip = false;
+  bool have_local_ip = false, have_peer_ip = false;
   // Receive WQEs posted at start: `count` buffers of `length` bytes at
   // `offset`, `offset + length`, ... in the MR with key `mr`.
   uint32_t recv_count = 0;
@@ -73,6 +74,8 @@ struct QpDef {
 struct Options {
   std::string config;
   std::vector<std::string> ports;
+  std::vector<std::string> addresses;
+  std::vector<std::string> pings;
   double duration_s = 0;
   uint64_t exit_when_idle_ms = 0;
   double stats_interval_s = 0;
@@ -183,7 +186,6 @@ void fill_path(QpDef& q, const toml::table& t, const std::string& w) {
   if (auto s = get_str(t, w, "local_mac")) q.local_mac = engine::parse_mac(key_path(w, "local_mac"), *s);
   if (auto s = get_str(t, w, "peer_mac")) {
     path.dst_mac = engine::parse_mac(key_path(w, "peer_mac"), *s);
-    q.have_peer_mac = true;
   }
   if (auto s = get_str(t, w, "local_ip")) {
     path.src_ip = engine::parse_ip(key_path(w, "local_ip"), *s);
@@ -369,7 +371,6 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
   if (!o.local_mac.empty()) q.local_mac = engine::parse_mac("--local-mac", o.local_mac);
   if (!o.peer_mac.empty()) {
     at.path.dst_mac = engine::parse_mac("--peer-mac", o.peer_mac);
-    q.have_peer_mac = true;
   }
   if (!o.local_ip.empty()) {
     at.path.src_ip = engine::parse_ip("--local-ip", o.local_ip);
@@ -626,7 +627,15 @@ int run(int argc, char** argv) {
   app.add_option("--rq-psn", o.rq_psn, "first PSN expected from the peer");
   app.add_option("--sq-psn", o.sq_psn, "first PSN sent");
   app.add_option("--local-mac", o.local_mac, "source MAC (default: the port's)");
-  app.add_option("--peer-mac", o.peer_mac, "destination MAC");
+  app.add_option("--peer-mac", o.peer_mac,
+                 "destination MAC (default: resolved from --peer-ip by ARP / neighbour "
+                 "discovery)");
+  app.add_option("--ping", o.pings,
+                 "send an ICMP echo request to this address every second from port 0, and "
+                 "print the replies (repeatable)");
+  app.add_option("--address", o.addresses,
+                 "an IPv4/IPv6 address the ports answer ARP, neighbour solicitations and ping "
+                 "for, besides their QPs' local IPs (repeatable)");
   app.add_option("--local-ip", o.local_ip, "source IPv4/IPv6 address");
   app.add_option("--peer-ip", o.peer_ip, "destination IPv4/IPv6 address");
   app.add_option("--mtu", o.mtu, "path MTU: 256..4096");
@@ -680,6 +689,23 @@ int run(int argc, char** argv) {
     pc.shards = o.shards;
     pc.shard_tx = shard_tx;
     pc.shard_rx = shard_rx;
+    // The port's IP interface: the addresses its QPs use and --address,
+    // in the VLAN of its first tagged QP.
+    const auto index = static_cast<uint32_t>(&name - o.ports.data());
+    auto& itf = pc.endpoint.interface;
+    for (const std::string& a : o.addresses) itf.addresses.push_back(engine::parse_ip("--address", a));
+    for (const QpDef& q : qp_defs) {
+      if (q.port != index) continue;
+      const wire::PathSpec& path = q.attr.path;
+      if (q.have_local_ip && std::find(itf.addresses.begin(), itf.addresses.end(), path.src_ip) ==
+                                 itf.addresses.end())
+        itf.addresses.push_back(path.src_ip);
+      if (path.vlan && !itf.vlan) {
+        itf.vlan = true;
+        itf.vlan_id = path.vlan_id;
+        itf.pcp = path.pcp;
+      }
+    }
     try {
       eng.add_port(pc);
     } catch (const ConfigError& e) {
@@ -728,7 +754,6 @@ int run(int argc, char** argv) {
     auto& path = q.attr.path;
     path.src_mac = q.local_mac ? *q.local_mac : eng.port_mac(q.port);
     if (q.spec.type != transport::QpType::kUd) {
-      if (!q.have_peer_mac) throw ConfigError(q.where, "peer_mac (--peer-mac) is required");
       if (!q.have_peer_ip) throw ConfigError(q.where, "peer_ip (--peer-ip) is required");
     }
     if (!q.have_local_ip) throw ConfigError(q.where, "local_ip (--local-ip) is required");
@@ -780,8 +805,23 @@ int run(int argc, char** argv) {
   std::vector<transport::WorkCompletion> wcs(256);
   std::vector<engine::PortIndex> wc_ports(wcs.size());
   uint64_t completions = 0, completion_errors = 0;
+  std::vector<wire::IpAddress> ping_to;
+  for (const std::string& a : o.pings) ping_to.push_back(engine::parse_ip("--ping", a));
+  uint64_t next_ping = t0;
+  uint16_t ping_seq = 0;
   while (!g_quit.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!ping_to.empty()) {
+      if (engine::now_ns() >= next_ping) {
+        ++ping_seq;
+        for (const wire::IpAddress& a : ping_to) eng.ping(0, a, ping_seq);
+        next_ping += 1'000'000'000;
+      }
+      for (const auto& r : eng.ping_replies(0))
+        fmt::print("ping: reply from {} seq={} time={:.1f} us\n", engine::format_ip(r.from),
+                   r.sequence, static_cast<double>(r.rtt_ns) / 1e3);
+      std::fflush(stdout);
+    }
     // The endpoint is a target: completions are counted, and each consumed
     // receive WQE goes back on its QP's receive queue.
     for (size_t n; (n = eng.poll_completions(wcs, wc_ports)) > 0;) {

@@ -96,6 +96,10 @@ struct Options {
   std::string connection = "RC";
   std::string dev = "0";
   std::string ip;
+  // Find the peer's MAC by ARP / neighbour discovery, as an RDMA NIC's
+  // driver does from a GID, instead of taking the one the peer announced
+  // out of band.
+  bool resolve = false;
   uint64_t rate_gbps = 0;
   // Local ACK timeout exponent (IBA 9.7.6.1.3: 4.096 us * 2^N), perftest -u.
   uint32_t qp_timeout = 14;
@@ -334,10 +338,14 @@ class PerfTest {
   std::vector<size_t> wc_qp_;
 };
 
+// --ip, or the default of each side.
+std::string local_ip(const Options& o) {
+  return o.ip.empty() ? (o.server ? "192.168.77.1" : "192.168.77.2") : o.ip;
+}
+
 void PerfTest::setup() {
   mac_ = eng_.port_mac(port_);
-  ip_ = parse_ip(o_.ip.empty() ? (o_.server ? "192.168.77.1" : "192.168.77.2") : o_.ip,
-                 "ip");
+  ip_ = parse_ip(local_ip(o_), "ip");
   std::mt19937_64 rng(std::random_device{}());
   peers_.resize(o_.server ? o_.clients.value_or(1) : 1);
   for (size_t p = 0; p < peers_.size(); ++p) {
@@ -468,7 +476,8 @@ void PerfTest::connect_qps() {
     for (size_t i = 0; i < p.qps.size(); ++i) {
       transport::QpAttr a;
       a.path.src_mac = mac_;
-      a.path.dst_mac = p.mac;
+      // Zero: the engine resolves it from the IP address before the first frame.
+      if (!o_.resolve) a.path.dst_mac = p.mac;
       a.path.src_ip = ip_;
       a.path.dst_ip = p.ip;
       // Flow entropy in the UDP source port, as RoCEv2 NICs do.
@@ -1209,7 +1218,11 @@ int perf_main(int argc, char** argv) {
   cli.add_option("-Q,--cq-mod", o.cq_mod, "signal a completion every N sends (default 64)");
   cli.add_option("-c,--connection", o.connection, "RC or UC (default RC)");
   cli.add_option("-d,--dev", o.dev, "DPDK port name or id (default 0)");
-  cli.add_option("--ip", o.ip, "source IP in the RoCEv2 headers (IPv4 or IPv6)");
+  cli.add_option("--ip", o.ip, "source IP in the RoCEv2 headers (IPv4 or IPv6); the port "
+                             "answers ARP / neighbour solicitations and ping for it");
+  cli.add_flag("--resolve", o.resolve,
+               "find the peer's MAC by ARP / neighbour discovery instead of the out-of-band "
+               "exchange");
   cli.add_option("--rate-gbps", o.rate_gbps, "port rate cap in Gb/s (default 0: none)");
   cli.add_option("-u,--qp-timeout", o.qp_timeout,
                  "local ACK timeout: 4.096 us * 2^N before a retransmission (default 14, "
@@ -1255,6 +1268,7 @@ int perf_main(int argc, char** argv) {
     pc.shards = o.shards;
     pc.shard_rx = apps::shard_rx_option(o.shard_rx);
     pc.capture = o.capture;
+    pc.endpoint.interface.addresses = {parse_ip(local_ip(o), "ip")};
     const engine::PortIndex port = [&]() -> engine::PortIndex {
       try {
         return eng.add_port(pc);

@@ -8,12 +8,14 @@ DROCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # (DPDK 22.11, rdma-core headers, Boost.Lockfree, fmt, GoogleTest) and the
 # Debian-packaged helpers we chose (CLI11 for options, nlohmann-json for
 # JSON, libpcap for captures). Test oracles: scapy (ICRC), tshark, testpmd,
-# clang with libFuzzer and the sanitizers.
+# clang with libFuzzer and the sanitizers; the kernel's ping, arping and ndisc6
+# as the peers of ARP, neighbour discovery and ICMP.
 DROCE_PACKAGES=(
   g++ pkg-config meson ninja-build
   libdpdk-dev dpdk dpdk-dev libibverbs-dev libboost-dev libfmt-dev libgtest-dev
   libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev
   python3 python3-scapy tshark
+  iproute2 iputils-ping arping ndisc6
   clang libclang-rt-14-dev
   libtomlplusplus-dev
   python3-matplotlib

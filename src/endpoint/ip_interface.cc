@@ -123,11 +123,12 @@ bool IpInterface::receive(std::span<const uint8_t> frame, uint64_t now) {
 }
 
 void IpInterface::learnt(const wire::IpAddress& ip, const wire::MacAddress& mac,
-                         NeighbourCache::Learned result) {
+                         NeighbourCache::Learned result, uint64_t now) {
   switch (result) {
     case NeighbourCache::Learned::kResolved:
       ++counters_.neigh_resolved;
       events_.push_back({ip, Event::Kind::kResolved, mac});
+      if (!pending_pings_.empty()) resolution_done(events_.back(), now);
       break;
     case NeighbourCache::Learned::kChanged:
       ++counters_.neigh_changed;
@@ -161,7 +162,7 @@ bool IpInterface::receive_arp(std::span<const uint8_t> frame, uint64_t now) {
   const bool has_sender = arp.sender_ip != 0;
   if (arp.op == wire::ArpOp::kRequest && owns(target)) {
     ++counters_.arp_requests_in;
-    if (has_sender) learnt(sender, arp.sender_mac, cache_.on_solicitation(sender, arp.sender_mac, now));
+    if (has_sender) learnt(sender, arp.sender_mac, cache_.on_solicitation(sender, arp.sender_mac, now), now);
     if (!answer_bucket_.take(now)) {
       ++counters_.answers_rate_limited;
       return true;
@@ -182,14 +183,15 @@ bool IpInterface::receive_arp(std::span<const uint8_t> frame, uint64_t now) {
     ++counters_.arp_replies_in;
     const auto r = cache_.on_advertisement(sender, arp.sender_mac, true, true, now);
     if (r == NeighbourCache::Learned::kIgnored) ++counters_.spoofed_answers;
-    learnt(sender, arp.sender_mac, r);
+    learnt(sender, arp.sender_mac, r, now);
     return true;
   }
   // Someone else's request or reply, or a gratuitous ARP: RFC 826's merge
   // updates an entry we have and adds none.
   ++counters_.arp_other;
   if (has_sender && !owns(sender))
-    learnt(sender, arp.sender_mac, cache_.on_advertisement(sender, arp.sender_mac, false, true, now));
+    learnt(sender, arp.sender_mac,
+           cache_.on_advertisement(sender, arp.sender_mac, false, true, now), now);
   return true;
 }
 
@@ -205,6 +207,11 @@ bool IpInterface::receive_icmp(std::span<const uint8_t> frame, uint64_t now) {
     return true;
   }
   if (!vlan_ok(echo.l2)) return true;
+  if (echo.type == wire::kIcmpEchoReply && owns(wire::IpAddress::v4(echo.dst_ip))) {
+    echo_reply_in(wire::IpAddress::v4(echo.src_ip), echo.identifier, echo.sequence, echo.data,
+                  now);
+    return true;
+  }
   // Requests to a broadcast or group address are not answered (Linux's
   // icmp_echo_ignore_broadcasts).
   if (echo.type != wire::kIcmpEchoRequest || !owns(wire::IpAddress::v4(echo.dst_ip)) ||
@@ -253,7 +260,11 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
     return true;
   }
   if (m.type == wire::kIcmpv6EchoReply) {
-    ++counters_.icmp_other;
+    if (owns(m.dst_ip)) {
+      echo_reply_in(m.src_ip, m.identifier, m.sequence, m.data, now);
+    } else {
+      ++counters_.icmp_other;
+    }
     return true;
   }
   if (m.has_link_layer &&
@@ -269,7 +280,7 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
     const auto r = cache_.on_advertisement(m.target, m.link_layer, m.solicited,
                                            m.override_flag, now);
     if (r == NeighbourCache::Learned::kIgnored && m.solicited) ++counters_.spoofed_answers;
-    learnt(m.target, m.link_layer, r);
+    learnt(m.target, m.link_layer, r, now);
     return true;
   }
   // A neighbour solicitation.
@@ -280,7 +291,7 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
   ++counters_.nd_solicits_in;
   const bool dad = wire::is_ipv6_unspecified(m.src_ip);
   if (!dad && m.has_link_layer)
-    learnt(m.src_ip, m.link_layer, cache_.on_solicitation(m.src_ip, m.link_layer, now));
+    learnt(m.src_ip, m.link_layer, cache_.on_solicitation(m.src_ip, m.link_layer, now), now);
   if (!answer_bucket_.take(now)) {
     ++counters_.answers_rate_limited;
     return true;
@@ -331,6 +342,7 @@ void IpInterface::resolve(const wire::IpAddress& ip, uint64_t now) {
     if (!cache_.find(ip)) {
       ++counters_.neigh_no_room;
       events_.push_back({ip, Event::Kind::kFailed, {}});
+      resolution_done(events_.back(), now);
     }
     return;
   }
@@ -370,10 +382,72 @@ void IpInterface::tick(uint64_t now) {
   for (const wire::IpAddress& ip : failed_) {
     ++counters_.neigh_failed;
     events_.push_back({ip, Event::Kind::kFailed, {}});
+    if (!pending_pings_.empty()) resolution_done(events_.back(), now);
   }
 }
 
 uint64_t IpInterface::next_deadline() const { return cache_.next_deadline(); }
+
+void IpInterface::ping(const wire::IpAddress& dst, uint16_t sequence, uint64_t now) {
+  if (auto mac = lookup(dst, now)) {
+    send_echo_request(dst, *mac, sequence, now);
+    return;
+  }
+  if (pending_pings_.size() >= config_.tx_queue_frames) {
+    ++counters_.ctl_tx_queue_full;
+    return;
+  }
+  pending_pings_.push_back({dst, sequence});
+  resolve(dst, now);
+}
+
+void IpInterface::send_echo_request(const wire::IpAddress& dst, const wire::MacAddress& mac,
+                                    uint16_t sequence, uint64_t now) {
+  const wire::IpAddress* src = source_for(dst);
+  if (!src) return;
+  // The send time travels in the payload, as ping's does: the reply
+  // brings it back and no state is kept per request.
+  uint8_t stamp[8];
+  wire::store_be64(stamp, now);
+  queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+    return dst.v6 ? wire::build_icmpv6_echo_request(l2_to(mac), *src, dst, kPingIdentifier,
+                                                    sequence, stamp, out)
+                  : wire::build_icmp_echo_request(l2_to(mac), src->v4_host_order(),
+                                                  dst.v4_host_order(), kPingIdentifier,
+                                                  sequence, stamp, out);
+  });
+  ++counters_.icmp_pings_out;
+}
+
+void IpInterface::echo_reply_in(const wire::IpAddress& from, uint16_t identifier,
+                                uint16_t sequence, std::span<const uint8_t> data,
+                                uint64_t now) {
+  if (identifier != kPingIdentifier || data.size() < 8) {
+    ++counters_.icmp_other;
+    return;
+  }
+  ++counters_.icmp_ping_replies_in;
+  const uint64_t sent = wire::load_be64(data.data());
+  if (ping_replies_.size() < 1024)
+    ping_replies_.push_back({from, sequence, now >= sent ? now - sent : 0});
+}
+
+void IpInterface::take_ping_replies(std::vector<PingReply>& out) {
+  out.insert(out.end(), ping_replies_.begin(), ping_replies_.end());
+  ping_replies_.clear();
+}
+
+void IpInterface::resolution_done(const Event& e, uint64_t now) {
+  // Pings that waited for this address go now, or are dropped with it.
+  for (auto it = pending_pings_.begin(); it != pending_pings_.end();) {
+    if (it->dst != e.ip) {
+      ++it;
+      continue;
+    }
+    if (e.kind != Event::Kind::kFailed) send_echo_request(e.ip, e.mac, it->sequence, now);
+    it = pending_pings_.erase(it);
+  }
+}
 
 void IpInterface::take_events(std::vector<Event>& out) {
   out.insert(out.end(), events_.begin(), events_.end());

@@ -36,6 +36,7 @@
 #include <unordered_map>
 
 #include "droce/cc/registry.h"
+#include "droce/engine/options.h"
 #include "droce/transport/device.h"
 #include "droce/wire/bytes.h"
 #include "droce/wire/int.h"
@@ -438,7 +439,12 @@ void poll_link(Shard& s, uint64_t now) {
   s.next_link_poll = now + kLinkPollNs;
   PortState& p = *s.port;
   const std::optional<bool> link = port_link_up(p.port_id);
-  if (!link) return;
+  if (!link) {
+    // A port that cannot tell its link state is up from the start.
+    if (!s.link_known) s.ep->announce(now);
+    s.link_known = true;
+    return;
+  }
   const bool up = *link;
   if (s.link_known && s.link_up && !up) {
     ++s.counters.link_downs;
@@ -449,6 +455,10 @@ void poll_link(Shard& s, uint64_t now) {
       s.ep->link_down(now);
     }
   }
+  // The port is up: announce its addresses (a gratuitous ARP, an
+  // unsolicited neighbour advertisement), as a host does when its link
+  // comes up, so that peers and switches learn where it is.
+  if (up && (!s.link_known || !s.link_up)) s.ep->announce(now);
   s.link_known = true;
   s.link_up = up;
 }
@@ -861,6 +871,25 @@ int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(d, "mempool_size", p.mempool_size);
     rte_tel_data_add_dict_u64(d, "mempool_avail", p.mempool_avail);
     rte_tel_data_add_dict_u64(d, "link_up", p.link_up ? 1 : 0);
+    rte_tel_data_add_dict_u64(d, "neighbours", p.neighbours.size());
+    return 0;
+  }
+  return -EINVAL;
+}
+
+// /droce/neighbours,<port>: the port's neighbour cache, address -> "MAC state".
+int tel_neighbours(const Snapshot& s, const char* params, rte_tel_data* d) {
+  if (!params || !*params) return -EINVAL;
+  char* end = nullptr;
+  const unsigned long idx = std::strtoul(params, &end, 0);
+  if (end == params || *end != '\0') return -EINVAL;
+  for (const PortSnapshot& p : s.ports) {
+    if (p.index != idx) continue;
+    rte_tel_data_start_dict(d);
+    for (const NeighbourSnapshot& n : p.neighbours) {
+      const std::string v = n.mac + " " + n.state;
+      rte_tel_data_add_dict_string(d, n.ip.c_str(), v.c_str());
+    }
     return 0;
   }
   return -EINVAL;
@@ -917,6 +946,8 @@ void register_telemetry() {
                              "droce totals: endpoint, port and QP counters. No parameters");
   rte_telemetry_register_cmd("/droce/port", on_latest<tel_port>,
                              "droce port counters. Parameter: port index (none: list)");
+  rte_telemetry_register_cmd("/droce/neighbours", on_latest<tel_neighbours>,
+                             "The port's neighbour cache (address: MAC state). Parameter: port index");
   rte_telemetry_register_cmd("/droce/qp", on_latest<tel_qp>,
                              "droce QP state and counters. Parameter: QPN or port:QPN "
                              "(none: list)");
@@ -1125,7 +1156,16 @@ PortIndex Engine::add_port(const PortConfig& config) {
   // endpoint paces to an equal share of it (rounded down).
   endpoint::EndpointConfig ep_cfg = config.endpoint;
   ep_cfg.port_rate_bytes_per_sec = config.endpoint.port_rate_bytes_per_sec / nshards;
+  if (wire::is_zero_mac(ep_cfg.interface.mac)) {
+    rte_ether_addr mac{};
+    rte_eth_macaddr_get(id, &mac);
+    std::copy(mac.addr_bytes, mac.addr_bytes + 6, ep_cfg.interface.mac.begin());
+  }
   for (size_t k = 0; k < nshards; ++k) {
+    // The first shard is the port's IP interface: frames that are not
+    // RoCEv2 stay on the lcore that polls them, which is its lcore unless
+    // every shard polls a queue of its own.
+    if (k == 1) ep_cfg.interface.addresses.clear();
     auto sh = std::make_unique<Shard>();
     sh->port = p.get();
     sh->index = static_cast<uint32_t>(k);
@@ -1288,6 +1328,10 @@ int Engine::modify_qp(QpHandle h, transport::QpState target, const transport::Qp
   PortState& p = im.port(h.port);
   Shard& s = im.owner(p, h.qpn);
   int rc = ENOENT;
+  if (target == transport::QpState::kRtr && p.sharded() && wire::is_zero_mac(attr.path.dst_mac) &&
+      !p.cfg.endpoint.interface.addresses.empty())
+    throw ConfigError("peer_mac",
+                      "a sharded port does not resolve peers' addresses: give the peer's MAC");
   im.run_on(*s.worker, [&] {
     transport::QueuePair* qp = s.device->find_qp(h.qpn);
     if (!qp) return;
@@ -1295,6 +1339,20 @@ int Engine::modify_qp(QpHandle h, transport::QpState target, const transport::Qp
     s.ep->notify(h.qpn);
   });
   return rc;
+}
+
+void Engine::ping(PortIndex port, const wire::IpAddress& dst, uint16_t sequence) {
+  Impl& im = *impl_;
+  Shard& s = *im.port(port).shards.front();
+  im.run_on(*s.worker, [&] { s.ep->ping(dst, sequence, now_ns()); });
+}
+
+std::vector<endpoint::IpInterface::PingReply> Engine::ping_replies(PortIndex port) {
+  Impl& im = *impl_;
+  Shard& s = *im.port(port).shards.front();
+  std::vector<endpoint::IpInterface::PingReply> out;
+  im.run_on(*s.worker, [&] { s.ep->take_ping_replies(out); });
+  return out;
 }
 
 int Engine::connect_qp(QpHandle h, const transport::QpAttr& attr) {
@@ -1536,6 +1594,10 @@ void Engine::Impl::fill_snapshot(Worker& w, std::vector<PortSnapshot>& parts,
       ps.mempool_size = p->pool->size;
       ps.mempool_avail = rte_mempool_avail_count(p->pool);
       ps.link_up = sh->link_up;
+      ps.neighbours.clear();
+      sh->ep->interface().neighbours().for_each([&](const endpoint::Neighbour& n) {
+        ps.neighbours.push_back({format_ip(n.ip), format_mac(n.mac), endpoint::to_string(n.state)});
+      });
     }
     ps.next_deadline_ns = sh->ep->next_deadline();
     sh->device->for_each_qp([&](transport::QueuePair& qp) {

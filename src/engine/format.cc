@@ -69,6 +69,7 @@ std::string format_counters(const Snapshot& s, bool skip_zero) {
     out += fmt::format("  {:<34} {}/{}\n", "mbufs_available", p.mempool_avail,
                        p.mempool_size);
     if (!p.link_up) out += fmt::format("  {:<34} down\n", "link");
+    if (!p.neighbours.empty()) line("  ", "neighbours", p.neighbours.size());
     // A sharded port: what each lcore did (the counters above are sums).
     if (p.shards.size() > 1)
       for (const ShardSnapshot& sh : p.shards)
@@ -112,6 +113,9 @@ std::string to_json(const Snapshot& s) {
     jp["mempool_size"] = p.mempool_size;
     jp["mempool_avail"] = p.mempool_avail;
     jp["link_up"] = p.link_up;
+    jp["neighbours"] = nlohmann::ordered_json::array();
+    for (const NeighbourSnapshot& n : p.neighbours)
+      jp["neighbours"].push_back({{"ip", n.ip}, {"mac", n.mac}, {"state", n.state}});
     jp["shards"] = nlohmann::ordered_json::array();
     for (const ShardSnapshot& sh : p.shards) {
       nlohmann::ordered_json js;

@@ -249,3 +249,53 @@ TEST(IpInterface, MalformedFramesAreCountedNeverAnswered) {
 
 }  // namespace
 }  // namespace droce::endpoint
+
+namespace droce::endpoint {
+namespace {
+
+TEST(IpInterface, PingResolvesThenSendsAndTimesTheReply) {
+  Fixture f;
+  const wire::IpAddress peer = wire::IpAddress::v4(0x0A000001);
+  f.itf.ping(peer, 1, 1000);
+  // Unknown: an ARP request first, the echo request waits for the answer.
+  wire::L2Header l2;
+  wire::ArpPacket a;
+  ASSERT_EQ(wire::parse_arp(f.take(), l2, a), wire::ArpError::kOk);
+  EXPECT_FALSE(f.itf.has_frames());
+  wire::ArpPacket r{wire::ArpOp::kReply, kA, 0x0A000001, kB, 0x0A000002};
+  std::vector<uint8_t> reply(64);
+  reply.resize(wire::build_arp({.dst = kB, .src = kA}, r, reply));
+  f.itf.receive(reply, 2000);
+  const auto req = f.take();
+  wire::IcmpEcho e;
+  ASSERT_EQ(wire::parse_icmp_echo(req, e), wire::IcmpError::kOk);
+  EXPECT_EQ(e.type, wire::kIcmpEchoRequest);
+  EXPECT_EQ(e.l2.dst, kA);
+  EXPECT_EQ(e.sequence, 1);
+  EXPECT_EQ(e.identifier, IpInterface::kPingIdentifier);
+  // The peer answers 5 us later.
+  std::vector<uint8_t> echo_reply(256);
+  echo_reply.resize(wire::build_icmp_echo_reply(e, kA, echo_reply));
+  f.itf.receive(echo_reply, 7000);
+  std::vector<IpInterface::PingReply> got;
+  f.itf.take_ping_replies(got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].from, peer);
+  EXPECT_EQ(got[0].sequence, 1);
+  EXPECT_EQ(got[0].rtt_ns, 5000u);
+  EXPECT_EQ(f.counters.icmp_pings_out, 1u);
+  EXPECT_EQ(f.counters.icmp_ping_replies_in, 1u);
+}
+
+TEST(IpInterface, PingToAnAddressThatNeverAnswersIsDropped) {
+  Fixture f;
+  const wire::IpAddress peer = v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 9});
+  f.itf.ping(peer, 1, 0);
+  for (uint64_t t = 1; t <= 3; ++t) f.itf.tick(t * kS);
+  EXPECT_EQ(f.counters.nd_solicits_out, 3u);
+  EXPECT_EQ(f.counters.icmp_pings_out, 0u);
+  EXPECT_EQ(f.counters.neigh_failed, 1u);
+}
+
+}  // namespace
+}  // namespace droce::endpoint

@@ -47,6 +47,8 @@ namespace droce::endpoint {
   X(nd_bad)               /* invalid (RFC 4861 7.1), bad checksum: dropped */ \
   X(icmp_echo_in)         /* echo requests to our addresses */               \
   X(icmp_echo_out)        /* echo replies sent */                             \
+  X(icmp_pings_out)       /* echo requests sent (ping) */                     \
+  X(icmp_ping_replies_in) /* echo replies to them */                          \
   X(icmp_other)           /* other ICMP, or echo not for us */                \
   X(icmp_bad)             /* malformed, bad checksum, fragments: dropped */   \
   X(wrong_vlan)           /* ARP/ND/ICMP outside the port's VLAN */           \

@@ -129,6 +129,13 @@ class Endpoint {
   // The port came up: announce its addresses (IpInterface::announce).
   void announce(uint64_t now) { interface_.announce(now); }
   const IpInterface& interface() const { return interface_; }
+  // ping from the port (IpInterface::ping); replies in take_ping_replies.
+  void ping(const wire::IpAddress& dst, uint16_t sequence, uint64_t now) {
+    interface_.ping(dst, sequence, now);
+  }
+  void take_ping_replies(std::vector<IpInterface::PingReply>& out) {
+    interface_.take_ping_replies(out);
+  }
   CcBinding* cc_of(uint32_t qpn);
   transport::Device& device() { return device_; }
 

@@ -88,6 +88,19 @@ class IpInterface {
   bool has_events() const { return !events_.empty(); }
   void take_events(std::vector<Event>& out);
 
+  // Sends an ICMP echo request to `dst` (resolving its MAC first if need
+  // be: the request waits for it, and is dropped if it fails), identifier
+  // kPingIdentifier, from the address of ours closest to it.
+  void ping(const wire::IpAddress& dst, uint16_t sequence, uint64_t now);
+  static constexpr uint16_t kPingIdentifier = 0xD0CE;
+  struct PingReply {
+    wire::IpAddress from;
+    uint16_t sequence = 0;
+    uint64_t rtt_ns = 0;
+  };
+  // Echo replies to our pings since the last take (at most 1024 kept).
+  void take_ping_replies(std::vector<PingReply>& out);
+
   bool has_frames() const { return !tx_.empty(); }
   // Copies the oldest queued frame into `buf` and returns its length (0 if
   // none, or if `buf` is too small: that frame is dropped and counted).
@@ -109,8 +122,13 @@ class IpInterface {
   bool receive_icmp(std::span<const uint8_t> frame, uint64_t now);
   bool receive_icmpv6(std::span<const uint8_t> frame, uint64_t now);
   void learnt(const wire::IpAddress& ip, const wire::MacAddress& mac,
-              NeighbourCache::Learned result);
+              NeighbourCache::Learned result, uint64_t now);
   void solicit(const wire::IpAddress& target, bool unicast, const wire::MacAddress& mac);
+  void send_echo_request(const wire::IpAddress& dst, const wire::MacAddress& mac,
+                         uint16_t sequence, uint64_t now);
+  void echo_reply_in(const wire::IpAddress& from, uint16_t identifier, uint16_t sequence,
+                     std::span<const uint8_t> data, uint64_t now);
+  void resolution_done(const Event& e, uint64_t now);
   // Queues a frame `build` writes into a buffer of `max_len` bytes.
   template <class Build>
   void queue(size_t max_len, Build&& build);
@@ -125,6 +143,12 @@ class IpInterface {
   std::vector<Event> events_;
   std::vector<NeighbourCache::Probe> probes_;
   std::vector<wire::IpAddress> failed_;
+  struct PendingPing {
+    wire::IpAddress dst;
+    uint16_t sequence;
+  };
+  std::vector<PendingPing> pending_pings_;  // waiting for their MAC
+  std::vector<PingReply> ping_replies_;
 };
 
 }  // namespace droce::endpoint

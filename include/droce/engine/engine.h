@@ -148,6 +148,10 @@ struct PortConfig {
   // Enable promiscuous mode (vdevs and tests; real NICs usually need it
   // unless the port MAC is the QP's source MAC).
   bool promiscuous = true;
+  // The port's IP interface is endpoint.interface: its addresses (none:
+  // no ARP, ND or ICMP answers, and every QP needs its peer's MAC), its
+  // VLAN; its MAC is the port's unless given. A sharded port's first shard
+  // answers; QPs on a sharded port need their peer's MAC.
   // pcap file of every frame the port sends and receives ("" = none).
   std::string capture;
 };
@@ -273,6 +277,12 @@ struct ShardSnapshot {
   PortCounters port;
 };
 
+struct NeighbourSnapshot {
+  std::string ip;
+  std::string mac;
+  std::string state;  // endpoint::NeighbourState, as to_string names it
+};
+
 struct PortSnapshot {
   PortIndex index = 0;
   uint16_t port_id = 0;
@@ -294,6 +304,8 @@ struct PortSnapshot {
   // Endpoint::next_deadline(): UINT64_MAX when the port has nothing due
   // until a frame arrives or a WR is posted.
   uint64_t next_deadline_ns = UINT64_MAX;
+  // The IP interface's neighbour cache (the first shard's), by address.
+  std::vector<NeighbourSnapshot> neighbours;
 };
 
 struct Snapshot {
@@ -355,6 +367,12 @@ class Engine {
   // ConfigError("mr", ...) when there is no memory for it or the key is
   // refused.
   MrInfo reg_mr(PortIndex port, const MrSpec& spec);
+
+  // ICMP echo from the port's IP interface (its first shard) to `dst`,
+  // resolving its MAC first if need be; the replies that came back since
+  // the last call, with their round trips.
+  void ping(PortIndex port, const wire::IpAddress& dst, uint16_t sequence);
+  std::vector<endpoint::IpInterface::PingReply> ping_replies(PortIndex port);
 
   // ---- data path requests (asynchronous after start())
   // false: the command queue is full, try again after polling completions.
