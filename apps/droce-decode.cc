@@ -18,6 +18,9 @@
 #include <span>
 #include <string>
 
+#include "droce/wire/arp.h"
+#include "droce/wire/icmp.h"
+#include "droce/wire/icmpv6.h"
 #include "droce/wire/packet.h"
 
 namespace droce {
@@ -88,6 +91,112 @@ std::string_view aeth_type_name(uint8_t syndrome) {
   return "?";
 }
 
+// ARP, ICMP echo and ICMPv6 (echo, neighbour discovery): what a port
+// exchanges with its neighbours, named instead of "not RoCEv2". Fills a
+// line of text and JSON fields; false for any other protocol.
+bool describe_neighbour_frame(std::span<const uint8_t> f, std::string& text,
+                              nlohmann::ordered_json& j) {
+  wire::L2Header l2;
+  uint16_t ether_type = 0;
+  size_t off = 0;
+  if (!wire::read_l2(f, l2, ether_type, off)) return false;
+  const std::string vlan = l2.vlan ? fmt::format("vlan={} pcp={} ", l2.vlan_id, l2.pcp) : "";
+  if (ether_type == wire::kEtherTypeArp) {
+    wire::ArpPacket a;
+    const wire::ArpError e = wire::parse_arp(f, l2, a);
+    j["protocol"] = "arp";
+    if (e != wire::ArpError::kOk) {
+      j["error"] = std::string(wire::to_string(e));
+      text = vlan + fmt::format("ARP malformed ({})", wire::to_string(e));
+      return true;
+    }
+    const std::string sip = ip_string(wire::IpAddress::v4(a.sender_ip));
+    const std::string tip = ip_string(wire::IpAddress::v4(a.target_ip));
+    j["arp_op"] = a.op == wire::ArpOp::kRequest ? "request" : "reply";
+    j["sender_mac"] = mac_string(a.sender_mac);
+    j["sender_ip"] = sip;
+    j["target_mac"] = mac_string(a.target_mac);
+    j["target_ip"] = tip;
+    text = vlan + (a.op == wire::ArpOp::kRequest
+                       ? fmt::format("ARP request who-has {} tell {} ({})", tip, sip,
+                                     mac_string(a.sender_mac))
+                       : fmt::format("ARP reply {} is-at {}", sip, mac_string(a.sender_mac)));
+    return true;
+  }
+  if (ether_type == wire::kEtherTypeIpv4 && f.size() >= off + wire::kIpv4Size &&
+      f[off + 9] == wire::kIpProtoIcmp) {
+    wire::IcmpEcho e;
+    const wire::IcmpError err = wire::parse_icmp_echo(f, e);
+    j["protocol"] = "icmp";
+    if (err == wire::IcmpError::kOtherType) {
+      text = vlan + "ICMP (not an echo)";
+      return true;
+    }
+    if (err != wire::IcmpError::kOk) {
+      j["error"] = std::string(wire::to_string(err));
+      text = vlan + fmt::format("ICMP malformed ({})", wire::to_string(err));
+      return true;
+    }
+    j["icmp_type"] = e.type == wire::kIcmpEchoRequest ? "echo_request" : "echo_reply";
+    j["src_ip"] = ip_string(wire::IpAddress::v4(e.src_ip));
+    j["dst_ip"] = ip_string(wire::IpAddress::v4(e.dst_ip));
+    j["echo_id"] = e.identifier;
+    j["echo_seq"] = e.sequence;
+    text = vlan + fmt::format("IPv4 {} > {} ICMP echo {} id=0x{:04x} seq={} len={}",
+                              ip_string(wire::IpAddress::v4(e.src_ip)),
+                              ip_string(wire::IpAddress::v4(e.dst_ip)),
+                              e.type == wire::kIcmpEchoRequest ? "request" : "reply",
+                              e.identifier, e.sequence, e.data.size());
+    return true;
+  }
+  if (ether_type == wire::kEtherTypeIpv6 && f.size() >= off + wire::kIpv6Size &&
+      f[off + 6] == wire::kIpProtoIcmpv6) {
+    wire::Icmpv6Message m;
+    const wire::Icmpv6Error err = wire::parse_icmpv6(f, m);
+    j["protocol"] = "icmpv6";
+    if (err == wire::Icmpv6Error::kOtherType) {
+      j["icmpv6_type"] = m.type;
+      text = vlan + fmt::format("IPv6 {} > {} ICMPv6 type {}", ip_string(m.src_ip),
+                                ip_string(m.dst_ip), m.type);
+      return true;
+    }
+    if (err != wire::Icmpv6Error::kOk) {
+      j["error"] = std::string(wire::to_string(err));
+      text = vlan + fmt::format("ICMPv6 malformed ({})", wire::to_string(err));
+      return true;
+    }
+    j["src_ip"] = ip_string(m.src_ip);
+    j["dst_ip"] = ip_string(m.dst_ip);
+    std::string what;
+    if (m.type == wire::kIcmpv6NeighbourSolicitation) {
+      j["icmpv6_type"] = "neighbour_solicitation";
+      j["target"] = ip_string(m.target);
+      what = fmt::format("neighbour solicitation who-has {}", ip_string(m.target));
+      if (m.has_link_layer) what += fmt::format(" ({})", mac_string(m.link_layer));
+    } else if (m.type == wire::kIcmpv6NeighbourAdvertisement) {
+      j["icmpv6_type"] = "neighbour_advertisement";
+      j["target"] = ip_string(m.target);
+      j["solicited"] = m.solicited;
+      j["override"] = m.override_flag;
+      what = fmt::format("neighbour advertisement {} is-at {}{}{}", ip_string(m.target),
+                         m.has_link_layer ? mac_string(m.link_layer) : "?",
+                         m.solicited ? " S" : "", m.override_flag ? " O" : "");
+    } else {
+      const bool req = m.type == wire::kIcmpv6EchoRequest;
+      j["icmpv6_type"] = req ? "echo_request" : "echo_reply";
+      j["echo_id"] = m.identifier;
+      j["echo_seq"] = m.sequence;
+      what = fmt::format("echo {} id=0x{:04x} seq={} len={}", req ? "request" : "reply",
+                         m.identifier, m.sequence, m.data.size());
+    }
+    if (m.has_link_layer) j["link_layer"] = mac_string(m.link_layer);
+    text = vlan + fmt::format("IPv6 {} > {} ICMPv6 {}", ip_string(m.src_ip), ip_string(m.dst_ip),
+                              what);
+    return true;
+  }
+  return false;
+}
+
 // The result of decoding one captured frame.
 struct Record {
   uint64_t index = 0;  // 1-based, like Wireshark's frame numbers
@@ -99,6 +208,10 @@ struct Record {
   Decoded d;
   // Only meaningful once the ICRC was reached: kOk or kBadIcrc.
   std::optional<bool> icrc_ok;
+  // Not RoCEv2, but ARP, ICMP or ICMPv6 (describe_neighbour_frame).
+  bool neighbour = false;
+  std::string neighbour_text;
+  nlohmann::ordered_json neighbour_json;
 };
 
 Record decode(uint64_t index, const pcap_pkthdr& hdr, const uint8_t* data) {
@@ -115,6 +228,9 @@ Record decode(uint64_t index, const pcap_pkthdr& hdr, const uint8_t* data) {
   // parse() verifies the ICRC last: on kBadIcrc everything else is filled.
   if (r.error == ParseError::kOk) r.icrc_ok = true;
   if (r.error == ParseError::kBadIcrc) r.icrc_ok = false;
+  if (wire::is_not_roce(r.error))
+    r.neighbour = describe_neighbour_frame(std::span<const uint8_t>(data, hdr.caplen),
+                                           r.neighbour_text, r.neighbour_json);
   return r;
 }
 
@@ -135,6 +251,10 @@ nlohmann::ordered_json to_json(const Record& r) {
     j["error"] = std::string(wire::to_string(r.error));
   }
   j["icrc_ok"] = r.icrc_ok ? nlohmann::ordered_json(*r.icrc_ok) : nullptr;
+  if (r.neighbour) {
+    for (const auto& [k, v] : r.neighbour_json.items()) j[k == "error" ? "protocol_error" : k] = v;
+    return j;
+  }
   if (r.d.l2) {
     j["dst_mac"] = mac_string(p.dst_mac);
     j["src_mac"] = mac_string(p.src_mac);
@@ -206,6 +326,7 @@ nlohmann::ordered_json to_json(const Record& r) {
 std::string to_text(const Record& r) {
   const ParsedPacket& p = r.p;
   std::string s = fmt::format("{:>6} ", r.index);
+  if (r.neighbour) return s + r.neighbour_text;
   if (!r.d.l3) {
     s += wire::is_not_roce(r.error) ? "not RoCEv2" : "malformed";
     return s + fmt::format(" ({}) len={}", wire::to_string(r.error),

@@ -122,8 +122,10 @@ def main():
                         and f"psn={specs[0]['psn']}" in lines[0]
                         and "RETH[" in lines[0], f"text line 1: {lines[0]}")
             fails.check("icrc=BAD" in lines[1], f"text line 2: {lines[1]}")
-            fails.check("not RoCEv2" in lines[2] and "not RoCEv2" in lines[3]
-                        and "not RoCEv2" in lines[4], "text: not-RoCE lines")
+            # An ARP frame (hardware type 0) is named as one; VXLAN and TCP are
+            # not RoCEv2.
+            fails.check("ARP malformed (unsupported)" in lines[2] and "not RoCEv2" in lines[3]
+                        and "not RoCEv2" in lines[4], f"text: not-RoCE lines {lines[2:5]}")
             fails.check("AETH[" in lines[5] and "vlan=" in lines[5]
                         and "IPv6" in lines[5], f"text line 6: {lines[5]}")
             fails.check("truncated_payload" in lines[6], f"text line 7: {lines[6]}")
@@ -151,6 +153,41 @@ def main():
         with open(mixed, "rb") as f:
             r = run(decode, "--json", "-", stdin=f)
         fails.eq(len(r.stdout.splitlines()), len(frames), "reads stdin with '-'")
+
+        # --- ARP, neighbour discovery and ping are named, not "not RoCEv2".
+        from scapy.all import ARP, Ether, ICMP, ICMPv6ND_NA, ICMPv6ND_NS, IP, IPv6
+        from scapy.all import ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr
+        a, b = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+        nd = [Ether(dst="ff:ff:ff:ff:ff:ff", src=a) / ARP(op=1, hwsrc=a, psrc="10.0.0.1",
+                                                         pdst="10.0.0.2"),
+              Ether(dst=a, src=b) / ARP(op=2, hwsrc=b, psrc="10.0.0.2", hwdst=a, pdst="10.0.0.1"),
+              Ether(dst="33:33:ff:00:00:02", src=a)
+              / IPv6(src="2001:db8::1", dst="ff02::1:ff00:2", hlim=255)
+              / ICMPv6ND_NS(tgt="2001:db8::2") / ICMPv6NDOptSrcLLAddr(lladdr=a),
+              Ether(dst=a, src=b) / IPv6(src="2001:db8::2", dst="2001:db8::1", hlim=255)
+              / ICMPv6ND_NA(tgt="2001:db8::2", S=1, O=1) / ICMPv6NDOptDstLLAddr(lladdr=b),
+              Ether(dst=b, src=a) / IP(src="10.0.0.1", dst="10.0.0.2") / ICMP(id=7, seq=3),
+              Ether(dst=b, src=a) / IPv6(src="2001:db8::1", dst="2001:db8::2", hlim=64)
+              / ICMPv6ND_NS(tgt="2001:db8::2")]  # hop limit 64: RFC 4861 says discard
+        ndcap = os.path.join(d, "nd.pcap")
+        ro.write_pcap(ndcap, [bytes(p) for p in nd])
+        r = run(decode, ndcap)
+        lines = r.stdout.splitlines()
+        want = ["ARP request who-has 10.0.0.2 tell 10.0.0.1", "ARP reply 10.0.0.2 is-at " + b,
+                "ICMPv6 neighbour solicitation who-has 2001:db8::2 (" + a + ")",
+                "ICMPv6 neighbour advertisement 2001:db8::2 is-at " + b + " S O",
+                "ICMP echo request id=0x0007 seq=3", "ICMPv6 malformed (bad_nd)"]
+        fails.eq(len(lines), len(want), "neighbour frames: one line each")
+        for line, w in zip(lines, want):
+            fails.check(w in line, f"neighbour frame named: {line!r} has {w!r}")
+        r = run(decode, "--json", ndcap)
+        recs = [json.loads(x) for x in r.stdout.splitlines()]
+        fails.check([x.get("protocol") for x in recs] == ["arp", "arp", "icmpv6", "icmpv6", "icmp",
+                                                          "icmpv6"], "json: protocol named")
+        fails.check(recs[3].get("target") == "2001:db8::2" and recs[3].get("solicited") is True,
+                    f"json: advertisement fields ({recs[3]})")
+        r = run(decode, "--strict", ndcap)
+        fails.eq(r.returncode, 0, "--strict: neighbour frames are not RoCE failures")
     finally:
         shutil.rmtree(d)
     fails.finish()
