@@ -1,4 +1,4 @@
-// droce-pktgen: collective replay (issue 7). --mode sim (default) runs a
+// droce-pktgen: collective replay. --mode sim (default) runs a
 // pktgen::Schedule over RC QPs in the deterministic virtual-time simulator:
 // endpoints, an emulated switch fabric, CC and loss recovery in the loop.
 // --mode dpdk|stream is droce-pktgen-dpdk's (docs/PKTGEN.md "Modes"): this
