@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_error.h"
 #include "droce/engine/engine.h"
 #include "droce/pktgen/config.h"
 #include "droce/pktgen/dpdk_collective.h"
@@ -179,7 +180,7 @@ int run(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   if (mode != "stream" && mode != "dpdk") {
-    fmt::print(stderr, "error: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
+    fmt::print(stderr, "droce-pktgen-dpdk: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
     return engine::kExitConfig;
   }
   // Without "--" every argument is the app's.
@@ -238,8 +239,7 @@ int run(int argc, char** argv) {
   try {
     cli.parse(app_argc, app_argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = cli.exit(e);
-    return rc == 0 ? 0 : engine::kExitConfig;
+    return apps::cli_exit(cli, e, "droce-pktgen-dpdk", "-- --help");
   }
   if (mode == "stream") {
     sr.tx_port = port_id(tx_port, "--tx-port");
@@ -275,7 +275,7 @@ int run(int argc, char** argv) {
   pc.mode = Mode::kCollective;
   pc.collective = col;
   if (auto errs = validate(pc); !errs.empty()) {
-    for (const auto& e : errs) fmt::print(stderr, "error: {}\n", e.to_string());
+    for (const auto& e : errs) fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.to_string());
     return engine::kExitConfig;
   }
   cc.params.pattern = *pattern_from_string(pattern);
@@ -304,13 +304,13 @@ int main(int argc, char** argv) {
   try {
     rc = droce::pktgen::run(argc, argv);
   } catch (const droce::engine::ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitConfig;
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitConfig;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitFailure;
   }
   droce::engine::cleanup_eal();

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_error.h"
 #include "droce/cc/registry.h"
 #include "droce/pktgen/busbw.h"
 #include "droce/pktgen/config.h"
@@ -532,8 +533,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kUsage;
+    return apps::cli_exit(app, e, "droce-pktgen");
   }
 
   // ---- Validation: everything is checked before anything runs ----------
