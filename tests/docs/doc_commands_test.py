@@ -13,6 +13,10 @@ table:
   <!-- doc-test: options CMD -->  every --option in the next block or table
                                   must appear in `CMD --help`
 
+`doc-test dpdk` (e.g. `<!-- doc-test dpdk: options CMD -->`) marks a check
+that needs the DPDK apps; with --no-dpdk (a build without them) it is
+skipped.
+
 A block the same as one already run (a page repeating the README's
 command) is not run again: its output is reused.
 
@@ -21,7 +25,7 @@ links to the source tree's top-level entries and `build` -> the build
 directory, so a page's `build/apps/...` and `examples/...` paths work as
 written and its outputs (`out/...`) land in the scratch directory.
 
-usage: doc_commands_test.py SOURCE_ROOT BUILD_ROOT [PAGE.md...]
+usage: doc_commands_test.py [--no-dpdk] SOURCE_ROOT BUILD_ROOT [PAGE.md...]
 """
 import os
 import pathlib
@@ -32,13 +36,13 @@ import sys
 import tempfile
 import time
 
-MARKER = re.compile(r"^<!--\s*doc-test(?::\s*(.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*doc-test(\s+dpdk)?(?::\s*(.*?))?\s*-->\s*$")
 OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z0-9_-]*[a-z0-9])")
 TIMEOUT_S = 120
 
 
 def checks(page):
-    """Yields (line, kind, argument, lines) for each marked block of a page."""
+    """Yields (line, dpdk, kind, argument, lines) for each marked block."""
     lines = page.read_text().splitlines()
     i = 0
     while i < len(lines):
@@ -47,7 +51,8 @@ def checks(page):
         if not m:
             continue
         at = i
-        spec = (m.group(1) or "run").split(None, 1)
+        dpdk = bool(m.group(1))
+        spec = (m.group(2) or "run").split(None, 1)
         kind, arg = spec[0], (spec[1] if len(spec) > 1 else "")
         while i < len(lines) and not lines[i].strip():
             i += 1
@@ -64,7 +69,7 @@ def checks(page):
                 i += 1
         if not body:
             raise SystemExit(f"{page.name}:{at}: doc-test marker without a block after it")
-        yield at, kind, arg, body
+        yield at, dpdk, kind, arg, body
 
 
 def squash(s):
@@ -72,11 +77,14 @@ def squash(s):
 
 
 def main():
-    if len(sys.argv) < 3:
+    argv = sys.argv[1:]
+    no_dpdk = "--no-dpdk" in argv
+    argv = [a for a in argv if a != "--no-dpdk"]
+    if len(argv) < 2:
         raise SystemExit(__doc__)
-    src = pathlib.Path(sys.argv[1]).resolve()
-    build = pathlib.Path(sys.argv[2]).resolve()
-    pages = [pathlib.Path(p) for p in sys.argv[3:]] or \
+    src = pathlib.Path(argv[0]).resolve()
+    build = pathlib.Path(argv[1]).resolve()
+    pages = [pathlib.Path(p) for p in argv[2:]] or \
         [src / "README.md"] + sorted((src / "docs").glob("*.md"))
 
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="droce-doc-test-"))
@@ -86,15 +94,19 @@ def main():
         (scratch / entry.name).symlink_to(entry)
     (scratch / "build").symlink_to(build)
 
-    passed = failed = 0
+    passed = failed = skipped = 0
     ran = {}  # script -> (status, output)
     try:
         for page in pages:
             name = page.resolve().relative_to(src) if page.resolve().is_relative_to(src) \
                 else page
             last_output = None
-            for line, kind, arg, body in checks(page):
+            for line, dpdk, kind, arg, body in checks(page):
                 where = f"{name}:{line}"
+                if dpdk and no_dpdk:
+                    skipped += 1
+                    print(f"skip {where} ({kind}: needs the DPDK apps)", flush=True)
+                    continue
                 start = time.monotonic()
                 problem = None
                 if kind == "run":
@@ -144,7 +156,7 @@ def main():
                     print(f"ok   {where} ({kind}, {took:.1f} s)", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed or not passed else 0
 
 
