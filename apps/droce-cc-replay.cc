@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cli_error.h"
 #include "droce/cc/registry.h"
+#include "cli_error.h"
 
 namespace {
 

@@ -30,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "cli_error.h"
 #include "droce/cc/registry.h"
 #include "droce/pktgen/busbw.h"
 #include "droce/pktgen/config.h"
@@ -39,6 +38,7 @@
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "sim_executor.h"
+#include "cli_error.h"
 
 #ifndef DROCE_SOURCE_ROOT
 #define DROCE_SOURCE_ROOT "."

@@ -19,10 +19,10 @@
 #include <vector>
 #include <fmt/core.h>
 
-#include "cli_error.h"
 #include "droce/cc/registry.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
+#include "cli_error.h"
 
 namespace {
 
