@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli_error.h"
+#include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
 #include "droce/wire/build.h"
@@ -37,6 +39,42 @@ int parse_options(CLI::App& cli, std::vector<char*>& argv, std::string_view app,
     return engine::kExitConfig;
   }
   return -1;
+}
+
+// parse_options in the apps' one voice (cli_error.h): every message starts
+// with the app's name, "<app>: <option>: <problem>".
+template <class Then>
+int parse_options_named(CLI::App& cli, std::vector<char*>& argv, std::string_view app,
+                        Then&& then) {
+  try {
+    cli.parse(static_cast<int>(argv.size()), argv.data());
+    then();
+  } catch (const CLI::ParseError& e) {
+    return cli_exit(cli, e, app, "-- --help");
+  } catch (const engine::ConfigError& e) {
+    fmt::print(stderr, "{}: {}\n", app, e.what());
+    return engine::kExitConfig;
+  }
+  return -1;
+}
+
+// engine::run_app in the same voice: a ConfigError prints "<app>: <option>:
+// <message>" and gives kExitConfig, any other exception "<app>: <what>" and
+// kExitFailure; EAL is cleaned up either way.
+template <class Body>
+int run_app_named(std::string_view app, Body&& body) {
+  int status = engine::kExitFailure;
+  try {
+    status = body();
+  } catch (const engine::ConfigError& e) {
+    fmt::print(stderr, "{}: {}\n", app, e.what());
+    status = engine::kExitConfig;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", app, e.what());
+    status = engine::kExitFailure;
+  }
+  engine::cleanup_eal();
+  return status;
 }
 
 // --shard-tx: auto, queues or ring (engine::PortConfig::ShardTx).

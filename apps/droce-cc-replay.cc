@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "droce/cc/registry.h"
+#include "cli_error.h"
 
 namespace {
 
@@ -220,8 +221,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kExitUsage;
+    return droce::apps::cli_exit(app, e, "droce-cc-replay");
   }
   if (list) {
     fmt::print("{}", list_algorithms());

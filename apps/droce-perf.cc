@@ -10,7 +10,7 @@
 //
 // The client is the requester of every test; in the latency tests of WRITE
 // and SEND both sides take turns (ping-pong) and report half the round trip,
-// as perftest does. See docs/PERF.md.
+// as perftest does. See docs/DROCE-PERF.md.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_error.h"
+#include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/pktgen/config.h"
 #include "droce/pktgen/dpdk_collective.h"
@@ -179,15 +181,18 @@ int run(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   if (mode != "stream" && mode != "dpdk") {
-    fmt::print(stderr, "error: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
+    fmt::print(stderr, "droce-pktgen-dpdk: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
     return engine::kExitConfig;
   }
   // Without "--" every argument is the app's.
   if (std::none_of(args.begin() + 1, args.end(), [](char* a) { return std::strcmp(a, "--") == 0; }))
     args.insert(args.begin() + 1, const_cast<char*>("--"));
-  const int first = engine::init_eal(static_cast<int>(args.size()), args.data());
-  const int app_argc = static_cast<int>(args.size()) - first;
-  char** app_argv = args.data() + first;
+  // The app's options are checked before EAL starts (docs/DESIGN.md "Error
+  // handling"); only port names need it.
+  engine::SplitArgs split = engine::split_eal_args(static_cast<int>(args.size()), args.data());
+  const auto start_eal = [&] {
+    engine::init_eal(static_cast<int>(split.eal.size()), split.eal.data());
+  };
 
   CLI::App cli{"droce-pktgen-dpdk: raw RoCEv2 streams and collective replay on DPDK ports"};
   // stream
@@ -236,20 +241,17 @@ int run(int argc, char** argv) {
   cli.add_option("--idle-sleep-us", cc.idle_sleep_us, "sleep when idle (shared CPUs)");
   cli.add_option("--poll-sleep-us", cc.poll_sleep_us, "dpdk: control thread sleep when no completion");
   try {
-    cli.parse(app_argc, app_argv);
+    cli.parse(static_cast<int>(split.app.size()), split.app.data());
   } catch (const CLI::ParseError& e) {
-    const int rc = cli.exit(e);
-    return rc == 0 ? 0 : engine::kExitConfig;
+    return apps::cli_exit(cli, e, "droce-pktgen-dpdk", "-- --help");
   }
   if (mode == "stream") {
-    sr.tx_port = port_id(tx_port, "--tx-port");
-    sr.rx_port = port_id(rx_port, "--rx-port");
-    if (sr.tx_port < 0 && sr.rx_port < 0)
+    if (tx_port.empty() && rx_port.empty())
       throw ConfigError("--tx-port", "give --tx-port, --rx-port or both");
     if (sr.duration_s <= 0) throw ConfigError("--duration", "must be > 0");
     sr.bucket_ns = static_cast<uint64_t>(bucket_us * 1000);
     sr.idle_sleep_us = cc.idle_sleep_us == 50 ? 0 : cc.idle_sleep_us;
-    if (sr.tx_port >= 0) {
+    if (!tx_port.empty()) {
       if (stream_specs.empty()) stream_specs.push_back("");
       for (size_t i = 0; i < stream_specs.size(); ++i)
         sr.streams.push_back(parse_stream(stream_specs[i], static_cast<uint32_t>(i + 1)));
@@ -258,6 +260,9 @@ int run(int argc, char** argv) {
           if (sr.streams[i].spec.stream_id == sr.streams[j].spec.stream_id)
             throw ConfigError("--stream", fmt::format("two streams with id {}", sr.streams[i].spec.stream_id));
     }
+    start_eal();
+    sr.tx_port = port_id(tx_port, "--tx-port");
+    sr.rx_port = port_id(rx_port, "--rx-port");
     const StreamRunResult r = run_streams(sr);
     fmt::print("{}", stream_report(sr, r));
     if (!json.empty()) std::ofstream(json) << stream_report_json(sr, r) << "\n";
@@ -275,7 +280,7 @@ int run(int argc, char** argv) {
   pc.mode = Mode::kCollective;
   pc.collective = col;
   if (auto errs = validate(pc); !errs.empty()) {
-    for (const auto& e : errs) fmt::print(stderr, "error: {}\n", e.to_string());
+    for (const auto& e : errs) fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.to_string());
     return engine::kExitConfig;
   }
   cc.params.pattern = *pattern_from_string(pattern);
@@ -293,6 +298,7 @@ int run(int argc, char** argv) {
     if (auto err = check_ring_topology(make_schedule(p)); !err.empty())
       throw ConfigError("--pattern", err);
   }
+  start_eal();
   return run_collective(cc);
 }
 
@@ -304,13 +310,13 @@ int main(int argc, char** argv) {
   try {
     rc = droce::pktgen::run(argc, argv);
   } catch (const droce::engine::ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitConfig;
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitConfig;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
     rc = droce::engine::kExitFailure;
   }
   droce::engine::cleanup_eal();

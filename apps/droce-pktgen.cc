@@ -1,4 +1,4 @@
-// droce-pktgen: collective replay (issue 7). --mode sim (default) runs a
+// droce-pktgen: collective replay. --mode sim (default) runs a
 // pktgen::Schedule over RC QPs in the deterministic virtual-time simulator:
 // endpoints, an emulated switch fabric, CC and loss recovery in the loop.
 // --mode dpdk|stream is droce-pktgen-dpdk's (docs/PKTGEN.md "Modes"): this
@@ -38,6 +38,7 @@
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "sim_executor.h"
+#include "cli_error.h"
 
 #ifndef DROCE_SOURCE_ROOT
 #define DROCE_SOURCE_ROOT "."
@@ -532,8 +533,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : kUsage;
+    return apps::cli_exit(app, e, "droce-pktgen");
   }
 
   // ---- Validation: everything is checked before anything runs ----------

@@ -22,6 +22,7 @@
 #include "droce/cc/registry.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
+#include "cli_error.h"
 
 namespace {
 
@@ -71,8 +72,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return droce::apps::cli_exit(app, e, "droce-sim");
   }
 
   sim::Scenario sc;

@@ -816,7 +816,7 @@ void App::report(uint64_t now) {
   if (!s_.json.empty()) {
     std::ofstream f(s_.json);
     f << j.dump(2) << "\n";
-    if (!f) fmt::print(stderr, "warning: cannot write '{}'\n", s_.json);
+    if (!f) fmt::print(stderr, "droce-switch: warning: cannot write '{}'\n", s_.json);
   }
 }
 
@@ -961,7 +961,7 @@ int switch_main(int argc, char** argv) {
                  "poll)");
   cli.add_option("--burst", s.burst, "RX burst size (default 32)");
   cli.add_option("--mbufs", s.mbufs, "mbufs per DPDK port (default: from descriptors)");
-  const int rc = apps::parse_options(cli, app_argv, "droce-switch", [&] {
+  const int rc = apps::parse_options_named(cli, app_argv, "droce-switch", [&] {
     if (!config.empty()) load_config(config, s);
     // Flags override the file.
     if (cli.count("--rate")) s.default_rate_bps = parse_rate("--rate", rate);
@@ -1031,7 +1031,7 @@ int switch_main(int argc, char** argv) {
 
   // Idle sleeps are short: the default timer slack (50 us) would blur them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  return engine::run_app([&] {
+  return apps::run_app_named("droce-switch", [&] {
     engine::init_eal(static_cast<int>(args.eal.size()), args.eal.data());
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);

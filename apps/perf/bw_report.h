@@ -1,6 +1,6 @@
 // perftest's bandwidth row (#bytes, #iterations, BW peak, BW average,
 // MsgRate) from completion events, and the rows a server with several
-// clients prints (docs/PERF.md "Output").
+// clients prints (docs/DROCE-PERF.md "Output").
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // droce-perf's out-of-band channel: line-based messages over TCP, as
-// perftest meets its peer before any RDMA traffic (docs/PERF.md "Set-up, out
+// perftest meets its peer before any RDMA traffic (docs/DROCE-PERF.md "Set-up, out
 // of band"). A client connects; a server listens once and accepts one
 // connection per client (--clients).
 #pragma once

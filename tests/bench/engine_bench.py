@@ -1,4 +1,4 @@
-"""Engine benchmark (issue 4): droce's receive path and TX generation rate on
+"""Engine benchmark: droce's receive path and TX generation rate on
 DPDK vdevs, each next to dpdk-testpmd on the same kind of vdev, one
 forwarding/data-plane core each.
 

@@ -1,5 +1,5 @@
 // A lower bound for the receive work of the 64 B target (docs/PERFORMANCE.md,
-// Engine): the least a software RoCE responder must do per RDMA WRITE ONLY
+// "Engine: receive"): the least a software RoCE responder must do per RDMA WRITE ONLY
 // frame, written as one flat loop with nothing general in it, next to
 // droce's real path (Endpoint::receive_burst + transmit) on the same frames
 // in the same run.

@@ -1,4 +1,4 @@
-"""Receive scaling over lcores (issue 4, sharding): droce-endpoint with two
+"""Receive scaling over lcores (sharding): droce-endpoint with two
 QPs receiving UC RDMA WRITE ONLY frames (64 B payload by default) replayed by net_pcap
 (infinite_rx=1), next to dpdk-testpmd io forwarding on the same vdevs with
 the same number of forwarding cores.

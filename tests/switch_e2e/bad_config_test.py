@@ -31,7 +31,7 @@ def check(name, app_args, want, config=None, eal=True):
     finally:
         if path:
             os.unlink(path)
-    good = rc == 2 and want in err and "error:" in err
+    good = rc == 2 and want in err and "droce-switch: " in err
     print(("ok   " if good else "FAIL ") + f"{name}: rc={rc} {err.strip().splitlines()[-1] if err.strip() else ''}",
           flush=True)
     if not good:

@@ -652,7 +652,7 @@ TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
   EXPECT_GT(predicted.qps[1]->counters().rx_request_packets, 500u);  // UC
   EXPECT_GT(predicted.qps[2]->counters().rx_request_packets, 500u);  // selective repeat
   EXPECT_GT(predicted.qps[4]->counters().rx_request_packets, 500u);  // RTR
-  EXPECT_GT(predicted.qps[0]->counters().rx_dropped_bad_state, 50u);  // after round 500
+  EXPECT_GT(predicted.qps[0]->counters().rx_dropped_bad_state, 50u);  // after iteration 500
   EXPECT_GT(predicted.qps[2]->counters().rx_ooo_accepted, 10u);
 }
 

@@ -1,4 +1,4 @@
-// The congestion-control event interface (DESIGN.md "Congestion control
+// The congestion-control event interface (docs/DESIGN.md "Congestion control
 // interface"). An algorithm sees events, never packets: the endpoint turns
 // ACKs, CNPs, transmissions and timer expiries into calls here and reads back
 // a pacing rate and, for window-based algorithms, a window.

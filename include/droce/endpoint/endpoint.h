@@ -1,4 +1,4 @@
-// The NIC without its I/O (DESIGN.md "src/endpoint"): given `now` and
+// The NIC without its I/O (docs/DESIGN.md "Data path"): given `now` and
 // received frames, it parses them, dispatches by destination QPN, runs due
 // timers, and fills transmit buffers with what each QP's rate and window and
 // the port's link rate allow. The DPDK engine hands it mbuf data areas; the

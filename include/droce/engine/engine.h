@@ -1,4 +1,4 @@
-// The DPDK shell around endpoints (DESIGN.md "src/engine"): EAL, ports,
+// The DPDK shell around endpoints (docs/DESIGN.md "Layers"): EAL, ports,
 // mempools whose mbuf data areas are the endpoint's packet buffers, one
 // run-to-completion worker per lcore, and the control plane that talks to
 // the workers only through Boost.Lockfree spsc_queues.

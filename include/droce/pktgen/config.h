@@ -1,6 +1,6 @@
 // droce-pktgen's options as plain data, and their validation. The app parses
 // the command line into PktgenConfig, calls validate(), prints every message
-// and exits 2 if there is any (DESIGN.md "Error handling").
+// and exits 2 if there is any (docs/DESIGN.md "Error handling").
 #pragma once
 
 #include <cstdint>

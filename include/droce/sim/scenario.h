@@ -20,7 +20,7 @@
 namespace droce::sim {
 
 // A mistake in a scenario file. what() is "file:line:col: key: problem",
-// ready to print; apps exit with code 2 (DESIGN.md "Error handling").
+// ready to print; apps exit with code 2 (docs/DESIGN.md "Error handling").
 class ScenarioError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

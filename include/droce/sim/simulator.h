@@ -1,4 +1,4 @@
-// The deterministic virtual-time runner (DESIGN.md "src/sim"). It steps the
+// The deterministic virtual-time runner (docs/DESIGN.md "Time"). It steps the
 // same endpoint core the DPDK engine runs (one endpoint::Endpoint per host)
 // and fabric::Switch / fabric::Link objects, discrete-event: an event queue
 // (a tournament tree, src/sim/event_queue.h) holds each component's next

@@ -1,7 +1,7 @@
 // The transport's side of congestion control: a small struct of function
 // pointers the endpoint fills in (it owns the cc/ algorithm instances). The
 // transport never depends on cc/: it asks "may I send N bytes now?" before
-// each request packet and reports events (DESIGN.md "Congestion control
+// each request packet and reports events (docs/DESIGN.md "Congestion control
 // interface": events, not packets; no virtual call per data packet — a null
 // hook costs a branch).
 #pragma once

@@ -1,5 +1,5 @@
 // Per-QP counters: one uint64_t per drop, NAK and retransmission reason, so
-// every packet the transport refuses or repeats is accounted for (DESIGN.md
+// every packet the transport refuses or repeats is accounted for (docs/DESIGN.md
 // "Error handling": invalid input from the network -> counter + drop or NAK).
 // The X-macro keeps the struct and the names for telemetry export in one list.
 #pragma once

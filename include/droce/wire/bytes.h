@@ -1,5 +1,5 @@
 // Big-endian loads and stores on byte pointers. Every wire header is read and
-// written through these (DESIGN.md "Wire conventions"): no host-order
+// written through these (docs/DESIGN.md "Wire conventions"): no host-order
 // bitfields, no casts of multi-byte fields, so alignment and endianness never
 // matter and 24-bit fields are handled like any other width.
 #pragma once

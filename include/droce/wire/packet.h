@@ -1,5 +1,5 @@
 // Parsing a received frame into a ParsedPacket: every layer checked, every
-// failure named (DESIGN.md "Wire conventions"). parse() never reads past
+// failure named (docs/DESIGN.md "Wire conventions"). parse() never reads past
 // `len` and never writes anything but `out`.
 #pragma once
 
