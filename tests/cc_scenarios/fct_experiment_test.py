@@ -73,6 +73,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r["unfinished"] == 0, f"{cc}: {r['unfinished']} flows unfinished")
         check(r["flows"] == by["none"]["flows"], f"{cc}: a different flow count")
         check(len(r["slowdown"]["buckets"]) >= 4, f"{cc}: too few size buckets")
+        fr = [f for _, f in r["queue_cdf"]]
+        check(fr == sorted(fr) and fr and fr[-1] == 1.0, f"{cc}: queue CDF not a CDF: {fr}")
     report = open(os.path.join(tmp, "fb_hadoop-0.5", "report.md")).read()
     check("| size | flows | none | dcqcn | hpcc |" in report, "report header lacks the CC columns")
     for b in by["none"]["slowdown"]["buckets"]:
