@@ -5,7 +5,7 @@
 # profiles: --list prints every shipped one, each runs, and an unknown one
 # is refused naming the option and the accepted profiles.
 set -u
-sim=$1; bad=$2; good=$3; experiment=$4; replay=$5
+sim=$1; bad=$2; good=$3; experiment=$4; replay=$5; pktgen=$6
 fail=0
 expect2() {  # expected-text args...
   want=$1; shift
@@ -42,4 +42,10 @@ expect2 "--skip-csv: \"queues\"; accepted: flows, links" "$sim" "$good" --skip-c
 expect2 "--profile: unknown cc profile 'bogus'; accepted: " "$replay" --profile bogus -
 expect2 "unknown cc profile 'bogus'" "$experiment" two-flow --cc dcqcn --profile bogus --sim "$sim" --out "${TMPDIR:-/tmp}/droce-ccx.$$"
 rm -rf "${TMPDIR:-/tmp}/droce-ccx.$$"
+plist=$("$pktgen" --list-cc-profiles 2>&1) || { echo "FAIL droce-pktgen --list-cc-profiles: exit $?"; fail=1; }
+case $plist in *"dcqcn-hpcc-ns3 "*) ;; *) echo "FAIL droce-pktgen --list-cc-profiles lacks dcqcn-hpcc-ns3"; fail=1;; esac
+"$pktgen" --pattern ring --ranks 4 -b 64K -e 64K -q --cc-profile hpcc-100g >/dev/null 2>&1 ||
+  { echo "FAIL droce-pktgen ring with --cc-profile hpcc-100g"; fail=1; }
+expect2 "--cc-profile: unknown cc profile 'bogus'" "$pktgen" --pattern ring --ranks 4 --cc-profile bogus
+expect2 "is for hpcc, not --cc dcqcn" "$pktgen" --pattern ring --ranks 4 --cc dcqcn --cc-profile hpcc-100g
 exit $fail
