@@ -1,6 +1,6 @@
 // The published behaviour of the CC algorithms, checked in deterministic
 // virtual time on the shipped experiment fabrics (examples/cc/, 100 G, base
-// RTT about 4.7 us) with the parameter profiles of profiles.h:
+// RTT about 4.7 us) with the named profiles of profiles.h (cc/profiles/*-100g):
 //  - DCQCN and HPCC converge to a fair share of one bottleneck between two
 //    flows (Jain's index >= 0.95) with >= 90% of the link carrying payload
 //    (DCQCN, SIGCOMM'15 §5 Fig. 12-13; HPCC, SIGCOMM'19 §5 Fig. 11);
