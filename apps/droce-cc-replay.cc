@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
 #include "cli_error.h"
 
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
       "Replay a CSV trace of CC events (ack, cnp, send, timer) into a "
       "droce congestion-control algorithm and print rate/window as CSV."};
   std::string trace_path;
-  std::string cc_name;
+  std::string cc_name, profile_name;
   std::vector<std::string> param_args;
   double line_rate_gbps = 100;
   std::optional<uint64_t> until;
@@ -204,6 +205,9 @@ int main(int argc, char** argv) {
   app.add_option("trace", trace_path,
                  "event CSV: time_ns,event,bytes,rtt_ns,int ('-' = stdin)");
   app.add_option("--cc", cc_name, "algorithm: " + droce::cc::algorithm_names());
+  app.add_option("--profile", profile_name,
+                 "a named CC profile (see --list) or a profile file: its algorithm "
+                 "and parameters, before --param");
   app.add_option("--param", param_args,
                  "algorithm parameter name=value (repeatable); see --list")
       ->allow_extra_args(false);
@@ -212,7 +216,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e6));
   app.add_option("--until", until,
                  "after the trace, fire timers up to this time (ns)");
-  app.add_flag("--list", list, "list algorithms and their parameters");
+  app.add_flag("--list", list, "list algorithms, their parameters and the named profiles");
   app.footer(
       "Output: time_ns,event,rate_bytes_per_sec,window_bytes. Rates are "
       "bytes/s.\nParameters use microseconds, Mbit/s and bytes; --list "
@@ -225,7 +229,30 @@ int main(int argc, char** argv) {
   }
   if (list) {
     fmt::print("{}", list_algorithms());
+    try {
+      fmt::print("\nprofiles (--profile NAME):\n{}",
+                 droce::cc::describe_profiles(droce::cc::list_profiles()));
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "droce-cc-replay: --list: {}\n", e.what());
+      return kExitUsage;
+    }
     return 0;
+  }
+  droce::cc::ParamMap params;
+  if (!profile_name.empty()) {
+    try {
+      const droce::cc::Profile p = droce::cc::load_profile(profile_name);
+      if (!cc_name.empty() && cc_name != p.algorithm) {
+        fmt::print(stderr, "droce-cc-replay: --profile: profile '{}' is for {}, not --cc {}\n",
+                   p.name, p.algorithm, cc_name);
+        return kExitUsage;
+      }
+      cc_name = p.algorithm;
+      params = p.params;
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "droce-cc-replay: --profile: {}\n", e.what());
+      return kExitUsage;
+    }
   }
   if (cc_name.empty()) {
     fmt::print(stderr,
@@ -240,12 +267,13 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Algorithm> cc;
   try {
-    droce::cc::ParamMap params;
+    droce::cc::ParamMap given;
     for (const std::string& arg : param_args) {
       auto [key, value] = droce::cc::parse_assignment(arg);
-      if (!params.emplace(key, value).second) {
+      if (!given.emplace(key, value).second) {
         throw ConfigError(fmt::format("--param {} given twice", key));
       }
+      params[key] = value;  // over the profile's
     }
     const double line = line_rate_gbps * 1e9 / 8;
     cc =

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
 #include "droce/pktgen/busbw.h"
 #include "droce/pktgen/config.h"
@@ -484,7 +485,8 @@ int main(int argc, char** argv) {
   std::string link_rate = "100G", delay = "500ns", cc_name = "none", recovery = "gbn";
   std::string topology = "single_switch", loss_text = "0", interval = "10us";
   std::vector<std::string> cc_params, stragglers, backgrounds;
-  bool plot_pngs = false;
+  std::string cc_profile;
+  bool plot_pngs = false, list_profiles = false;
   std::string json_file, csv_dir;
 
   CLI::App app{"droce-pktgen: collective replay over RoCEv2 RC QPs in virtual time"};
@@ -508,6 +510,11 @@ int main(int argc, char** argv) {
   app.add_option("--cc", cc_name,
                  "congestion control: " + cc::algorithm_names() +
                      "; several (dcqcn,hpcc) or all: one run each, then a table side by side");
+  auto* cc_opt = app.get_option("--cc");
+  app.add_option("--cc-profile", cc_profile,
+                 "a named CC profile (--list-cc-profiles) or a profile file: its algorithm and "
+                 "parameters, before --cc-param");
+  app.add_flag("--list-cc-profiles", list_profiles, "list the named CC profiles and exit");
   app.add_option("--cc-param", cc_params, "KEY=VALUE of the algorithm, repeatable");
   app.add_option("--recovery", recovery, "gbn|sr (go-back-N or selective repeat)");
   app.add_option("--mtu", st.mtu, "path MTU 256..4096");
@@ -536,6 +543,14 @@ int main(int argc, char** argv) {
     return apps::cli_exit(app, e, "droce-pktgen");
   }
 
+  if (list_profiles) {
+    try {
+      std::cout << cc::describe_profiles(cc::list_profiles());
+    } catch (const cc::ConfigError& e) {
+      return fail("--list-cc-profiles", e.what());
+    }
+    return 0;
+  }
   // ---- Validation: everything is checked before anything runs ----------
   if (mode != "sim") return fail("--mode", "'" + mode + "': accepted: sim, dpdk, stream");
   if (!parse_size(minb, c.min_bytes)) return fail("-b/--minbytes", "'" + minb + "' is not a size");
@@ -568,6 +583,18 @@ int main(int argc, char** argv) {
     qo.recovery = transport::Recovery::kSelectiveRepeat;
   } else {
     return fail("--recovery", "'" + recovery + "': accepted gbn, sr");
+  }
+  if (!cc_profile.empty()) {
+    try {
+      const cc::Profile p = cc::load_profile(cc_profile);
+      if (cc_opt->count() > 0 && cc_name != p.algorithm)
+        return fail("--cc-profile", "profile '" + p.name + "' is for " + p.algorithm +
+                                        ", not --cc " + cc_name);
+      cc_name = p.algorithm;
+      qo.cc_params = p.params;
+    } catch (const cc::ConfigError& e) {
+      return fail("--cc-profile", e.what());
+    }
   }
   for (const std::string& kv : cc_params) {
     const auto eq = kv.find('=');

@@ -3,12 +3,15 @@
 //
 //   droce-sim scenario.toml [--out DIR] [--seed N] [--duration 10ms]
 //             [--csv-interval 10us] [--json]
-//             [--cc NAME] [--cc-param KEY=VALUE]...
+//             [--cc NAME] [--cc-profile NAME|FILE] [--cc-param KEY=VALUE]...
+//   droce-sim --list
 //
 // --cc runs every flow with that algorithm (a flow whose file names another
-// algorithm drops that algorithm's cc_params); --cc-param sets a parameter of
-// every flow's algorithm. Unknown names and out-of-range values are refused
-// with the accepted names or range (docs/CC.md "Experiments").
+// algorithm drops that algorithm's cc_params); --cc-profile runs every flow
+// with a named profile's algorithm and parameters (cc/profiles/, --list
+// shows them); --cc-param sets a parameter of every flow's algorithm, after
+// the profile. Unknown names and out-of-range values are refused with the
+// accepted names or range (docs/CC.md "Experiments", "Profiles").
 //
 // Exit codes: 0 done, 1 a flow failed or did not finish or its data did
 // not verify, 2 bad command line or scenario.
@@ -19,6 +22,7 @@
 #include <vector>
 #include <fmt/core.h>
 
+#include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
@@ -55,17 +59,25 @@ int main(int argc, char** argv) {
   std::string file, out, duration, interval;
   uint64_t seed = 0;
   bool json = false;
-  std::string cc_name;
-  std::vector<std::string> cc_params;
-  app.add_option("scenario", file, "scenario file (TOML, docs/SIM.md)")->required();
+  std::string cc_name, cc_profile;
+  std::vector<std::string> cc_params, skip_csv;
+  bool list = false;
+  app.add_option("scenario", file, "scenario file (TOML, docs/SIM.md)");
+  app.add_flag("--list", list, "list the named CC profiles (--cc-profile) and exit");
   app.add_option("--out", out, "directory for flows.csv, queues.csv, links.csv, fct.csv, summary.json");
   auto* seed_opt = app.add_option("--seed", seed, "overrides run.seed");
   app.add_option("--duration", duration, "overrides run.duration (e.g. 10ms)");
   app.add_option("--csv-interval", interval, "overrides run.csv_interval (e.g. 10us; 0 = off)");
+  app.add_option("--skip-csv", skip_csv,
+                 "with --out, leave out these time series: flows, links (comma-separated)")
+      ->delimiter(',');
   app.add_flag("--json", json, "print the JSON summary instead of the table");
   app.add_option("--cc", cc_name,
                  "congestion control for every flow, overriding the scenario (" +
                      cc::algorithm_names() + ")");
+  app.add_option("--cc-profile", cc_profile,
+                 "a named CC profile (--list shows them) or a profile file: its algorithm "
+                 "and parameters for every flow");
   app.add_option("--cc-param", cc_params,
                  "KEY=VALUE, repeatable: a parameter of every flow's algorithm "
                  "(droce-cc-replay --list shows them)");
@@ -73,6 +85,46 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return droce::apps::cli_exit(app, e, "droce-sim");
+  }
+  if (list) {
+    try {
+      fmt::print("{}", cc::describe_profiles(cc::list_profiles()));
+    } catch (const cc::ConfigError& e) {
+      fmt::print(stderr, "droce-sim: --list: {}\n", e.what());
+      return 2;
+    }
+    return 0;
+  }
+  sim::OutputFiles files;
+  for (const std::string& k : skip_csv) {
+    if (k == "flows") {
+      files.flows = false;
+    } else if (k == "links") {
+      files.links = false;
+    } else {
+      fmt::print(stderr, "droce-sim: --skip-csv: \"{}\"; accepted: flows, links\n", k);
+      return 2;
+    }
+  }
+  if (file.empty()) {
+    fmt::print(stderr, "droce-sim: a scenario file is required (or --list)\n");
+    return 2;
+  }
+  cc::ParamMap profile_params;
+  if (!cc_profile.empty()) {
+    try {
+      const cc::Profile p = cc::load_profile(cc_profile);
+      if (!cc_name.empty() && cc_name != p.algorithm) {
+        fmt::print(stderr, "droce-sim: --cc-profile: profile \"{}\" is for {}, not --cc {}\n",
+                   p.name, p.algorithm, cc_name);
+        return 2;
+      }
+      cc_name = p.algorithm;
+      profile_params = p.params;
+    } catch (const cc::ConfigError& e) {
+      fmt::print(stderr, "droce-sim: --cc-profile: {}\n", e.what());
+      return 2;
+    }
   }
 
   sim::Scenario sc;
@@ -102,6 +154,7 @@ int main(int argc, char** argv) {
     for (auto& f : sc.flows) {
       if (f.cc != cc_name) f.cc_params.clear();  // they belong to the file's algorithm
       f.cc = cc_name;
+      if (!cc_profile.empty()) f.cc_params = profile_params;
     }
   }
   for (const std::string& kv : cc_params) {
@@ -112,7 +165,7 @@ int main(int argc, char** argv) {
     }
     for (auto& f : sc.flows) f.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (!cc_name.empty() || !cc_params.empty()) {
+  if (!cc_name.empty() || !cc_params.empty()) {  // (a profile sets cc_name)
     for (const auto& f : sc.flows) {
       try {
         (void)cc::make_algorithm(f.cc, f.cc_params,
@@ -140,7 +193,7 @@ int main(int argc, char** argv) {
   const sim::Summary sum = s->summary();
   if (!out.empty()) {
     try {
-      s->write_outputs(out);
+      s->write_outputs(out, files);
     } catch (const std::exception& e) {
       fmt::print(stderr, "droce-sim: --out: {}\n", e.what());
       return 2;

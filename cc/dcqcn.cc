@@ -55,6 +55,9 @@ constexpr ParamSpec kSpecs[] = {
    true, "us",
    "NP: at most one CNP per flow per interval, used by the transport "
    "(paper N=50; mlx5 4)", ""},
+  {"clamp_tgt_rate", kDefaults.clamp_tgt_rate, 0, 1, true, "",
+   "1: every cut sets R_T = R_C (paper); 0: only a cut after a timer "
+   "increase does (mlx5 firmware, HPCC authors' ns-3)", "rp_clamp_tgt_rate"},
 };
 // clang-format on
 
@@ -82,6 +85,7 @@ DcqcnConfig DcqcnConfig::from_params(const Params& p) {
   c.rp_rate_reduce_monitor_period_us = p.get("rp_rate_reduce_monitor_period");
   c.rp_initial_alpha_value = p.get("rp_initial_alpha_value");
   c.np_min_time_between_cnps_us = p.get("np_min_time_between_cnps");
+  c.clamp_tgt_rate = p.get("clamp_tgt_rate");
   return c;
 }
 
@@ -104,6 +108,7 @@ Dcqcn::Dcqcn(const DcqcnConfig& c, uint64_t line_rate_bytes_per_sec)
       initial_alpha_(c.rp_initial_alpha_value / 1024),
       np_min_time_between_cnps_ns_(
           static_cast<uint64_t>(us_to_ns(c.np_min_time_between_cnps_us))),
+      clamp_tgt_rate_(c.clamp_tgt_rate != 0),
       rc_(static_cast<double>(line_rate_bytes_per_sec)),
       rt_(static_cast<double>(line_rate_bytes_per_sec)) {
   const double line = static_cast<double>(line_rate_bytes_per_sec);
@@ -143,9 +148,14 @@ void Dcqcn::clamp() {
 //   R_T = R_C;  R_C = R_C * (1 - alpha/2);  alpha = (1-g)*alpha + g.
 // mlx5 generalises alpha/2 to alpha/Gd with rp_gd = log2(Gd) in 1/1024 units
 // (hence 2^(10-rp_gd)), and rp_min_dec_fac bounds how deep one cut can go.
+// With clamp_tgt_rate = 0 (mlx5 firmware; the HPCC authors' ns-3 DCQCN,
+// rdma-hw.cc CheckRateDecreaseMlx with ClampTargetRate false) R_T follows
+// R_C only when the increase timer fired since the last cut: cuts in a row
+// keep the target the flow had before the congestion, so fast recovery
+// heads back there instead of to the already-cut rate.
 void Dcqcn::cut(uint64_t now_ns) {
   decay_alpha(now_ns);
-  rt_ = rc_;
+  if (clamp_tgt_rate_ || time_stage_ > 0) rt_ = rc_;
   rc_ *= std::max(1 - alpha_ * decrease_scale_, min_factor_);
   alpha_ = (1 - g_) * alpha_ + g_;
   last_cut_ns_ = now_ns;

@@ -1128,7 +1128,7 @@ std::string Simulator::summary_json() const {
   return j.dump(2) + "\n";
 }
 
-void Simulator::write_outputs(const std::string& dir) const {
+void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
   const Impl& m = *impl_;
   std::filesystem::create_directories(dir);
   auto open = [&](const std::string& name) {
@@ -1137,7 +1137,7 @@ void Simulator::write_outputs(const std::string& dir) const {
     return o;
   };
   char buf[256];
-  {
+  if (files.flows) {
     auto o = open("flows.csv");
     o << "time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n";
     for (const FlowSample& s : flow_samples())
@@ -1151,7 +1151,7 @@ void Simulator::write_outputs(const std::string& dir) const {
       o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
         << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
   }
-  {
+  if (files.links) {
     auto o = open("links.csv");
     o << "time_ns,link,bytes,utilisation\n";
     for (const LinkSample& s : link_samples()) {

@@ -4,6 +4,7 @@
 // (rp_dce_tcp_g 768), alpha_0 = 1/2 (rp_initial_alpha_value 512),
 // cut = alpha/2 (rp_gd 11).
 #include "droce/cc/dcqcn.h"
+#include "droce/cc/registry.h"
 
 #include <gtest/gtest.h>
 
@@ -247,6 +248,77 @@ TEST(Dcqcn, MinRateAboveLineRateIsAConfigError) {
   DcqcnConfig c;
   c.rp_min_rate_mbps = 200'000;
   EXPECT_THROW(Dcqcn(c, kLine), ConfigError);
+}
+
+// clamp_tgt_rate = 1 (the paper, the default): every cut sets R_T = R_C,
+// even a second cut before any increase.
+TEST(Dcqcn, ClampTgtRateOneSetsTargetOnEveryCut) {
+  DcqcnConfig c = hand_config();
+  c.clamp_tgt_rate = 1;
+  Dcqcn cc(c, kLine);
+  cc.on_cnp(0);
+  cc.on_cnp(10 * kUs);
+  // Expect: R_T = R_C before the second cut = 9.375e9;
+  //         R_C = 9.375e9 * (1 - 0.625/2) = 6.4453125e9.
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 9.375e9);
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 6'445'312'500u);
+  cc.on_timer(110 * kUs);
+  // Expect: fast recovery towards the cut rate:
+  //         R_C = (9.375e9 + 6.4453125e9)/2 = 7.91015625e9.
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 7'910'156'250u);
+}
+
+// clamp_tgt_rate = 0 (mlx5 firmware, the HPCC authors' ns-3 DCQCN): a cut
+// sets R_T = R_C only when the increase timer fired since the last cut.
+TEST(Dcqcn, ClampTgtRateZeroKeepsTargetUntilATimerIncrease) {
+  DcqcnConfig c = hand_config();
+  c.clamp_tgt_rate = 0;
+  Dcqcn cc(c, kLine);
+  cc.on_cnp(0);
+  // Expect: first cut from line rate as before: R_T = 12.5e9, R_C = 9.375e9.
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 12.5e9);
+  cc.on_cnp(10 * kUs);
+  // Expect: no timer increase since the first cut (T = 0): R_T stays
+  //         12.5e9; R_C = 9.375e9 * (1 - 0.625/2) = 6.4453125e9.
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 12.5e9);
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 6'445'312'500u);
+  cc.on_timer(110 * kUs);
+  // Expect: T = 1, fast recovery towards the old target:
+  //         R_C = (12.5e9 + 6.4453125e9)/2 = 9.47265625e9.
+  EXPECT_EQ(cc.time_stage(), 1u);
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 9'472'656'250u);
+  cc.on_cnp(120 * kUs);
+  // Expect: the timer fired since the last cut: R_T = R_C = 9.47265625e9;
+  //         alpha decayed one K (65->120us): 0.5390625 * 0.75 = 0.404296875;
+  //         R_C = 9.47265625e9 * (1 - 0.404296875/2) = 7557773590.087891.
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 9.47265625e9);
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 7'557'773'590u);
+  EXPECT_EQ(cc.time_stage(), 0u);
+}
+
+// Byte-counter increases alone do not re-arm the clamp (mlx5
+// clamp_tgt_rate_after_time_inc, as the HPCC authors' ns-3 code has it).
+TEST(Dcqcn, ClampTgtRateZeroIgnoresByteCounterIncreases) {
+  DcqcnConfig c = hand_config();
+  c.clamp_tgt_rate = 0;
+  c.rp_byte_reset = 1'000'000;
+  Dcqcn cc(c, kLine);
+  cc.on_cnp(0);                  // R_T = 12.5e9, R_C = 9.375e9
+  cc.on_send(5 * kUs, 1'000'000);  // BC = 1: R_C = (12.5e9 + 9.375e9)/2
+  EXPECT_EQ(cc.rate_bytes_per_sec(), 10'937'500'000u);
+  cc.on_cnp(10 * kUs);
+  // Expect: T = 0, so R_T stays 12.5e9.
+  EXPECT_DOUBLE_EQ(cc.target_rate(), 12.5e9);
+}
+
+TEST(Dcqcn, ClampTgtRateByNameAndAlias) {
+  for (const char* key : {"clamp_tgt_rate", "rp_clamp_tgt_rate"}) {
+    auto cc = make_algorithm("dcqcn", {{key, "0"}}, kLine);
+    cc->on_cnp(0);
+    cc->on_cnp(10 * kUs);
+    EXPECT_DOUBLE_EQ(dynamic_cast<Dcqcn&>(*cc).target_rate(), 12.5e9) << key;
+  }
+  EXPECT_THROW(make_algorithm("dcqcn", {{"clamp_tgt_rate", "2"}}, kLine), ConfigError);
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ struct DcqcnConfig {
   double rp_rate_reduce_monitor_period_us = 4;  // min time between cuts
   double rp_initial_alpha_value = 1023;         // alpha, units of 1/1024
   double np_min_time_between_cnps_us = 4;       // exposed for the NP
+  // 1: every cut sets R_T = R_C (the paper). 0: only a cut after a timer
+  // increase does; mlx5 clamp_tgt_rate (docs/CC.md).
+  double clamp_tgt_rate = 1;
 
   static DcqcnConfig from_params(const Params& params);
 };
@@ -81,6 +84,7 @@ class Dcqcn final : public Algorithm {
   uint64_t reduce_period_ns_;
   double initial_alpha_;
   uint64_t np_min_time_between_cnps_ns_;
+  bool clamp_tgt_rate_;
 
   // Reaction-point state (paper Fig. 7 names in comments).
   bool limited_ = false;  // a rate limiter is allocated (after 1st CNP)

@@ -136,6 +136,13 @@ struct Summary {
 // it (Summary::acks_without_int); empty when there is nothing to say.
 std::string missing_int_warning(const Summary& s);
 
+// Which optional files Simulator::write_outputs writes. With thousands of
+// flows flows.csv is most of the output and of the time spent writing it.
+struct OutputFiles {
+  bool flows = true;  // flows.csv
+  bool links = true;  // links.csv
+};
+
 class Simulator {
  public:
   explicit Simulator(const Scenario& scenario);
@@ -204,7 +211,8 @@ class Simulator {
   Summary summary() const;
   // flows.csv, queues.csv, links.csv, fct.csv, summary.json in `dir`
   // (created). Throws std::runtime_error when a file cannot be written.
-  void write_outputs(const std::string& dir) const;
+  // The per-flow and per-link series can be left out (OutputFiles).
+  void write_outputs(const std::string& dir, OutputFiles files = {}) const;
   std::string summary_json() const;
 
   // ---- Programmatic workloads --------------------------------------------
