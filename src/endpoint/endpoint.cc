@@ -66,11 +66,11 @@ bool Endpoint::peer_mac_ready(QpSlot& s, uint64_t now) {
   s.mac = QpSlot::Mac::kWaiting;
   waiting_[ip].push_back(s.qp->qpn());
   interface_.resolve(ip, now);
-  on_interface_events(now);
+  on_interface_events();
   return false;
 }
 
-void Endpoint::on_interface_events(uint64_t now) {
+void Endpoint::on_interface_events() {
   if (!interface_.has_events()) return;
   events_.clear();
   interface_.take_events(events_);
@@ -107,7 +107,6 @@ void Endpoint::on_interface_events(uint64_t now) {
       file_timer(qpn, *s);
     }
   }
-  (void)now;
 }
 
 Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) {
@@ -203,7 +202,7 @@ void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now) {
     if (wire::is_not_roce(err)) {
       // ARP, neighbour discovery and ICMP for the port's addresses.
       if (interface_.receive(frame, now)) {
-        on_interface_events(now);
+        on_interface_events();
         return;
       }
       // Other protocols (and 802.3x PAUSE, other MAC control) are not ours.
@@ -481,7 +480,7 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
   size_t n = 0;
   if (interface_.enabled()) {
     interface_.tick(now);
-    on_interface_events(now);
+    on_interface_events();
     n = emit_control(now, bufs, lens);
   }
   // Each QP that produces goes to the back of the line (round robin); one

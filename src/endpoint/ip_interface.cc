@@ -93,16 +93,27 @@ wire::L2Header IpInterface::l2_to(const wire::MacAddress& dst) const {
 }
 
 template <class Build>
-void IpInterface::queue(size_t max_len, Build&& build) {
+bool IpInterface::queue(size_t max_len, Build&& build) {
   if (tx_.size() >= config_.tx_queue_frames) {
     ++counters_.ctl_tx_queue_full;
-    return;
+    return false;
   }
   std::vector<uint8_t> frame(std::max(max_len, wire::kMinFrameSize));
   const size_t n = build(std::span<uint8_t>(frame));
-  if (n == 0) return;
+  if (n == 0) return false;
   frame.resize(n);
   tx_.push_back(std::move(frame));
+  return true;
+}
+
+template <class Build>
+void IpInterface::answer_echo(size_t request_len, uint64_t now, Build&& build) {
+  ++counters_.icmp_echo_in;
+  if (!echo_bucket_.take(now)) {
+    ++counters_.answers_rate_limited;
+    return;
+  }
+  if (queue(request_len + wire::kMinFrameSize, build)) ++counters_.icmp_echo_out;
 }
 
 bool IpInterface::receive(std::span<const uint8_t> frame, uint64_t now) {
@@ -162,7 +173,8 @@ bool IpInterface::receive_arp(std::span<const uint8_t> frame, uint64_t now) {
   const bool has_sender = arp.sender_ip != 0;
   if (arp.op == wire::ArpOp::kRequest && owns(target)) {
     ++counters_.arp_requests_in;
-    if (has_sender) learnt(sender, arp.sender_mac, cache_.on_solicitation(sender, arp.sender_mac, now), now);
+    if (has_sender)
+      learnt(sender, arp.sender_mac, cache_.on_solicitation(sender, arp.sender_mac, now), now);
     if (!answer_bucket_.take(now)) {
       ++counters_.answers_rate_limited;
       return true;
@@ -173,10 +185,10 @@ bool IpInterface::receive_arp(std::span<const uint8_t> frame, uint64_t now) {
     reply.sender_ip = arp.target_ip;
     reply.target_mac = arp.sender_mac;
     reply.target_ip = arp.sender_ip;
-    queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-      return wire::build_arp(l2_to(arp.sender_mac), reply, out);
-    });
-    ++counters_.arp_replies_out;
+    if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+          return wire::build_arp(l2_to(arp.sender_mac), reply, out);
+        }))
+      ++counters_.arp_replies_out;
     return true;
   }
   if (arp.op == wire::ArpOp::kReply && owns(target)) {
@@ -208,8 +220,7 @@ bool IpInterface::receive_icmp(std::span<const uint8_t> frame, uint64_t now) {
   }
   if (!vlan_ok(echo.l2)) return true;
   if (echo.type == wire::kIcmpEchoReply && owns(wire::IpAddress::v4(echo.dst_ip))) {
-    echo_reply_in(wire::IpAddress::v4(echo.src_ip), echo.identifier, echo.sequence, echo.data,
-                  now);
+    echo_reply_in(wire::IpAddress::v4(echo.src_ip), echo.identifier, echo.sequence, echo.data, now);
     return true;
   }
   // Requests to a broadcast or group address are not answered (Linux's
@@ -219,15 +230,9 @@ bool IpInterface::receive_icmp(std::span<const uint8_t> frame, uint64_t now) {
     ++counters_.icmp_other;
     return true;
   }
-  ++counters_.icmp_echo_in;
-  if (!echo_bucket_.take(now)) {
-    ++counters_.answers_rate_limited;
-    return true;
-  }
-  queue(frame.size() + wire::kMinFrameSize, [&](std::span<uint8_t> out) {
+  answer_echo(frame.size(), now, [&](std::span<uint8_t> out) {
     return wire::build_icmp_echo_reply(echo, config_.mac, out);
   });
-  ++counters_.icmp_echo_out;
   return true;
 }
 
@@ -248,15 +253,9 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
       ++counters_.icmp_other;
       return true;
     }
-    ++counters_.icmp_echo_in;
-    if (!echo_bucket_.take(now)) {
-      ++counters_.answers_rate_limited;
-      return true;
-    }
-    queue(frame.size() + wire::kMinFrameSize, [&](std::span<uint8_t> out) {
+    answer_echo(frame.size(), now, [&](std::span<uint8_t> out) {
       return wire::build_icmpv6_echo_reply(m, config_.mac, m.dst_ip, out);
     });
-    ++counters_.icmp_echo_out;
     return true;
   }
   if (m.type == wire::kIcmpv6EchoReply) {
@@ -267,8 +266,7 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
     }
     return true;
   }
-  if (m.has_link_layer &&
-      (wire::is_group_mac(m.link_layer) || m.link_layer == config_.mac)) {
+  if (m.has_link_layer && (wire::is_group_mac(m.link_layer) || m.link_layer == config_.mac)) {
     ++counters_.nd_bad;
     return true;
   }
@@ -277,8 +275,8 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
     // RFC 4861 7.2.5: an advertisement without the target's link-layer
     // address cannot resolve anything.
     if (!m.has_link_layer) return true;
-    const auto r = cache_.on_advertisement(m.target, m.link_layer, m.solicited,
-                                           m.override_flag, now);
+    const auto r =
+        cache_.on_advertisement(m.target, m.link_layer, m.solicited, m.override_flag, now);
     if (r == NeighbourCache::Learned::kIgnored && m.solicited) ++counters_.spoofed_answers;
     learnt(m.target, m.link_layer, r, now);
     return true;
@@ -302,11 +300,11 @@ bool IpInterface::receive_icmpv6(std::span<const uint8_t> frame, uint64_t now) {
   const wire::IpAddress dst = dad ? wire::all_nodes_address() : m.src_ip;
   const wire::MacAddress dst_mac =
       dad ? wire::ipv6_multicast_mac(dst) : (m.has_link_layer ? m.link_layer : m.l2.src);
-  queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-    return wire::build_neighbour_advertisement(l2_to(dst_mac), m.target, dst, m.target, !dad,
-                                               true, out);
-  });
-  ++counters_.nd_adverts_out;
+  if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+        return wire::build_neighbour_advertisement(l2_to(dst_mac), m.target, dst, m.target, !dad,
+                                                   true, out);
+      }))
+    ++counters_.nd_adverts_out;
   return true;
 }
 
@@ -317,17 +315,17 @@ void IpInterface::announce(uint64_t) {
       arp.op = wire::ArpOp::kRequest;
       arp.sender_mac = config_.mac;
       arp.sender_ip = arp.target_ip = a.v4_host_order();
-      queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-        return wire::build_arp(l2_to(wire::kBroadcastMac), arp, out);
-      });
-      ++counters_.arp_requests_out;
+      if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+            return wire::build_arp(l2_to(wire::kBroadcastMac), arp, out);
+          }))
+        ++counters_.arp_requests_out;
     } else {
       const wire::IpAddress all = wire::all_nodes_address();
-      queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-        return wire::build_neighbour_advertisement(l2_to(wire::ipv6_multicast_mac(all)), a,
-                                                   all, a, false, true, out);
-      });
-      ++counters_.nd_adverts_out;
+      if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+            return wire::build_neighbour_advertisement(l2_to(wire::ipv6_multicast_mac(all)), a, all,
+                                                       a, false, true, out);
+          }))
+        ++counters_.nd_adverts_out;
     }
   }
 }
@@ -359,18 +357,18 @@ void IpInterface::solicit(const wire::IpAddress& target, bool unicast,
     arp.sender_mac = config_.mac;
     arp.sender_ip = src->v4_host_order();
     arp.target_ip = target.v4_host_order();
-    queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-      return wire::build_arp(l2_to(unicast ? mac : wire::kBroadcastMac), arp, out);
-    });
-    ++counters_.arp_requests_out;
+    if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+          return wire::build_arp(l2_to(unicast ? mac : wire::kBroadcastMac), arp, out);
+        }))
+      ++counters_.arp_requests_out;
     return;
   }
   const wire::IpAddress dst = unicast ? target : wire::solicited_node_address(target);
-  queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-    return wire::build_neighbour_solicitation(
-        l2_to(unicast ? mac : wire::ipv6_multicast_mac(dst)), *src, dst, target, out);
-  });
-  ++counters_.nd_solicits_out;
+  if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+        return wire::build_neighbour_solicitation(
+            l2_to(unicast ? mac : wire::ipv6_multicast_mac(dst)), *src, dst, target, out);
+      }))
+    ++counters_.nd_solicits_out;
 }
 
 void IpInterface::tick(uint64_t now) {
@@ -409,19 +407,18 @@ void IpInterface::send_echo_request(const wire::IpAddress& dst, const wire::MacA
   // brings it back and no state is kept per request.
   uint8_t stamp[8];
   wire::store_be64(stamp, now);
-  queue(kControlFrameMax, [&](std::span<uint8_t> out) {
-    return dst.v6 ? wire::build_icmpv6_echo_request(l2_to(mac), *src, dst, kPingIdentifier,
-                                                    sequence, stamp, out)
-                  : wire::build_icmp_echo_request(l2_to(mac), src->v4_host_order(),
-                                                  dst.v4_host_order(), kPingIdentifier,
-                                                  sequence, stamp, out);
-  });
-  ++counters_.icmp_pings_out;
+  if (queue(kControlFrameMax, [&](std::span<uint8_t> out) {
+        return dst.v6 ? wire::build_icmpv6_echo_request(l2_to(mac), *src, dst, kPingIdentifier,
+                                                        sequence, stamp, out)
+                      : wire::build_icmp_echo_request(l2_to(mac), src->v4_host_order(),
+                                                      dst.v4_host_order(), kPingIdentifier,
+                                                      sequence, stamp, out);
+      }))
+    ++counters_.icmp_pings_out;
 }
 
-void IpInterface::echo_reply_in(const wire::IpAddress& from, uint16_t identifier,
-                                uint16_t sequence, std::span<const uint8_t> data,
-                                uint64_t now) {
+void IpInterface::echo_reply_in(const wire::IpAddress& from, uint16_t identifier, uint16_t sequence,
+                                std::span<const uint8_t> data, uint64_t now) {
   if (identifier != kPingIdentifier || data.size() < 8) {
     ++counters_.icmp_other;
     return;

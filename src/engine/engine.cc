@@ -827,6 +827,16 @@ int tel_stats(const Snapshot& s, const char*, rte_tel_data* d) {
   return 0;
 }
 
+// The port a telemetry parameter names by index, or null.
+const PortSnapshot* port_named(const Snapshot& s, const char* params) {
+  char* end = nullptr;
+  const unsigned long idx = std::strtoul(params, &end, 0);
+  if (end == params || *end != '\0') return nullptr;
+  for (const PortSnapshot& p : s.ports)
+    if (p.index == idx) return &p;
+  return nullptr;
+}
+
 // /droce/port[,<index>]: without a parameter, the list of port indexes.
 int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
   if (!params || !*params) {
@@ -834,65 +844,56 @@ int tel_port(const Snapshot& s, const char* params, rte_tel_data* d) {
     for (const PortSnapshot& p : s.ports) rte_tel_data_add_array_int(d, static_cast<int>(p.index));
     return 0;
   }
-  char* end = nullptr;
-  const unsigned long idx = std::strtoul(params, &end, 0);
-  if (end == params || *end != '\0') return -EINVAL;
-  for (const PortSnapshot& p : s.ports) {
-    if (p.index != idx) continue;
-    rte_tel_data_start_dict(d);
-    rte_tel_data_add_dict_string(d, "name", p.name.c_str());
-    rte_tel_data_add_dict_u64(d, "port_id", p.port_id);
-    rte_tel_data_add_dict_u64(d, "lcore", p.lcore);
-    rte_tel_data_add_dict_u64(d, "shards", p.shards.size());
-    for (const ShardSnapshot& sh : p.shards) {
-      const auto key = [&](std::string_view what) {
-        return fmt::format("shard{}_{}", sh.index, what);
-      };
-      rte_tel_data_add_dict_u64(d, key("lcore").c_str(), sh.lcore);
-      rte_tel_data_add_dict_u64(d, key("qps").c_str(), sh.qps);
-      rte_tel_data_add_dict_int(d, key("tx_queue").c_str(), sh.tx_queue);
-      rte_tel_data_add_dict_int(d, key("rx_queue").c_str(), sh.rx_queue);
-      rte_tel_data_add_dict_u64(d, key("rx_delivered").c_str(), sh.endpoint.rx_delivered);
-      rte_tel_data_add_dict_u64(d, key("tx_frames").c_str(), sh.endpoint.tx_frames);
-    }
-    add_endpoint_counters(d, p.endpoint);
-    p.port.for_each([&](std::string_view name, uint64_t v) {
-      const std::string key = fmt::format("port_{}", name);
-      rte_tel_data_add_dict_u64(d, key.c_str(), v);
-    });
-    rte_tel_data_add_dict_u64(d, "eth_ipackets", p.eth_ipackets);
-    rte_tel_data_add_dict_u64(d, "eth_opackets", p.eth_opackets);
-    rte_tel_data_add_dict_u64(d, "eth_ibytes", p.eth_ibytes);
-    rte_tel_data_add_dict_u64(d, "eth_obytes", p.eth_obytes);
-    rte_tel_data_add_dict_u64(d, "eth_imissed", p.eth_imissed);
-    rte_tel_data_add_dict_u64(d, "eth_ierrors", p.eth_ierrors);
-    rte_tel_data_add_dict_u64(d, "eth_oerrors", p.eth_oerrors);
-    rte_tel_data_add_dict_u64(d, "eth_rx_nombuf", p.eth_rx_nombuf);
-    rte_tel_data_add_dict_u64(d, "mempool_size", p.mempool_size);
-    rte_tel_data_add_dict_u64(d, "mempool_avail", p.mempool_avail);
-    rte_tel_data_add_dict_u64(d, "link_up", p.link_up ? 1 : 0);
-    rte_tel_data_add_dict_u64(d, "neighbours", p.neighbours.size());
-    return 0;
+  const PortSnapshot* found = port_named(s, params);
+  if (!found) return -EINVAL;
+  const PortSnapshot& p = *found;
+  rte_tel_data_start_dict(d);
+  rte_tel_data_add_dict_string(d, "name", p.name.c_str());
+  rte_tel_data_add_dict_u64(d, "port_id", p.port_id);
+  rte_tel_data_add_dict_u64(d, "lcore", p.lcore);
+  rte_tel_data_add_dict_u64(d, "shards", p.shards.size());
+  for (const ShardSnapshot& sh : p.shards) {
+    const auto key = [&](std::string_view what) {
+      return fmt::format("shard{}_{}", sh.index, what);
+    };
+    rte_tel_data_add_dict_u64(d, key("lcore").c_str(), sh.lcore);
+    rte_tel_data_add_dict_u64(d, key("qps").c_str(), sh.qps);
+    rte_tel_data_add_dict_int(d, key("tx_queue").c_str(), sh.tx_queue);
+    rte_tel_data_add_dict_int(d, key("rx_queue").c_str(), sh.rx_queue);
+    rte_tel_data_add_dict_u64(d, key("rx_delivered").c_str(), sh.endpoint.rx_delivered);
+    rte_tel_data_add_dict_u64(d, key("tx_frames").c_str(), sh.endpoint.tx_frames);
   }
-  return -EINVAL;
+  add_endpoint_counters(d, p.endpoint);
+  p.port.for_each([&](std::string_view name, uint64_t v) {
+    const std::string key = fmt::format("port_{}", name);
+    rte_tel_data_add_dict_u64(d, key.c_str(), v);
+  });
+  rte_tel_data_add_dict_u64(d, "eth_ipackets", p.eth_ipackets);
+  rte_tel_data_add_dict_u64(d, "eth_opackets", p.eth_opackets);
+  rte_tel_data_add_dict_u64(d, "eth_ibytes", p.eth_ibytes);
+  rte_tel_data_add_dict_u64(d, "eth_obytes", p.eth_obytes);
+  rte_tel_data_add_dict_u64(d, "eth_imissed", p.eth_imissed);
+  rte_tel_data_add_dict_u64(d, "eth_ierrors", p.eth_ierrors);
+  rte_tel_data_add_dict_u64(d, "eth_oerrors", p.eth_oerrors);
+  rte_tel_data_add_dict_u64(d, "eth_rx_nombuf", p.eth_rx_nombuf);
+  rte_tel_data_add_dict_u64(d, "mempool_size", p.mempool_size);
+  rte_tel_data_add_dict_u64(d, "mempool_avail", p.mempool_avail);
+  rte_tel_data_add_dict_u64(d, "link_up", p.link_up ? 1 : 0);
+  rte_tel_data_add_dict_u64(d, "neighbours", p.neighbours.size());
+  return 0;
 }
 
 // /droce/neighbours,<port>: the port's neighbour cache, address -> "MAC state".
 int tel_neighbours(const Snapshot& s, const char* params, rte_tel_data* d) {
   if (!params || !*params) return -EINVAL;
-  char* end = nullptr;
-  const unsigned long idx = std::strtoul(params, &end, 0);
-  if (end == params || *end != '\0') return -EINVAL;
-  for (const PortSnapshot& p : s.ports) {
-    if (p.index != idx) continue;
-    rte_tel_data_start_dict(d);
-    for (const NeighbourSnapshot& n : p.neighbours) {
-      const std::string v = n.mac + " " + n.state;
-      rte_tel_data_add_dict_string(d, n.ip.c_str(), v.c_str());
-    }
-    return 0;
+  const PortSnapshot* p = port_named(s, params);
+  if (!p) return -EINVAL;
+  rte_tel_data_start_dict(d);
+  for (const NeighbourSnapshot& n : p->neighbours) {
+    const std::string v = n.mac + " " + n.state;
+    rte_tel_data_add_dict_string(d, n.ip.c_str(), v.c_str());
   }
-  return -EINVAL;
+  return 0;
 }
 
 // /droce/qp[,<qpn> | ,<port>:<qpn>]: without a parameter, the list of QPNs.

@@ -48,8 +48,12 @@ def main():
         check("/droce/stats" in got, "no /droce/stats answer: " + r.stdout + r.stderr)
         st = got["/droce/stats"]
         check(st["ports"] == 1 and st["qps"] == 1, f"stats {st}")
-        check(st["rx_frames"] > 0 and st["rx_not_roce"] == st["rx_frames"],
-              "net_null frames counted as not RoCE")
+        # net_null hands back mbufs as they were: zeros, or pieces of the
+        # frames the port sent (its announcements), cut to 64 bytes. Counted
+        # and dropped, never delivered to a QP.
+        check(st["rx_frames"] > 0 and st["rx_delivered"] == 0 and st["rx_unknown_qpn"] == 0 and
+              st["rx_not_roce"] + st["rx_malformed"] + st["arp_bad"] >= st["rx_frames"],
+              f"net_null frames counted and dropped {st}")
         qp = got["/droce/qp"]
         # The last /droce/qp answer (the list) replaced the first in `got`:
         got1, _ = query(["/droce/qp,0x17"])
@@ -65,6 +69,15 @@ def main():
         check(p0["name"] == "net_null0" and p0["eth_ipackets"] > 0, f"port {p0}")
         check(p0["mempool_size"] > 0, "mempool size")
         check(p0["link_up"] == 1 and p0["port_link_downs"] == 0, f"link state {p0}")
+        # The port owns its QP's address: it announced it (a gratuitous ARP,
+        # and an advertisement of its link-local IPv6 address).
+        check(p0["arp_requests_out"] == 1 and p0["nd_adverts_out"] == 1,
+              f"announcements {p0['arp_requests_out']} {p0['nd_adverts_out']}")
+        check("neighbours" in p0, "port has no neighbour count")
+        got4, _ = query(["/droce/neighbours,0"])
+        check(got4.get("/droce/neighbours") == {}, f"neighbours {got4}")
+        got5, _ = query(["/droce/neighbours,7"])
+        check(not got5.get("/droce/neighbours"), f"unknown port answered {got5}")
         # A QPN that does not exist is an error, not a crash.
         got3, _ = query(["/droce/qp,0x99"])
         check(got3.get("/droce/qp") is None, f"unknown QPN answered {got3}")

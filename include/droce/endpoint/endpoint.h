@@ -180,7 +180,7 @@ class Endpoint {
   // Neighbour resolution of QPs whose path has no MAC.
   void classify_mac(QpSlot& s);
   bool peer_mac_ready(QpSlot& s, uint64_t now);
-  void on_interface_events(uint64_t now);
+  void on_interface_events();
   size_t emit_control(uint64_t now, std::span<const std::span<uint8_t>> bufs,
                       std::span<uint32_t> lens);
   void book_port(uint32_t len, uint64_t now);

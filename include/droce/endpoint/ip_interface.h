@@ -131,7 +131,10 @@ class IpInterface {
   void resolution_done(const Event& e, uint64_t now);
   // Queues a frame `build` writes into a buffer of `max_len` bytes.
   template <class Build>
-  void queue(size_t max_len, Build&& build);
+  bool queue(size_t max_len, Build&& build);
+  // An echo request for us: answered within the echo rate limit.
+  template <class Build>
+  void answer_echo(size_t request_len, uint64_t now, Build&& build);
 
   InterfaceConfig config_;
   EndpointCounters& counters_;
