@@ -259,7 +259,9 @@ void Switch::receive(uint16_t port, Packet&& pkt, uint64_t now) {
   pkt.tc = cfg_.classifier == Classifier::kDscp
                ? cfg_.dscp_to_tc[info.dscp]
                : (info.vlan ? cfg_.pcp_to_tc[info.pcp] : 0);
-  const bool group = pkt.bytes[0] & 1;  // I/G bit of the destination MAC
+  // The I/G bit of the destination MAC. IP to a group address arriving on a
+  // port that is not a flood port is routed, as by a pure L3 switch.
+  const bool group = (pkt.bytes[0] & 1) && in.cfg.flood;
   if (group || info.ip_version == 0) {
     switch_l2(port, std::move(pkt), info, now);
     return;

@@ -331,6 +331,13 @@ TEST(SwitchL2, IpUnicastStillRoutedAndNonIpWithoutFloodDropped) {
   sw.receive(0, arp_frame(wire::ArpOp::kRequest, 0, 1), 0);
   EXPECT_TRUE(drain(sw).empty());
   EXPECT_EQ(sw.counters(0).no_route, 1u);
+  // IP to a group MAC is still routed where no port floods.
+  Packet m = roce_packet({.dst_ip = 0x0A000002});
+  m.bytes[0] = 0x33;
+  sw.receive(0, std::move(m), 1000);
+  const auto routed = drain(sw);
+  ASSERT_EQ(routed.size(), 1u);
+  EXPECT_EQ(routed[0].port, 1);
   Switch l2(flood_config(3, 3));
   l2.receive(0, roce_packet({.dst_ip = 0x0A000003}), 0);
   const auto out = drain(l2);
