@@ -119,6 +119,11 @@ TEST(SimResolve, LeafSpineFloodsOverASpanningTree) {
   EXPECT_EQ(blocked, 2u);  // 4 leaf-spine links, 3 in the tree
 }
 
+TEST(SimResolve, OffByDefault) {
+  EXPECT_FALSE(parse_scenario("[run]\n").run.resolve_macs);
+  EXPECT_TRUE(parse_scenario("[run]\nresolve_macs = true\n").run.resolve_macs);
+}
+
 TEST(SimResolve, RefusesANonBooleanValue) {
   try {
     parse_scenario("[run]\nresolve_macs = 1\n", "bad");
