@@ -26,6 +26,19 @@ uint64_t mix_seed(uint64_t seed, uint32_t node) {
   return z ^ (z >> 31);
 }
 
+uint64_t mac_key(const wire::MacAddress& m) {
+  uint64_t k = 0;
+  for (uint8_t b : m) k = k << 8 | b;
+  return k;
+}
+
+// IEEE 802.1D reserved group addresses 01:80:C2:00:00:0x (bridge protocols,
+// LLDP, PAUSE): link-local, never relayed.
+bool link_local_group(std::span<const uint8_t> f) {
+  return f[0] == 0x01 && f[1] == 0x80 && f[2] == 0xC2 && f[3] == 0 && f[4] == 0 &&
+         (f[5] & 0xF0) == 0;
+}
+
 uint64_t wire_bits(size_t frame_bytes) {
   return (std::max<uint64_t>(frame_bytes, kEthMinFrame) + kEthWireOverhead) * 8;
 }
@@ -243,13 +256,16 @@ void Switch::receive(uint16_t port, Packet&& pkt, uint64_t now) {
     refresh_next(port);
     return;
   }
-  if (info.ip_version == 0) {
-    ++in.counters.no_route;  // an L3 switch: nothing to route non-IP by
-    return;
-  }
   pkt.tc = cfg_.classifier == Classifier::kDscp
                ? cfg_.dscp_to_tc[info.dscp]
                : (info.vlan ? cfg_.pcp_to_tc[info.pcp] : 0);
+  // The I/G bit of the destination MAC. IP to a group address arriving on a
+  // port that is not a flood port is routed, as by a pure L3 switch.
+  const bool group = (pkt.bytes[0] & 1) && in.cfg.flood;
+  if (group || info.ip_version == 0) {
+    switch_l2(port, std::move(pkt), info, now);
+    return;
+  }
   const int out = cfg_.routes.lookup(flow_key(info), hash_seed_, port_up_);
   if (out < 0 || static_cast<size_t>(out) >= ports_.size()) {
     ++in.counters.no_route;
@@ -260,6 +276,76 @@ void Switch::receive(uint16_t port, Packet&& pkt, uint64_t now) {
   pkt.l3_offset = info.l3_offset;
   enqueue(static_cast<uint16_t>(out), std::move(pkt), now);
   refresh_next(static_cast<uint16_t>(out));
+  refresh_next(port);
+}
+
+int Switch::learned_port(const wire::MacAddress& mac) const {
+  const auto it = macs_.find(mac_key(mac));
+  return it == macs_.end() ? -1 : it->second;
+}
+
+void Switch::learn(const wire::MacAddress& src, uint16_t port) {
+  if (src[0] & 1) return;  // a group address is never a source
+  const uint64_t k = mac_key(src);
+  const auto it = macs_.find(k);
+  if (it != macs_.end()) {
+    it->second = port;  // the station moved
+  } else if (macs_.size() < cfg_.mac_table_size) {
+    macs_.emplace(k, port);
+  } else {
+    ++mac_full_;
+  }
+}
+
+// A learning bridge (IEEE 802.1D 8.7, 8.8) for what neighbour discovery
+// needs: group-addressed frames are flooded, non-IP unicast follows the MAC
+// table. Only flood ports take part, so a spanning tree keeps floods
+// loop-free; frames arriving on any other port are not relayed.
+void Switch::switch_l2(uint16_t port, Packet&& pkt, const FrameInfo& info, uint64_t now) {
+  Port& in = ports_[port];
+  const std::span<const uint8_t> f(pkt.bytes.data(), pkt.bytes.size());
+  if (!in.cfg.flood || link_local_group(f)) {
+    ++in.counters.no_route;
+    return;
+  }
+  learn({f[6], f[7], f[8], f[9], f[10], f[11]}, port);
+  pkt.ingress_port = port;
+  pkt.ip_version = info.ip_version;
+  pkt.l3_offset = info.l3_offset;
+  if (!(f[0] & 1)) {
+    const int out = learned_port({f[0], f[1], f[2], f[3], f[4], f[5]});
+    if (out >= 0) {
+      if (out != port) {  // else the destination is behind the ingress port
+        ++in.counters.l2_forwarded;
+        enqueue(static_cast<uint16_t>(out), std::move(pkt), now);
+        refresh_next(static_cast<uint16_t>(out));
+      }
+      refresh_next(port);
+      return;
+    }
+  }
+  ++in.counters.flooded;
+  uint16_t last = port;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    if (i != port && ports_[i].cfg.flood) last = static_cast<uint16_t>(i);
+  }
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    const auto out = static_cast<uint16_t>(i);
+    if (out == port || !ports_[i].cfg.flood) continue;
+    if (out == last) {
+      enqueue(out, std::move(pkt), now);
+    } else {
+      Packet copy;
+      copy.bytes = pkt.bytes;
+      copy.ingress_port = pkt.ingress_port;
+      copy.tc = pkt.tc;
+      copy.ip_version = pkt.ip_version;
+      copy.l3_offset = pkt.l3_offset;
+      copy.tag = pkt.tag;
+      enqueue(out, std::move(copy), now);
+    }
+    refresh_next(out);
+  }
   refresh_next(port);
 }
 

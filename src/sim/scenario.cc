@@ -369,12 +369,13 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
 
   if (const toml::table* t = r.table(root, "run", "")) {
     r.check_keys(*t, "run", {"duration", "seed", "csv_interval", "stop_when_done", "ecmp",
-                             "reconverge"});
+                             "reconverge", "resolve_macs"});
     r.time(*t, "duration", "run", sc.run.duration_ns);
     r.integer(*t, "seed", "run", sc.run.seed, 0, UINT64_MAX >> 1);
     r.time(*t, "csv_interval", "run", sc.run.csv_interval_ns);
     r.boolean(*t, "stop_when_done", "run", sc.run.stop_when_done);
     r.boolean(*t, "ecmp", "run", sc.ecmp);
+    r.boolean(*t, "resolve_macs", "run", sc.run.resolve_macs);
     if (uint64_t ns = 0; r.time(*t, "reconverge", "run", ns)) sc.run.reconverge_ns = ns;
   }
 

@@ -19,6 +19,7 @@
 #include "droce/cc/registry.h"
 #include "droce/transport/device.h"
 #include "event_queue.h"
+#include "flood_tree.h"
 #include "link_schedule.h"
 #include "sample_log.h"
 
@@ -104,7 +105,8 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
               uint64_t line_rate_bytes, const std::string& who) {
   transport::QpAttr attr;
   attr.path.src_mac = h.mac;
-  attr.path.dst_mac = peer.mac;
+  // Zero: the endpoint resolves the peer's IP (run.resolve_macs).
+  attr.path.dst_mac = h.resolve_macs ? wire::MacAddress{} : peer.mac;
   attr.path.src_ip = h.ip;
   attr.path.dst_ip = peer.ip;
   set_class_marks(attr.path, o.dscp, pcp_tagged);
@@ -160,6 +162,7 @@ struct Simulator::Impl {
     uint32_t out_link = 0;
     wire::MacAddress mac{};
     wire::IpAddress ip;
+    bool resolve_macs = false;  // QPs name peers by IP only
     // qpn -> (flow << 1) | is_initiator; -1 when unknown.
     std::vector<int64_t> qp_role;
   };
@@ -332,6 +335,8 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   // Switch ports and link directions, in link order.
   m.sws.resize(sc.switches.size());
   std::vector<fabric::SwitchConfig> cfgs(sc.switches.size());
+  const std::vector<bool> flood =
+      sc.run.resolve_macs ? flood_links(sc) : std::vector<bool>(sc.links.size(), false);
   for (size_t s = 0; s < sc.switches.size(); ++s) {
     cfgs[s] = sc.switches[s].cfg;
     cfgs[s].ports.clear();
@@ -352,6 +357,12 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
     // Fewer wheel slots: next_deadline() scans them, and the runner asks
     // after every event; entries beyond the horizon are parked, not lost.
     ec.pacer_slots = kPacerSlots;
+    if (sc.run.resolve_macs) {
+      host->resolve_macs = true;
+      ec.interface.mac = host->mac;
+      ec.interface.addresses = {host->ip};
+      ec.interface.seed = mix(sc.run.seed, 0x4E454947 + h);
+    }
     host->ep = std::make_unique<endpoint::Endpoint>(host->device, ec);
     host->pd = host->device.alloc_pd();
     // Every message and receive buffer a flow may have outstanding, both
@@ -378,6 +389,7 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
       fabric::PortConfig pc;
       const SwitchSpec& ss = sc.switches[n->index];
       pc.rate_bps = ls.rate_bps;
+      pc.flood = flood[l];
       pc.buffer_bytes = ss.port_buffer_bytes;
       pc.scheduler = ss.scheduler;
       pc.ecn = ss.ecn_auto ? fabric::ecn_defaults_for_rate(ls.rate_bps, ss.ecn.mode) : ss.ecn;
@@ -545,6 +557,14 @@ Simulator::Simulator(const Scenario& scenario) : impl_(std::make_unique<Impl>())
   m.link_schedule = LinkSchedule(sc.links);
   m.schedule(m.id_link_state, m.link_schedule.next_time());
   if (!m.flows.empty()) m.schedule(m.id_workload, sc.flows[m.start_order[0]].start_ns);
+  if (sc.run.resolve_macs) {
+    // The ports come up: each host announces its address, which also
+    // teaches the switches where every host is.
+    for (uint32_t h = 0; h < m.hosts.size(); ++h) {
+      m.hosts[h]->ep->announce(0);
+      m.schedule(h, 0);
+    }
+  }
   if (sc.run.csv_interval_ns) {
     m.schedule(m.id_sampler, sc.run.csv_interval_ns);
   }

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "droce/fabric/link.h"
+#include "droce/wire/arp.h"
 #include "fabric_test_util.h"
 
 namespace droce::fabric {
@@ -203,6 +206,144 @@ TEST(Switch, RejectsBadConfig) {
   EXPECT_THROW(Switch{cfg}, std::invalid_argument);
   cfg = simple_config(2, 0);
   EXPECT_THROW(Switch{cfg}, std::invalid_argument);
+}
+
+
+// --- L2: flooding and MAC learning for neighbour discovery ---
+
+wire::MacAddress host_mac(uint8_t i) { return {0x02, 0x11, 0, 0, 0, i}; }
+
+Packet arp_frame(wire::ArpOp op, uint8_t from, uint8_t to) {
+  wire::L2Header l2;
+  l2.src = host_mac(from);
+  l2.dst = op == wire::ArpOp::kRequest ? wire::MacAddress{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+                                       : host_mac(to);
+  wire::ArpPacket a;
+  a.op = op;
+  a.sender_mac = host_mac(from);
+  a.sender_ip = 0x0A000001u + from;
+  a.target_mac = op == wire::ArpOp::kRequest ? wire::MacAddress{} : host_mac(to);
+  a.target_ip = 0x0A000001u + to;
+  Packet p;
+  p.bytes.resize(64);
+  p.bytes.resize(wire::build_arp(l2, a, {p.bytes.data(), p.bytes.size()}));
+  return p;
+}
+
+SwitchConfig flood_config(size_t nports, size_t flood_ports) {
+  SwitchConfig cfg = simple_config(nports, k100G);
+  for (size_t i = 0; i < flood_ports; ++i) cfg.ports[i].flood = true;
+  return cfg;
+}
+
+std::vector<uint16_t> out_ports(const std::vector<Departure>& out) {
+  std::vector<uint16_t> ports;
+  for (const Departure& d : out) ports.push_back(d.port);
+  std::sort(ports.begin(), ports.end());
+  return ports;
+}
+
+TEST(SwitchL2, BroadcastFloodsToEveryFloodPortButIngress) {
+  Switch sw(flood_config(4, 4));
+  Packet p = arp_frame(wire::ArpOp::kRequest, 1, 2);
+  const FrameBytes bytes = p.bytes;
+  sw.receive(1, std::move(p), 0);
+  const auto out = drain(sw);
+  EXPECT_EQ(out_ports(out), (std::vector<uint16_t>{0, 2, 3}));
+  for (const Departure& d : out) {
+    EXPECT_EQ(d.packet.bytes, bytes);
+    EXPECT_EQ(d.packet.tc, 0);
+  }
+  EXPECT_EQ(sw.counters(1).flooded, 1u);
+  EXPECT_EQ(sw.counters(1).no_route, 0u);
+  EXPECT_EQ(sw.buffer_used(), 0u);
+}
+
+TEST(SwitchL2, MulticastFloodsIpv6SolicitedNodeToo) {
+  Switch sw(flood_config(3, 3));
+  // An IP frame to a group MAC (33:33:ff:00:00:02) is flooded, not routed.
+  Packet p = roce_packet({.dst_ip = 0x0A000003});
+  const uint8_t group[6] = {0x33, 0x33, 0xFF, 0, 0, 2};
+  std::copy(group, group + 6, p.bytes.begin());
+  sw.receive(0, std::move(p), 0);
+  EXPECT_EQ(out_ports(drain(sw)), (std::vector<uint16_t>{1, 2}));
+  EXPECT_EQ(sw.counters(0).flooded, 1u);
+}
+
+TEST(SwitchL2, NoFloodOutOfOrFromNonFloodPorts) {
+  Switch sw(flood_config(4, 2));  // ports 2 and 3 are not flood ports
+  sw.receive(0, arp_frame(wire::ArpOp::kRequest, 0, 1), 0);
+  EXPECT_EQ(out_ports(drain(sw)), (std::vector<uint16_t>{1}));
+  // A group frame arriving on a non-flood port is not relayed or learned.
+  sw.receive(3, arp_frame(wire::ArpOp::kRequest, 3, 1), 100);
+  EXPECT_TRUE(drain(sw).empty());
+  EXPECT_EQ(sw.counters(3).no_route, 1u);
+  EXPECT_EQ(sw.learned_port(host_mac(3)), -1);
+  EXPECT_EQ(sw.counters(2).tx_packets + sw.counters(3).tx_packets, 0u);
+}
+
+TEST(SwitchL2, LearnsSourcesAndForwardsUnicastReplyByTable) {
+  Switch sw(flood_config(4, 4));
+  sw.receive(2, arp_frame(wire::ArpOp::kRequest, 2, 0), 0);  // 2 asks for 0
+  EXPECT_EQ(drain(sw).size(), 3u);
+  EXPECT_EQ(sw.learned_port(host_mac(2)), 2);
+  EXPECT_EQ(sw.mac_table_entries(), 1u);
+  sw.receive(0, arp_frame(wire::ArpOp::kReply, 0, 2), 1000);  // 0 answers
+  const auto out = drain(sw);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_EQ(sw.counters(0).l2_forwarded, 1u);
+  EXPECT_EQ(sw.counters(0).flooded, 0u);
+  EXPECT_EQ(sw.learned_port(host_mac(0)), 0);
+  EXPECT_EQ(sw.mac_table_entries(), 2u);
+}
+
+TEST(SwitchL2, UnknownUnicastNonIpIsFlooded) {
+  Switch sw(flood_config(3, 3));
+  sw.receive(0, arp_frame(wire::ArpOp::kReply, 0, 2), 0);
+  EXPECT_EQ(out_ports(drain(sw)), (std::vector<uint16_t>{1, 2}));
+  EXPECT_EQ(sw.counters(0).flooded, 1u);
+}
+
+TEST(SwitchL2, ReplyToTheIngressSideIsFiltered) {
+  Switch sw(flood_config(3, 3));
+  sw.receive(1, arp_frame(wire::ArpOp::kRequest, 1, 0), 0);
+  drain(sw);
+  sw.receive(1, arp_frame(wire::ArpOp::kReply, 4, 1), 1000);  // 1 is behind port 1
+  EXPECT_TRUE(drain(sw).empty());
+}
+
+TEST(SwitchL2, MacTableIsBounded) {
+  SwitchConfig cfg = flood_config(3, 3);
+  cfg.mac_table_size = 2;
+  Switch sw(std::move(cfg));
+  for (uint8_t h = 0; h < 4; ++h)
+    sw.receive(h % 3, arp_frame(wire::ArpOp::kRequest, h, 9), h * 1000);
+  drain(sw);
+  EXPECT_EQ(sw.mac_table_entries(), 2u);
+  EXPECT_EQ(sw.mac_table_full(), 2u);
+  EXPECT_EQ(sw.learned_port(host_mac(0)), 0);
+  EXPECT_EQ(sw.learned_port(host_mac(3)), -1);
+}
+
+TEST(SwitchL2, IpUnicastStillRoutedAndNonIpWithoutFloodDropped) {
+  Switch sw(simple_config(3, k100G));  // no flood ports: pure L3 as before
+  sw.receive(0, arp_frame(wire::ArpOp::kRequest, 0, 1), 0);
+  EXPECT_TRUE(drain(sw).empty());
+  EXPECT_EQ(sw.counters(0).no_route, 1u);
+  // IP to a group MAC is still routed where no port floods.
+  Packet m = roce_packet({.dst_ip = 0x0A000002});
+  m.bytes[0] = 0x33;
+  sw.receive(0, std::move(m), 1000);
+  const auto routed = drain(sw);
+  ASSERT_EQ(routed.size(), 1u);
+  EXPECT_EQ(routed[0].port, 1);
+  Switch l2(flood_config(3, 3));
+  l2.receive(0, roce_packet({.dst_ip = 0x0A000003}), 0);
+  const auto out = drain(l2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].port, 2);
+  EXPECT_EQ(l2.mac_table_entries(), 0u);  // IP unicast does not teach
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "droce/fabric/ecn.h"
@@ -46,6 +47,11 @@ struct PortConfig {
   EcnConfig ecn = ecn_defaults_for_rate(100 * kGbps);
   // Classes that get ECN marking (bit c); others are never marked.
   uint8_t ecn_classes = 0xFF;
+  // Group-addressed frames (broadcast, multicast) and non-IP unicast to an
+  // unlearned MAC are flooded out of every flood port but the ingress one.
+  // In a fabric with loops only host ports and a spanning tree's links may
+  // be flood ports, or floods circulate.
+  bool flood = false;
 };
 
 enum class BufferMode : uint8_t { kShared, kPerPort };
@@ -99,6 +105,9 @@ struct SwitchConfig {
   IntConfig int_cfg;
   RouteTable routes;
   uint64_t seed = 1;  // ECN draws and ECMP hash seed
+  // MAC learning (source MAC -> ingress port) from group-addressed and
+  // non-IP frames; when full, unknown sources are not learned.
+  size_t mac_table_size = 4096;
 };
 
 struct QueueCounters {
@@ -123,6 +132,8 @@ struct PortCounters {
   uint64_t rx_pause_8023x = 0; // legacy PAUSE: counted, not honoured
   uint64_t rx_bad = 0;         // runt / unparseable
   uint64_t no_route = 0;
+  uint64_t flooded = 0;        // frames received here that were flooded
+  uint64_t l2_forwarded = 0;   // non-IP unicast sent by the MAC table
   uint64_t down_drops = 0;
   uint64_t tx_xoff = 0;
   uint64_t tx_xon = 0;
@@ -199,6 +210,11 @@ class Switch {
     return ports_[port].wd_active >> (prio & 7) & 1;
   }
   const PortCounters& counters(uint16_t port) const { return ports_[port].counters; }
+  // MAC learning: entries in the table, sources not learned (table full),
+  // and the port a MAC was learned on (-1: unknown).
+  size_t mac_table_entries() const { return macs_.size(); }
+  uint64_t mac_table_full() const { return mac_full_; }
+  int learned_port(const wire::MacAddress& mac) const;
 
   // Time to serialize a frame of `frame_bytes` (no FCS) at `rate_bps`,
   // rounded down; Switch carries the remainder so long runs are exact.
@@ -241,6 +257,9 @@ class Switch {
     return port.pause[c].paused(t) && !(port.wd_active >> c & 1);
   }
   void on_pfc(uint16_t p, std::span<const uint8_t> frame, uint64_t now);
+  // L2 path for group-addressed and non-IP frames.
+  void switch_l2(uint16_t port, Packet&& pkt, const FrameInfo& info, uint64_t now);
+  void learn(const wire::MacAddress& src, uint16_t port);
   void enqueue(uint16_t out, Packet&& pkt, uint64_t now);
   Packet dequeue(Port& port, int c);
   void release(Packet& pkt, uint64_t now);  // buffer + ingress accounting
@@ -269,6 +288,8 @@ class Switch {
   Rng rng_;
   std::vector<Departure> outbox_;
   std::vector<Departure> polled_;
+  std::unordered_map<uint64_t, uint16_t> macs_;  // MAC (48 bits) -> port
+  uint64_t mac_full_ = 0;
 };
 
 }  // namespace droce::fabric

@@ -107,6 +107,10 @@ struct RunSpec {
   // link goes down or comes back (a routing protocol converging); none:
   // static routes, only the switch at a down link avoids it.
   std::optional<uint64_t> reconverge_ns;
+  // Hosts learn their peers' MACs by ARP (their endpoints own their IPs and
+  // announce them at time 0) instead of being given them; switches flood
+  // over host links and a spanning tree of the switches (docs/SIM.md).
+  bool resolve_macs = false;
 };
 
 struct Scenario {
