@@ -27,6 +27,7 @@
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
 #include "droce/engine/options.h"
+#include "droce/wire/ethernet.h"
 #include "droce/cc/registry.h"
 #include "droce/transport/requester.h"
 
@@ -690,7 +691,8 @@ int run(int argc, char** argv) {
     pc.shard_tx = shard_tx;
     pc.shard_rx = shard_rx;
     // The port's IP interface: the addresses its QPs use and --address,
-    // in the VLAN of its first tagged QP.
+    // in the VLAN of its first tagged QP, with the MAC its QPs send from
+    // (their local_mac, else the port's).
     const auto index = static_cast<uint32_t>(&name - o.ports.data());
     auto& itf = pc.endpoint.interface;
     for (const std::string& a : o.addresses) itf.addresses.push_back(engine::parse_ip("--address", a));
@@ -700,6 +702,7 @@ int run(int argc, char** argv) {
       if (q.have_local_ip && std::find(itf.addresses.begin(), itf.addresses.end(), path.src_ip) ==
                                  itf.addresses.end())
         itf.addresses.push_back(path.src_ip);
+      if (q.local_mac && wire::is_zero_mac(itf.mac)) itf.mac = *q.local_mac;
       if (path.vlan && !itf.vlan) {
         itf.vlan = true;
         itf.vlan_id = path.vlan_id;

@@ -45,7 +45,7 @@ def main():
             sys.stderr.write(r.stderr)
         check(r.returncode == 0, f"--cc {cc}: droce-endpoint exit code {r.returncode}")
         seen = {}
-        for p in rdpcap(out_pcap):
+        for p in roce_frames(out_pcap):
             check(icrc_ok(p), f"--cc {cc}: ICRC or IPv4 checksum wrong: " + p.summary())
             seen[p[BTH].opcode] = seen.get(p[BTH].opcode, 0) + 1
         check(seen.get(ACK, 0) >= 1 and seen.get(READ_FIRST) == 1 and

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from scapy.all import AsyncSniffer, Ether, IP, UDP, Raw, raw, rdpcap, wrpcap  # noqa: F401
+from scapy.all import ARP, AsyncSniffer, Ether, IP, UDP, Raw, raw, rdpcap, wrpcap  # noqa: F401
 from scapy.contrib.roce import BTH
 
 ROCE_PORT = 4791
@@ -59,6 +59,14 @@ def icrc_ok(pkt):
     p[IP].chksum = None
     p[BTH].icrc = None
     return raw(p) == raw(pkt)
+
+
+def roce_frames(path):
+    """The RoCEv2 frames of a pcap droce-endpoint wrote. Its port also
+    announces its addresses when it comes up (a gratuitous ARP and an
+    unsolicited IPv6 neighbour advertisement, docs/ETHERNET.md), which the
+    tests of the RoCE path leave aside."""
+    return [p for p in rdpcap(path) if UDP in p]
 
 
 def find_endpoint():

@@ -49,7 +49,7 @@ max_send_wr = 4096
     sys.stdout.write(r.stdout[-1500:])
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}")
     check("all pools full at shutdown" in r.stdout, "leak check (TX)")
-    out = rdpcap(out_pcap)
+    out = roce_frames(out_pcap)
     acks = [split(p)[0].psn for p in out if split(p)[0].opcode == ACK]
     check(len(acks) == len(out) and acks and acks[-1] == n - 1,
           f"{len(out)} frames, last ACK {acks[-1:]}")

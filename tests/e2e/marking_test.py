@@ -83,7 +83,7 @@ def run_case(exe, d, i, name, how, want):
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
     check(r.returncode == 0, f"{name}: droce-endpoint exit code {r.returncode}")
-    out = rdpcap(out_pcap)
+    out = roce_frames(out_pcap)
     seen = {}
     for p in out:
         check(icrc_ok(p), f"{name}: ICRC or IPv4 checksum wrong: " + p.summary())

@@ -75,7 +75,7 @@ max_dest_rd_atomic = 1
     check(r.returncode == 0, f"droce-endpoint exit code {r.returncode}")
 
     answers = {PEER_A: [], PEER_B: []}
-    for p in rdpcap(out_pcap):
+    for p in roce_frames(out_pcap):
         check(icrc_ok(p), "ICRC or IPv4 checksum wrong: " + p.summary())
         bth, rest, _ = split(p)
         answers[bth.dqpn].append((bth.opcode, bth.psn, bth.pkey, rest))

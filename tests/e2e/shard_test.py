@@ -153,7 +153,7 @@ def main():
     sys.stdout.write(r.stdout[-2500:])
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}")
     check("all pools full at shutdown" in r.stdout, "leak check (TX queue per shard)")
-    f0, f1 = rdpcap(out0), rdpcap(out1)
+    f0, f1 = roce_frames(out0), roce_frames(out1)
     check(all(icrc_ok(p) for p in list(f0) + list(f1)), "ICRC of every frame")
     r0, r1 = responses(f0), responses(f1)
     # Round robin: 0x11, 0x13 on shard 0 (lcore 1), 0x12, 0x14 on shard 1.
@@ -183,7 +183,7 @@ def main():
     sys.stdout.write(r.stdout[-2500:])
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}")
     check("all pools full at shutdown" in r.stdout, "leak check (TX through the ring)")
-    frames = rdpcap(out)
+    frames = roce_frames(out)
     check(all(icrc_ok(p) for p in frames), "ICRC of every frame")
     resp = responses(frames)
     for qi in range(4):
@@ -223,7 +223,7 @@ def main():
     sys.stdout.write(r.stdout[-2500:])
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-1500:]}")
     check("all pools full at shutdown" in r.stdout, "leak check (RX queue per shard)")
-    f0, f1 = rdpcap(out0), rdpcap(out1)
+    f0, f1 = roce_frames(out0), roce_frames(out1)
     check(all(icrc_ok(p) for p in list(f0) + list(f1)), "ICRC of every frame")
     resp = {**responses(f0), **responses(f1)}
     for qi in range(4):

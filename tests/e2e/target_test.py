@@ -102,7 +102,7 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
     check(r.returncode == 0, f"droce-endpoint exit code {r.returncode}")
     check("completions 4 (errors 0)" in r.stdout, "four completions counted")
 
-    out = rdpcap(out_pcap)
+    out = roce_frames(out_pcap)
     reads = {p[BTH].psn: split(p)[1][4:] for p in out if p[BTH].opcode == READ_ONLY}
     check(sorted(reads) == [4, 5], f"READ responses at PSNs {sorted(reads)}, want 4 and 5")
     got = reads[4]  # after the AETH
