@@ -709,6 +709,18 @@ int run(int argc, char** argv) {
         itf.pcp = path.pcp;
       }
     }
+    // Pings leave port 0 from one of its addresses of the same family.
+    for (const std::string& a : index == 0 ? o.pings : std::vector<std::string>{}) {
+      const wire::IpAddress dst = engine::parse_ip("--ping", a);
+      if (std::none_of(itf.addresses.begin(), itf.addresses.end(),
+                       [&](const wire::IpAddress& x) { return x.v6 == dst.v6; }) &&
+          !dst.v6)
+        throw ConfigError("--ping", fmt::format("{}: port 0 has no IPv4 address to ping from "
+                                                "(give --address or a QP's local_ip)", a));
+      if (itf.addresses.empty())
+        throw ConfigError("--ping", fmt::format("{}: port 0 has no address to ping from "
+                                                "(give --address or a QP's local_ip)", a));
+    }
     try {
       eng.add_port(pc);
     } catch (const ConfigError& e) {
