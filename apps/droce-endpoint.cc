@@ -678,6 +678,8 @@ int run(int argc, char** argv) {
   if (o.ports.empty()) o.ports.push_back("0");
   if (!o.capture.empty() && o.ports.size() > 1)
     throw ConfigError("--capture", "one file captures one port; give one --port");
+  std::vector<wire::IpAddress> ping_to;
+  for (const std::string& a : o.pings) ping_to.push_back(engine::parse_ip("--ping", a));
   for (const std::string& name : o.ports) {
     engine::PortConfig pc;
     pc.name = name;
@@ -709,17 +711,16 @@ int run(int argc, char** argv) {
         itf.pcp = path.pcp;
       }
     }
-    // Pings leave port 0 from one of its addresses of the same family.
-    for (const std::string& a : index == 0 ? o.pings : std::vector<std::string>{}) {
-      const wire::IpAddress dst = engine::parse_ip("--ping", a);
-      if (std::none_of(itf.addresses.begin(), itf.addresses.end(),
-                       [&](const wire::IpAddress& x) { return x.v6 == dst.v6; }) &&
-          !dst.v6)
-        throw ConfigError("--ping", fmt::format("{}: port 0 has no IPv4 address to ping from "
-                                                "(give --address or a QP's local_ip)", a));
-      if (itf.addresses.empty())
-        throw ConfigError("--ping", fmt::format("{}: port 0 has no address to ping from "
-                                                "(give --address or a QP's local_ip)", a));
+    // Pings leave port 0 from one of its addresses of the same family
+    // (IPv6: at least its link-local one, which any address brings).
+    for (const wire::IpAddress& dst : index == 0 ? ping_to : std::vector<wire::IpAddress>{}) {
+      const bool can = dst.v6 ? !itf.addresses.empty()
+                              : std::any_of(itf.addresses.begin(), itf.addresses.end(),
+                                            [](const wire::IpAddress& a) { return !a.v6; });
+      if (!can)
+        throw ConfigError("--ping", fmt::format("{}: port 0 has no {}address to ping from (give "
+                                                "--address or a QP's local_ip)",
+                                                engine::format_ip(dst), dst.v6 ? "" : "IPv4 "));
     }
     try {
       eng.add_port(pc);
@@ -820,8 +821,6 @@ int run(int argc, char** argv) {
   std::vector<transport::WorkCompletion> wcs(256);
   std::vector<engine::PortIndex> wc_ports(wcs.size());
   uint64_t completions = 0, completion_errors = 0;
-  std::vector<wire::IpAddress> ping_to;
-  for (const std::string& a : o.pings) ping_to.push_back(engine::parse_ip("--ping", a));
   uint64_t next_ping = t0;
   uint16_t ping_seq = 0;
   while (!g_quit.load()) {

@@ -57,7 +57,7 @@ const Neighbour* NeighbourCache::find(const wire::IpAddress& ip) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-bool NeighbourCache::make_room(uint64_t) {
+bool NeighbourCache::make_room() {
   if (entries_.size() < timers_.max_entries) return true;
   // Full (a flood of requests from addresses nobody talks to, say): the
   // entries no QP waits for or uses go, as Linux's forced collection above
@@ -77,7 +77,7 @@ bool NeighbourCache::make_room(uint64_t) {
 }
 
 Neighbour* NeighbourCache::insert(const wire::IpAddress& ip, uint64_t now) {
-  if (!make_room(now)) return nullptr;
+  if (!make_room()) return nullptr;
   Neighbour& n = entries_[ip];
   n.ip = ip;
   n.updated_ns = now;

@@ -107,7 +107,7 @@ class NeighbourCache {
  private:
   Neighbour* lookup(const wire::IpAddress& ip);
   Neighbour* insert(const wire::IpAddress& ip, uint64_t now);
-  bool make_room(uint64_t now);
+  bool make_room();
   uint64_t reachable_time();
   void set_deadline(Neighbour& n, uint64_t t);
 
