@@ -1,29 +1,50 @@
 #include "droce/transport/cq.h"
 
+#include <algorithm>
+
 namespace droce::transport {
 
 CompletionQueue::CompletionQueue(uint32_t capacity)
-    : ring_(capacity == 0 ? 1 : capacity) {}
+    : capacity_(std::max<uint32_t>(capacity, 1)), ring_(capacity_) {}
 
 int CompletionQueue::poll(std::span<WorkCompletion> out) {
-  int n = 0;
-  while (count_ > 0 && static_cast<size_t>(n) < out.size()) {
-    out[static_cast<size_t>(n++)] = ring_[head_];
-    head_ = (head_ + 1) % capacity();
-    --count_;
+  if (out.empty()) return 0;
+  while (poll_lock_.test_and_set(std::memory_order_acquire)) {
   }
-  return n;
+  const uint64_t head = head_.load(std::memory_order_relaxed);
+  const uint64_t tail = tail_.load(std::memory_order_acquire);
+  const size_t n = std::min<uint64_t>(tail - head, out.size());
+  for (size_t i = 0; i < n; ++i) out[i] = ring_[(head + i) % capacity_];
+  // The slots are free for the producer only after they were copied.
+  head_.store(head + n, std::memory_order_release);
+  poll_lock_.clear(std::memory_order_release);
+  return static_cast<int>(n);
 }
 
 bool CompletionQueue::push(const WorkCompletion& wc) {
-  if (count_ == capacity()) {
-    overflowed_ = true;
-    ++overflow_count_;
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  if (overflowed_.load(std::memory_order_relaxed) ||
+      tail - head_.load(std::memory_order_acquire) >= capacity_) {
+    overflow_count_.fetch_add(1, std::memory_order_relaxed);
+    if (!overflowed_.exchange(true, std::memory_order_acq_rel) && error_fn_)
+      error_fn_(error_ctx_, *this);
     return false;
   }
-  ring_[(head_ + count_) % capacity()] = wc;
-  ++count_;
+  ring_[tail % capacity_] = wc;
+  tail_.store(tail + 1, std::memory_order_release);
+  maybe_notify(wc);
   return true;
+}
+
+void CompletionQueue::maybe_notify(const WorkCompletion& wc) {
+  const uint8_t armed = armed_.load(std::memory_order_acquire);
+  if (armed == kDisarmed) return;
+  // IBA 11.4.2.2: "solicited" completions are receives of messages whose
+  // last packet had the Solicited Event bit, and every unsuccessful one.
+  if (armed == kArmedSolicited && !wc.solicited && wc.status == IBV_WC_SUCCESS) return;
+  uint8_t expected = armed;
+  if (!armed_.compare_exchange_strong(expected, kDisarmed, std::memory_order_acq_rel)) return;
+  if (notify_fn_) notify_fn_(notify_ctx_, *this);
 }
 
 }  // namespace droce::transport

@@ -72,17 +72,25 @@ QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
       pd_(init.pd),
       send_cq_(init.send_cq),
       recv_cq_(init.recv_cq),
+      srq_(init.srq),
+      caps_(init.caps),
       sq_sig_all_(init.sq_sig_all),
       sq_(init.caps.max_send_wr),
-      rq_(init.caps.max_recv_wr) {}
+      inline_(size_t{init.caps.max_send_wr} * init.caps.max_inline_data),
+      rq_(init.srq ? 0 : init.caps.max_recv_wr) {}
 
 int QueuePair::modify(QpState target, const QpAttr& a) {
   if (!transition_allowed(state_, target)) return EINVAL;
   switch (target) {
     case QpState::kReset:
       // IBA 10.3.1: RESET empties the queues without completions.
+      // The caller keeps posters out while it modifies (qp.h).
       sq_head_ = sq_send_ = sq_tail_ = 0;
       rq_head_ = rq_tail_ = 0;
+      sq_posted_.store(0, std::memory_order_relaxed);
+      rq_posted_.store(0, std::memory_order_relaxed);
+      publish_heads();
+      have_srq_wqe_ = false;
       resp_head_ = resp_count_ = 0;
       in_msg_ = InMsg::kNone;
       responder_fatal_ = false;
@@ -173,7 +181,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       enter_error();
       return 0;
   }
-  state_ = target;
+  set_state(target);
   return 0;
 }
 
@@ -191,16 +199,18 @@ void QueuePair::set_dest_mac(const wire::MacAddress& mac) {
 }
 
 void QueuePair::fail_unresolved() {
+  take_posted();
   if (state_ == QpState::kErr) return;
   if (sq_head_ != sq_tail_) {
     fail_wqe(sq_head_, IBV_WC_RETRY_EXC_ERR);
   } else {
     enter_error();
   }
+  end_of_call();
 }
 
 void QueuePair::enter_error() {
-  state_ = QpState::kErr;
+  set_state(QpState::kErr);
   resp_head_ = resp_count_ = 0;
   cnp_pending_ = false;
   timer_deadline_ = rnr_wait_until_ = 0;
@@ -223,8 +233,9 @@ void QueuePair::flush_all() {
   }
   sq_send_ = sq_head_;
   send_pkt_ = 0;
-  while (rq_head_ != rq_tail_) {
-    const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+  // IBA 10.2.9.5: the WQEs of an SRQ stay in it, except the one a message
+  // of this QP had already taken.
+  auto flush_recv = [&](const RecvWqe& r) {
     WorkCompletion wc;
     wc.wr_id = r.wr_id;
     wc.status = IBV_WC_WR_FLUSH_ERR;
@@ -232,9 +243,59 @@ void QueuePair::flush_all() {
     wc.qp_num = qpn_;
     recv_cq_->push(wc);
     ++counters_.flushed_wqes;
-    ++rq_head_;
+  };
+  if (have_srq_wqe_) {
+    flush_recv(srq_wqe_);
+    have_srq_wqe_ = false;
   }
+  for (; rq_head_ != rq_tail_; ++rq_head_) flush_recv(rq_[rq_head_ % rq_.size()]);
   in_msg_ = InMsg::kNone;
+  publish_heads();
+}
+
+void QueuePair::destroy() {
+  take_posted();
+  if (state_ != QpState::kErr) enter_error();
+  end_of_call();
+}
+
+void QueuePair::push_completion(CompletionQueue* cq, const WorkCompletion& wc) {
+  if (!cq->push(wc)) cq_error_ = true;
+}
+
+void QueuePair::end_of_call() {
+  if (cq_error_ && state_ != QpState::kErr) enter_error();
+  publish_heads();
+}
+
+void QueuePair::take_posted() {
+  const uint64_t sq = sq_posted_.load(std::memory_order_acquire);
+  const uint64_t rq = rq_posted_.load(std::memory_order_acquire);
+  if (sq == sq_tail_ && rq == rq_tail_) return;
+  sq_tail_ = sq;
+  rq_tail_ = rq;
+  if (state_ == QpState::kErr) flush_all();
+}
+
+const RecvWqe* QueuePair::recv_wqe() {
+  if (srq_) {
+    if (!have_srq_wqe_) have_srq_wqe_ = srq_->take(srq_wqe_);
+    return have_srq_wqe_ ? &srq_wqe_ : nullptr;
+  }
+  if (rq_head_ == rq_tail_) {
+    // A receive posted since the data path last looked counts: no RNR NAK
+    // for a WQE that is there.
+    rq_tail_ = rq_posted_.load(std::memory_order_acquire);
+    if (rq_head_ == rq_tail_) return nullptr;
+  }
+  return &rq_[rq_head_ % rq_.size()];
+}
+
+void QueuePair::consume_recv_wqe() {
+  if (srq_)
+    have_srq_wqe_ = false;
+  else
+    ++rq_head_;
 }
 
 void QueuePair::complete_send(SendWqe& w, ibv_wc_status status) {
@@ -247,13 +308,13 @@ void QueuePair::complete_send(SendWqe& w, ibv_wc_status status) {
   wc.qp_num = qpn_;
   if (w.opcode == IBV_WR_RDMA_READ) wc.byte_len = static_cast<uint32_t>(w.length);
   if (w.is_atomic()) wc.byte_len = 8;
-  send_cq_->push(wc);
+  push_completion(send_cq_, wc);
   ++counters_.send_completions;
 }
 
 void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
                               uint32_t byte_len, unsigned flags, uint32_t imm,
-                              uint32_t inv_rkey, uint32_t src_qp) {
+                              uint32_t inv_rkey, uint32_t src_qp, bool solicited) {
   WorkCompletion wc;
   wc.wr_id = w.wr_id;
   wc.status = status;
@@ -264,27 +325,20 @@ void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opc
   wc.invalidated_rkey = inv_rkey;
   wc.qp_num = qpn_;
   wc.src_qp = src_qp;
-  recv_cq_->push(wc);
+  wc.solicited = solicited;
+  push_completion(recv_cq_, wc);
   ++counters_.recv_completions;
-}
-
-bool QueuePair::check_sges(const Sge* sge, uint32_t n, uint32_t access,
-                           uint64_t* total) const {
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (sge[i].length == 0) continue;
-    const MemoryRegion* mr = device_.find_mr(sge[i].lkey);
-    if (!mr || mr->pd() != pd_ || !mr->allows(access) ||
-        !mr->translate(sge[i].addr, sge[i].length))
-      return false;
-    sum += sge[i].length;
-  }
-  *total = sum;
-  return true;
 }
 
 bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
                        uint8_t* dst) const {
+  if (w.send_flags & IBV_SEND_INLINE) {
+    // Copied at post (post_send): the slot's inline area.
+    const size_t slot = static_cast<size_t>(&w - sq_.data());
+    if (offset + len > w.length) return false;
+    std::memcpy(dst, inline_.data() + slot * caps_.max_inline_data + offset, len);
+    return true;
+  }
   for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
     const Sge& s = w.sge[i];
     if (offset >= s.length) {
@@ -338,9 +392,10 @@ bool QueuePair::scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src,
 }
 
 int QueuePair::post_send(const SendWr& wr) {
-  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kRtr)
+  const QpState state = posted_state();
+  if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr)
     return EINVAL;  // IBA 10.3.1: the send queue works from RTS on
-  if (wr.sg_list.size() > kMaxSge) return EINVAL;
+  if (wr.sg_list.size() > caps_.max_send_sge || wr.sg_list.size() > kMaxSge) return EINVAL;
   switch (wr.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: break;
@@ -357,9 +412,11 @@ int QueuePair::post_send(const SendWr& wr) {
     default: return EINVAL;
   }
   if (type_ == QpType::kUd && !wr.ud_path) return EINVAL;
-  if (sq_tail_ - sq_head_ >= sq_.size()) return ENOMEM;
+  const uint64_t tail = sq_posted_.load(std::memory_order_relaxed);
+  if (tail - sq_retired_.load(std::memory_order_acquire) >= sq_.size()) return ENOMEM;
 
-  SendWqe& w = sq_[sq_tail_ % sq_.size()];
+  const size_t slot = tail % sq_.size();
+  SendWqe& w = sq_[slot];
   w = SendWqe{};
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
@@ -375,36 +432,61 @@ int QueuePair::post_send(const SendWr& wr) {
   if (wr.ud_path) w.ud_path = *wr.ud_path;
   w.ud_remote_qpn = wr.ud_remote_qpn & wire::kPsnMask;
   w.ud_remote_qkey = wr.ud_remote_qkey;
-  // READ and atomic targets are written locally, so they need local write
-  // (IBA 10.6.3.1); gathered data needs only a valid lkey.
-  const uint32_t local_access = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-  if (!check_sges(w.sge.data(), w.num_sge, local_access, &w.length)) return EINVAL;
+  const bool inline_data = (wr.send_flags & IBV_SEND_INLINE) && !w.is_read_or_atomic();
+  if (inline_data) {
+    // ibv_post_send: an inline WR's SGEs are plain addresses, copied now;
+    // their lkeys are not looked at.
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
+    if (total > caps_.max_inline_data) return EINVAL;
+    uint8_t* dst = inline_.data() + slot * caps_.max_inline_data;
+    for (uint32_t i = 0; i < w.num_sge; ++i) {
+      if (w.sge[i].length == 0) continue;
+      std::memcpy(dst, reinterpret_cast<const void*>(w.sge[i].addr), w.sge[i].length);
+      dst += w.sge[i].length;
+    }
+    w.length = total;
+  } else {
+    w.send_flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
+    // READ and atomic targets are written locally, so they need local
+    // write (IBA 10.6.3.1); gathered data needs only a valid lkey.
+    const uint32_t local_access = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
+    if (!device_.check_sges(pd_, w.sge.data(), w.num_sge, local_access, &w.length))
+      return EINVAL;
+  }
   if (w.is_atomic()) {
     if (w.length < 8) return EINVAL;  // the original value lands here
     w.length = 8;
   }
   if (w.length > kMaxMessageBytes) return EINVAL;
   if (type_ == QpType::kUd && w.length > mtu_) return EINVAL;
-  ++sq_tail_;
-  if (state_ == QpState::kErr) flush_all();
+  sq_posted_.store(tail + 1, std::memory_order_release);
   return 0;
 }
 
 int QueuePair::post_recv(const RecvWr& wr) {
-  if (state_ == QpState::kReset) return EINVAL;
-  if (wr.sg_list.size() > kMaxSge) return EINVAL;
-  if (rq_tail_ - rq_head_ >= rq_.size()) return ENOMEM;
-  RecvWqe& r = rq_[rq_tail_ % rq_.size()];
+  if (srq_) return EINVAL;  // ibv_post_recv: receives go to the SRQ
+  if (posted_state() == QpState::kReset) return EINVAL;
+  if (wr.sg_list.size() > caps_.max_recv_sge || wr.sg_list.size() > kMaxSge) return EINVAL;
+  const uint64_t tail = rq_posted_.load(std::memory_order_relaxed);
+  if (tail - rq_retired_.load(std::memory_order_acquire) >= rq_.size()) return ENOMEM;
+  RecvWqe& r = rq_[tail % rq_.size()];
   r.wr_id = wr.wr_id;
   r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
   std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
-  if (!check_sges(r.sge.data(), r.num_sge, IBV_ACCESS_LOCAL_WRITE, &r.length)) return EINVAL;
-  ++rq_tail_;
-  if (state_ == QpState::kErr) flush_all();
+  if (!device_.check_sges(pd_, r.sge.data(), r.num_sge, IBV_ACCESS_LOCAL_WRITE, &r.length))
+    return EINVAL;
+  rq_posted_.store(tail + 1, std::memory_order_release);
   return 0;
 }
 
 void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
+  take_posted();
+  dispatch_packet(pkt, now);
+  end_of_call();
+}
+
+void QueuePair::dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now) {
   if (!pkt.info || !pkt.info->supported) return;
   if (!receives()) {
     ++counters_.rx_dropped_bad_state;
@@ -495,6 +577,13 @@ size_t QueuePair::build(const wire::TransportSpec& t, std::span<const uint8_t> p
 }
 
 size_t QueuePair::produce(uint64_t now, std::span<uint8_t> buf) {
+  take_posted();
+  const size_t n = produce_frame(now, buf);
+  end_of_call();
+  return n;
+}
+
+size_t QueuePair::produce_frame(uint64_t now, std::span<uint8_t> buf) {
   if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr)
     return 0;
   if (cnp_pending_) {
@@ -527,7 +616,8 @@ bool QueuePair::has_work(uint64_t) const {
   if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr)
     return false;
   if (cnp_pending_ || resp_count_ > 0) return true;
-  return (state_ == QpState::kRts || state_ == QpState::kSqd) && requester_has_work();
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
+  return requester_has_work() || sq_posted_.load(std::memory_order_acquire) != sq_tail_;
 }
 
 uint64_t QueuePair::next_deadline() const {
@@ -538,8 +628,9 @@ uint64_t QueuePair::next_deadline() const {
 }
 
 void QueuePair::on_timer(uint64_t now) {
-  if (state_ != QpState::kRts && state_ != QpState::kSqd) return;
-  requester_timer(now);
+  take_posted();
+  if (state_ == QpState::kRts || state_ == QpState::kSqd) requester_timer(now);
+  end_of_call();
 }
 
 std::string QueuePair::debug_state() const {

@@ -189,7 +189,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
   switch (op) {
     case Operation::kSend: {
       if (pos == Position::kFirst || pos == Position::kOnly) {
-        if (rq_head_ == rq_tail_) {
+        if (!recv_wqe_available()) {
           // IBA 9.7.5.2.8: no receive WQE -> RNR NAK; the PSN is not consumed.
           if (uc) {
             ++counters_.rx_dropped_uc;
@@ -201,13 +201,13 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         in_msg_ = InMsg::kSend;
         recv_offset_ = 0;
       }
-      const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+      const RecvWqe& r = *recv_wqe();
       if (recv_offset_ + len > r.length) {
         // Message longer than the receive buffer: the receive WQE completes
         // with a local length error, the requester gets Invalid Request
         // (IBA 9.7.5.2 / verbs IBV_WC_REM_INV_REQ_ERR).
         complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
-        ++rq_head_;
+        consume_recv_wqe();
         in_msg_ = InMsg::kNone;
         return reject(pkt, NakCode::kInvalidRequest, uc);
       }
@@ -215,7 +215,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         // The receive buffer's MR went away: local protection error here,
         // Remote Operational Error for the requester (IBA 9.7.5.2).
         complete_recv(r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
-        ++rq_head_;
+        consume_recv_wqe();
         in_msg_ = InMsg::kNone;
         return reject(pkt, NakCode::kRemoteOperationalError, uc);
       }
@@ -230,7 +230,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           MemoryRegion* mr = const_cast<MemoryRegion*>(device_.find_mr(pkt.ieth_rkey));
           if (!mr || mr->pd() != pd_) {
             complete_recv(r, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, 0, 0, 0, 0);
-            ++rq_head_;
+            consume_recv_wqe();
             in_msg_ = InMsg::kNone;
             return reject(pkt, NakCode::kInvalidRequest, uc);
           }
@@ -239,8 +239,8 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
           flags |= IBV_WC_WITH_INV;
         }
         complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(recv_offset_),
-                      flags, pkt.imm_data, inv, 0);
-        ++rq_head_;
+                      flags, pkt.imm_data, inv, 0, pkt.solicited);
+        consume_recv_wqe();
         in_msg_ = InMsg::kNone;
         msn_ = wire::psn_add(msn_, 1);
       }
@@ -264,7 +264,7 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
         in_msg_ = InMsg::kNone;
         return reject(pkt, NakCode::kInvalidRequest, uc);
       }
-      if (pkt.has(wire::kExtImmDt) && rq_head_ == rq_tail_) {
+      if (pkt.has(wire::kExtImmDt) && !recv_wqe_available()) {
         // WRITE with immediate consumes a receive WQE at its last packet.
         // IBA 9.7.5.2.8: an RNR NAK consumes no PSN and leaves no responder
         // state, so the retry finds the responder as this packet did. An
@@ -295,10 +295,10 @@ bool QueuePair::execute(const wire::ParsedPacket& pkt, bool uc) {
       }
       if (info.is_last_or_only()) {
         if (pkt.has(wire::kExtImmDt)) {
-          const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+          const RecvWqe& r = *recv_wqe();
           complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, write_length_,
-                        IBV_WC_WITH_IMM, pkt.imm_data, 0, 0);
-          ++rq_head_;
+                        IBV_WC_WITH_IMM, pkt.imm_data, 0, 0, pkt.solicited);
+          consume_recv_wqe();
         }
         finish_write();
       }
@@ -763,16 +763,16 @@ void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
     ++counters_.rx_dropped_ud_qkey;
     return;
   }
-  if (rq_head_ == rq_tail_) {
+  if (!recv_wqe_available()) {
     ++counters_.rx_dropped_ud_no_wqe;  // UD has no RNR: the datagram is lost
     return;
   }
-  const RecvWqe& r = rq_[rq_head_ % rq_.size()];
+  const RecvWqe& r = *recv_wqe();
   const uint32_t total = kGrhSize + pkt.payload_length;
   if (total > r.length) {
     ++counters_.rx_dropped_ud_too_long;
     complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, pkt.deth_src_qp);
-    ++rq_head_;
+    consume_recv_wqe();
     return;
   }
   // The first 40 bytes receive the GRH; for RoCEv2 over IPv4 that is 20
@@ -786,14 +786,14 @@ void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
   if (!scatter(r, 0, grh, kGrhSize) ||
       !scatter(r, kGrhSize, pkt.payload, pkt.payload_length)) {
     complete_recv(r, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, 0, 0, 0, pkt.deth_src_qp);
-    ++rq_head_;
+    consume_recv_wqe();
     return;
   }
   unsigned flags = IBV_WC_GRH;
   if (pkt.has(wire::kExtImmDt)) flags |= IBV_WC_WITH_IMM;
   complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV, total, flags, pkt.imm_data, 0,
-                pkt.deth_src_qp);
-  ++rq_head_;
+                pkt.deth_src_qp, pkt.solicited);
+  consume_recv_wqe();
 }
 
 Response* QueuePair::push_response() {

@@ -1,7 +1,15 @@
-// Completion queue: a fixed ring of work completions (IBA 11.4.2.1
-// "Poll for completion"). The transport pushes, the application polls.
+// Completion queue (IBA 11.4.2.1 "Poll for completion", 11.4.2.2 "Request
+// completion notification"): a fixed ring of work completions that the
+// data path writes and the application polls, the way a NIC writes CQEs
+// into host memory.
+//
+// Threads: one producer (the data path that runs the QPs feeding it) and
+// any number of pollers, which take turns on a small lock of their own;
+// producer and pollers meet only on the ring's two indices, so neither
+// waits for the other.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -13,25 +21,65 @@ namespace droce::transport {
 class CompletionQueue {
  public:
   explicit CompletionQueue(uint32_t capacity);
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
 
-  // Returns how many completions were copied into `out` (oldest first).
+  // Any thread. Returns how many completions were copied into `out`
+  // (oldest first).
   int poll(std::span<WorkCompletion> out);
-  // Adds a completion; when the ring is full the completion is lost and
-  // overflowed() becomes true (a real CQ raises IBV_EVENT_CQ_ERR).
+  // The producer. Adds a completion; false when the ring is full: the
+  // completion is lost, and the CQ is in error from then on (every later
+  // push fails too), as a real CQ raises IBV_EVENT_CQ_ERR and stops. The
+  // QP whose completion did not fit goes to the error state.
   bool push(const WorkCompletion& wc);
 
-  uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
-  uint32_t size() const { return count_; }
-  bool empty() const { return count_ == 0; }
-  bool overflowed() const { return overflowed_; }
-  uint64_t overflow_count() const { return overflow_count_; }
+  // Completion notification (ibv_req_notify_cq): the next completion
+  // pushed after arm() (with `solicited_only`, the next solicited or
+  // unsuccessful one) calls the notifier once, from the producer's thread.
+  // One arm, one call; arm again for the next.
+  using Notifier = void (*)(void* ctx, CompletionQueue& cq);
+  void set_notifier(Notifier fn, void* ctx) {
+    notify_fn_ = fn;
+    notify_ctx_ = ctx;
+  }
+  void arm(bool solicited_only) {
+    armed_.store(solicited_only ? kArmedSolicited : kArmedAll, std::memory_order_release);
+  }
+  // What to call when the CQ overflows (the affiliated asynchronous error,
+  // IBV_EVENT_CQ_ERR), from the producer's thread, once.
+  void set_error_notifier(Notifier fn, void* ctx) {
+    error_fn_ = fn;
+    error_ctx_ = ctx;
+  }
+
+  uint32_t capacity() const { return capacity_; }
+  uint32_t size() const {
+    return static_cast<uint32_t>(tail_.load(std::memory_order_acquire) -
+                                 head_.load(std::memory_order_acquire));
+  }
+  bool empty() const { return size() == 0; }
+  bool overflowed() const { return overflowed_.load(std::memory_order_acquire); }
+  uint64_t overflow_count() const { return overflow_count_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr uint8_t kDisarmed = 0;
+  static constexpr uint8_t kArmedAll = 1;
+  static constexpr uint8_t kArmedSolicited = 2;
+  void maybe_notify(const WorkCompletion& wc);
+
+  uint32_t capacity_;
   std::vector<WorkCompletion> ring_;
-  uint32_t head_ = 0;
-  uint32_t count_ = 0;
-  bool overflowed_ = false;
-  uint64_t overflow_count_ = 0;
+  // Counters that only grow; the slot is counter % capacity.
+  alignas(64) std::atomic<uint64_t> tail_{0};  // the producer's
+  alignas(64) std::atomic<uint64_t> head_{0};  // the pollers'
+  std::atomic_flag poll_lock_ = ATOMIC_FLAG_INIT;
+  std::atomic<bool> overflowed_{false};
+  std::atomic<uint64_t> overflow_count_{0};
+  std::atomic<uint8_t> armed_{kDisarmed};
+  Notifier notify_fn_ = nullptr;
+  void* notify_ctx_ = nullptr;
+  Notifier error_fn_ = nullptr;
+  void* error_ctx_ = nullptr;
 };
 
 }  // namespace droce::transport

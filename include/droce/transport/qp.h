@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -30,6 +31,7 @@
 #include "droce/transport/mr.h"
 #include "droce/transport/pd.h"
 #include "droce/transport/responder.h"
+#include "droce/transport/srq.h"
 #include "droce/transport/wqe.h"
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
@@ -82,16 +84,26 @@ bool transition_allowed(QpState from, QpState to);
 // IBA rules: one timeout, no SACK state.
 enum class Recovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
+// ibv_qp_cap: the depths of the two work queues, the SGEs a WR may carry
+// (at most kMaxSge) and the bytes of payload a send may carry inline
+// (IBV_SEND_INLINE: copied at post, at most kMaxInlineData).
 struct QpCaps {
   uint32_t max_send_wr = 256;
   uint32_t max_recv_wr = 256;
+  uint32_t max_send_sge = kMaxSge;
+  uint32_t max_recv_sge = kMaxSge;
+  uint32_t max_inline_data = 0;
 };
+constexpr uint32_t kMaxInlineData = 4096;
 
 struct QpInitAttr {
   QpType type = QpType::kRc;
   ProtectionDomain* pd = nullptr;
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
+  // Receives come from this shared receive queue (of the QP's PD) instead
+  // of the QP's own; max_recv_wr is then not used.
+  SharedReceiveQueue* srq = nullptr;
   QpCaps caps;
   bool sq_sig_all = false;
 };
@@ -183,10 +195,32 @@ class QueuePair {
   void fail_unresolved();
 
   // Verbs: 0, ENOMEM (queue full) or EINVAL (bad opcode for the QP type,
-  // too many SGEs, bad lkey / range, message too long, wrong state).
-  // In ERR, posted WRs complete at once with IBV_WC_WR_FLUSH_ERR.
+  // too many SGEs, bad lkey / range, message too long, inline data longer
+  // than max_inline_data, wrong state; post_recv on a QP with an SRQ).
+  // Nothing is queued unless 0 is returned.
+  //
+  // The work queues are rings shared with the data path, as a NIC's are
+  // with the host (docs/ENGINE.md "Work queues"): post_send and post_recv
+  // may run on another thread than every other call, one poster at a time
+  // (the caller serialises posters of one QP, and keeps modify() apart from
+  // them); a WQE is published with its ring index. The data path takes
+  // what was published when it next runs the QP (produce, on_packet,
+  // on_timer, take_posted); whoever drives it must be told that the QP
+  // has work (the endpoint's doorbell). WRs posted in ERR complete with
+  // IBV_WC_WR_FLUSH_ERR when the data path takes them.
   int post_send(const SendWr& wr);
   int post_recv(const RecvWr& wr);
+  // The data path: takes what posters published; flushes it in ERR.
+  void take_posted();
+  // Device::destroy_qp: every outstanding WR completes with
+  // IBV_WC_WR_FLUSH_ERR.
+  void destroy();
+  // The state as a poster sees it (any thread).
+  QpState posted_state() const { return shared_state_.load(std::memory_order_acquire); }
+  const QpCaps& caps() const { return caps_; }
+  CompletionQueue* send_cq() const { return send_cq_; }
+  CompletionQueue* recv_cq() const { return recv_cq_; }
+  SharedReceiveQueue* srq() const { return srq_; }
 
   void on_packet(const wire::ParsedPacket& pkt, uint64_t now);
   // Header prediction (wire/rx_template.h): the RDMA WRITE requests (no
@@ -210,8 +244,15 @@ class QueuePair {
   uint32_t next_send_psn() const { return next_psn_; }
   uint32_t expected_psn() const { return epsn_; }
   uint32_t msn() const { return msn_; }
-  uint32_t send_queue_depth() const { return static_cast<uint32_t>(sq_tail_ - sq_head_); }
-  uint32_t recv_queue_depth() const { return static_cast<uint32_t>(rq_tail_ - rq_head_); }
+  uint32_t send_queue_depth() const {
+    return static_cast<uint32_t>(sq_posted_.load(std::memory_order_acquire) -
+                                 sq_retired_.load(std::memory_order_acquire));
+  }
+  uint32_t recv_queue_depth() const {
+    return srq_ ? 0
+                : static_cast<uint32_t>(rq_posted_.load(std::memory_order_acquire) -
+                                        rq_retired_.load(std::memory_order_acquire));
+  }
   uint32_t responses_queued() const { return resp_count_; }
   uint32_t mtu() const { return mtu_; }
   // One line of requester/responder state for logs and test failures.
@@ -227,13 +268,34 @@ class QueuePair {
   // or, for UD, its destination is the QP's own address (on_packet).
   bool from_connection(const wire::ParsedPacket& pkt) const;
   void enter_error();
+  // A completion did not fit its CQ: the QP goes to ERR at the end of the
+  // call that made it (IBA 11.6.2: CQ overflow is an affiliated error of
+  // the QPs feeding it).
+  void push_completion(CompletionQueue* cq, const WorkCompletion& wc);
+  void end_of_call();
+  void set_state(QpState s) {
+    state_ = s;
+    shared_state_.store(s, std::memory_order_release);
+  }
+  // Ring indices the data path publishes for posters (free slots).
+  void publish_heads() {
+    sq_retired_.store(sq_head_, std::memory_order_release);
+    rq_retired_.store(rq_head_, std::memory_order_release);
+  }
+  // The receive WQE a message that needs one uses: the head of the QP's
+  // own queue, or one taken from its SRQ and kept until the message ends.
+  // nullptr when none is posted (RNR).
+  const RecvWqe* recv_wqe();
+  void consume_recv_wqe();
+  bool recv_wqe_available() { return recv_wqe() != nullptr; }
   void make_templates();
   void flush_all();
   void complete_send(SendWqe& w, ibv_wc_status status);
   void complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
                      uint32_t byte_len, unsigned flags, uint32_t imm,
-                     uint32_t inv_rkey, uint32_t src_qp);
-  bool check_sges(const Sge* sge, uint32_t n, uint32_t access, uint64_t* total) const;
+                     uint32_t inv_rkey, uint32_t src_qp, bool solicited = false);
+  void dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now);
+  size_t produce_frame(uint64_t now, std::span<uint8_t> buf);
   bool gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) const;
   bool scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len) const;
   bool scatter_sges(const Sge* sge, uint32_t n, uint64_t offset, const uint8_t* src,
@@ -343,8 +405,12 @@ class QueuePair {
   ProtectionDomain* pd_;
   CompletionQueue* send_cq_;
   CompletionQueue* recv_cq_;
+  SharedReceiveQueue* srq_;
+  const QpCaps caps_;
   const bool sq_sig_all_;
   QpState state_ = QpState::kReset;
+  std::atomic<QpState> shared_state_{QpState::kReset};
+  bool cq_error_ = false;  // a completion did not fit: to ERR (end_of_call)
   QpAttr attr_;
   uint32_t mtu_ = 1024;
   QpCounters counters_;
@@ -356,7 +422,9 @@ class QueuePair {
   std::vector<SendWqe> sq_;
   uint64_t sq_head_ = 0;  // oldest WQE not yet completed
   uint64_t sq_send_ = 0;  // WQE holding the next packet to send
-  uint64_t sq_tail_ = 0;  // next free slot
+  uint64_t sq_tail_ = 0;  // one past the newest WQE the data path took
+  // Inline payloads, max_inline_data bytes per send queue slot.
+  std::vector<uint8_t> inline_;
   uint32_t send_pkt_ = 0; // packet index in sq_[sq_send_]
   uint32_t next_psn_ = 0; // PSN for the next WQE to start
   uint32_t send_high_ = 0;  // one past the highest PSN ever sent
@@ -394,10 +462,20 @@ class QueuePair {
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
   std::array<uint8_t, 4096> scratch_{};
 
-  // Receive queue.
+  // Receive queue (unused with an SRQ).
   std::vector<RecvWqe> rq_;
   uint64_t rq_head_ = 0;
   uint64_t rq_tail_ = 0;
+  // SRQ: the WQE the message in progress (or the next) uses.
+  RecvWqe srq_wqe_{};
+  bool have_srq_wqe_ = false;
+
+  // Shared with posters (post_send/post_recv), on cache lines of their own:
+  // what they published and what the data path has retired.
+  alignas(64) std::atomic<uint64_t> sq_posted_{0};
+  std::atomic<uint64_t> rq_posted_{0};
+  alignas(64) std::atomic<uint64_t> sq_retired_{0};
+  std::atomic<uint64_t> rq_retired_{0};
 
   // Responder.
   uint32_t epsn_ = 0;

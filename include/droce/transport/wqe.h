@@ -65,6 +65,9 @@ struct WorkCompletion {
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;            // UD
   unsigned wc_flags = 0;          // ibv_wc_flags
+  // The message asked for a solicited event (BTH SE, IBA 9.2.3); what a CQ
+  // armed for solicited completions only waits for (cq.h).
+  bool solicited = false;
 };
 
 // A posted send WQE plus the requester/completer progress on it.
