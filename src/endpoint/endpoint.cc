@@ -109,9 +109,30 @@ void Endpoint::on_interface_events() {
   }
 }
 
+void Endpoint::take_doorbells() {
+  doorbells_.drain([this](uint32_t qpn) {
+    if (QpSlot* s = slot(qpn)) {
+      s->qp->take_posted();  // in ERR this flushes what was posted
+      notify(qpn);
+    }
+  });
+}
+
+void Endpoint::detach(uint32_t qpn) {
+  auto it = slots_.find(qpn);
+  if (it == slots_.end()) return;
+  QpSlot* s = &it->second;
+  std::erase(active_, s);
+  for (auto& held : held_) std::erase(held, s);
+  // Its entries in the timing wheels and the resolution waits name the
+  // QPN: they find no slot and are dropped when they come up.
+  if (last_slot_ == s) last_slot_ = nullptr;
+  slots_.erase(it);
+}
+
 Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) {
   // Bursts mostly hold frames of one QP: remember the last hit (map nodes
-  // never move, and slots are never removed).
+  // never move; detach forgets a removed one).
   if (qpn == last_qpn_ && last_slot_) return last_slot_;
   auto it = slots_.find(qpn);
   if (it == slots_.end()) return nullptr;
@@ -470,6 +491,7 @@ void Endpoint::release_paused(uint64_t now) {
 
 size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
                           std::span<uint32_t> lens) {
+  take_doorbells();
   run_timers(now);
   due_.clear();
   pacer_.pop_due(now, due_);

@@ -16,6 +16,7 @@
 #include "droce/cc/algorithm.h"
 #include "droce/endpoint/cc_binding.h"
 #include "droce/endpoint/counters.h"
+#include "droce/endpoint/doorbell.h"
 #include "droce/endpoint/ip_interface.h"
 #include "droce/endpoint/timing_wheel.h"
 #include "droce/transport/device.h"
@@ -87,6 +88,15 @@ class Endpoint {
   int post_send(transport::QueuePair& qp, const transport::SendWr& wr);
   // Wake a QP after anything changed it from outside the data path.
   void notify(uint32_t qpn);
+  // Any thread, after posting to a QP of this endpoint (QueuePair's work
+  // queues are shared with posters): the next transmit() takes its work.
+  void ring(DoorbellNode& n) { doorbells_.ring(n); }
+  // Takes the rung QPs now (transmit() does it first).
+  void take_doorbells();
+  bool doorbells_pending() const { return doorbells_.maybe_pending(); }
+  // Takes `qpn` out of the scheduler (its rounds, timers, pauses), before
+  // the Device destroys the QP.
+  void detach(uint32_t qpn);
 
   // One received frame (no FCS): RoCEv2, RoCEv2 carrying INT, or PFC. Bad
   // input is counted and dropped.
@@ -189,6 +199,7 @@ class Endpoint {
   EndpointConfig config_;
   EndpointCounters counters_;
   std::unordered_map<uint32_t, QpSlot> slots_;
+  DoorbellQueue doorbells_;
   uint32_t last_qpn_ = 0;
   QpSlot* last_slot_ = nullptr;  // slots_[last_qpn_], see slot()
   std::deque<QpSlot*> active_;   // round robin over QPs with work
