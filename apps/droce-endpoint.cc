@@ -436,14 +436,18 @@ struct RecvRing {
   engine::QpHandle qp;
   uint64_t first_va = 0;  // a local VA is in the MR's iova space (mr.h)
   uint32_t length = 0, lkey = 0, count = 0;
-  std::vector<uint32_t> pending;  // refused by a full command queue
+  std::vector<uint32_t> pending;  // refused by a full receive queue
 
   void post(engine::Engine& eng, uint32_t i) {
     transport::Sge sge{first_va + uint64_t{i} * length, length, lkey};
     transport::RecvWr wr;
     wr.wr_id = i;
     wr.sg_list = std::span(&sge, 1);
-    if (!eng.post_recv(qp, wr)) pending.push_back(i);
+    const int rc = eng.post_recv(qp, std::span(&wr, 1));
+    if (rc == ENOMEM) pending.push_back(i);
+    else if (rc != 0)
+      throw std::runtime_error(fmt::format("post_recv on QP {:#x} refused: {}", qp.qpn,
+                                           std::strerror(rc)));
   }
 };
 
@@ -471,8 +475,8 @@ class RecvRings {
     to_post_.emplace_back(&it->second, static_cast<uint32_t>(wc.wr_id));
   }
 
-  // Posts what completions gave back and what the command queue refused
-  // before.
+  // Posts what completions gave back and what a full receive queue
+  // refused before.
   void retry(engine::Engine& eng) {
     for (auto& [k, r] : rings_) {
       std::vector<uint32_t> again;

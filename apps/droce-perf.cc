@@ -541,10 +541,13 @@ void PerfTest::print_addresses() const {
 }
 
 void PerfTest::post_send_or_fail(const LocalQp& q, const transport::SendWr& wr) {
-  while (!eng_.post_send(q.h, wr)) {
-    check_deadline("posting a send WR (the engine's command queue stays full)");
+  int rc;
+  while ((rc = eng_.post_send(q.h, std::span(&wr, 1))) == ENOMEM) {
+    check_deadline("posting a send WR (the send queue stays full)");
     std::this_thread::yield();
   }
+  if (rc != 0)
+    throw std::runtime_error(fmt::format("post_send refused: {}", std::strerror(rc)));
 }
 
 void PerfTest::post_recv_or_fail(const LocalQp& lq, uint64_t wr_id) {
@@ -552,10 +555,13 @@ void PerfTest::post_recv_or_fail(const LocalQp& lq, uint64_t wr_id) {
   transport::RecvWr wr;
   wr.wr_id = wr_id;
   wr.sg_list = std::span(&s, 1);
-  while (!eng_.post_recv(lq.h, wr)) {
+  int rc;
+  while ((rc = eng_.post_recv(lq.h, std::span(&wr, 1))) == ENOMEM) {
     check_deadline("posting a receive WR");
     std::this_thread::yield();
   }
+  if (rc != 0)
+    throw std::runtime_error(fmt::format("post_recv refused: {}", std::strerror(rc)));
 }
 
 size_t PerfTest::poll() {
@@ -627,9 +633,8 @@ void PerfTest::bw_client(uint64_t size) {
   std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
   std::vector<bool> last_signaled(nq, true);
   std::vector<Sge> sges(nq);
-  // WRs go to the engine in batches (Engine::post_send with a span): one
-  // exchange with the worker per batch bounds the small-message rate less
-  // than one per WR. Capped so a batch's commands stay in cache.
+  // WRs go to the send queue in batches (Engine::post_send with a span):
+  // one lock and one doorbell per batch.
   constexpr size_t kPostBatch = 32;
   std::vector<transport::SendWr> batch;
   batch.reserve(kPostBatch);
@@ -670,12 +675,16 @@ void PerfTest::bw_client(uint64_t size) {
           batch.push_back(make_wr(p, q, id, sig));
           batch.back().sg_list = std::span(&sges[q], 1);
         }
-        const size_t put = eng_.post_send(p.qps[q].h, std::span<const transport::SendWr>(batch));
+        size_t put = 0;
+        const int rc =
+            eng_.post_send(p.qps[q].h, std::span<const transport::SendWr>(batch), &put);
+        if (rc != 0 && rc != ENOMEM)
+          throw std::runtime_error(fmt::format("post_send refused: {}", std::strerror(rc)));
         if (put > 0) {
           posted[q] += put;
           last_signaled[q] = (batch[put - 1].send_flags & IBV_SEND_SIGNALED) != 0;
         }
-        full = put < batch.size();  // command queue full: poll first
+        full = put < batch.size();  // send queue full: poll first
       }
       if (completed[q] < (stopping ? posted[q] : n_per_qp)) all_done = false;
     }

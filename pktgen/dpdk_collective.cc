@@ -4,6 +4,7 @@
 #include <rte_ethdev.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -174,18 +175,26 @@ void Runner::setup(uint64_t max_total) {
 
 void Runner::post_send(const engine::QpHandle& qp, const transport::SendWr& wr) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c_.timeout_s);
-  while (!eng_.post_send(qp, wr)) {
+  int rc;
+  while ((rc = eng_.post_send(qp, std::span(&wr, 1))) == ENOMEM) {
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error("the engine's command queue stayed full");
+      throw std::runtime_error("the send queue stayed full");
+    eng_.poll();
     std::this_thread::yield();
   }
+  if (rc != 0) throw std::runtime_error(fmt::format("post_send refused: {}", std::strerror(rc)));
   ++sends_out_;
 }
 
 void Runner::post_recv(const engine::QpHandle& qp) {
   transport::RecvWr wr;
   wr.wr_id = qp.qpn;
-  while (!eng_.post_recv(qp, wr)) std::this_thread::yield();
+  int rc;
+  while ((rc = eng_.post_recv(qp, std::span(&wr, 1))) == ENOMEM) {
+    eng_.poll();
+    std::this_thread::yield();
+  }
+  if (rc != 0) throw std::runtime_error(fmt::format("post_recv refused: {}", std::strerror(rc)));
 }
 
 // A zero-length SEND with immediate: "transfer id has completed".

@@ -4,10 +4,17 @@
 // the workers only through Boost.Lockfree spsc_queues.
 //
 // Threading model:
-//  - One control thread (the app's main thread) calls every Engine method.
-//    Each worker has a command queue (control -> worker), a reply queue and
-//    a completion queue (worker -> control); all are single-producer /
-//    single-consumer, so no second control thread may call in.
+//  - Work queues are shared with the application, as a NIC's are with its
+//    host (docs/ENGINE.md "Work queues"): post_send, post_recv,
+//    post_srq_recv, poll_cq and req_notify_cq may be called from any
+//    thread, for any QP or CQ, at the same time; two threads posting to
+//    one QP are serialised by that QP's lock alone. Posting writes the WRs
+//    into the QP's rings and rings its doorbell; the QP's worker takes
+//    them in batches from there. Completions are written by the workers
+//    into the CQ the QP was created with and polled from it.
+//  - Every other method (setup, destroy, stats, start/stop) is the control
+//    plane: one thread at a time. Each worker has a command queue (control
+//    -> worker) and a reply queue, single-producer / single-consumer.
 //  - Before start() the control thread sets ports, QPs and MRs up directly
 //    (no worker runs yet); after start() the same calls go through the
 //    worker's command queue and wait for its reply.
@@ -143,7 +150,8 @@ struct PortConfig {
     c.tx_catch_up_ns = 100'000;
     return c;
   }();
-  // Completion queue shared by the port's QPs (send and receive).
+  // The port's own completion queue: that of every QP created without
+  // one (send and receive), read by poll_completions.
   uint32_t cq_depth = 65536;
   // Enable promiscuous mode (vdevs and tests; real NICs usually need it
   // unless the port MAC is the QP's source MAC).
@@ -170,8 +178,7 @@ struct PortConfig {
   X(tx_dropped)         /* frames still held when the port closed: freed */   \
   X(loops)              /* worker loop iterations over this port */           \
   X(captured)           /* frames written to the capture file */              \
-  X(cq_overflows)       /* completions lost because the CQ was full */        \
-  X(post_errors)        /* post_send/post_recv refused by the transport */    \
+  X(cq_overflows)       /* completions lost: the port's CQ was full */       \
   X(rx_dispatched)      /* sharded: frames the RX lcore handed to a shard */  \
   X(rx_dispatch_dropped) /* sharded: the shard's ring was full: freed */      \
   X(rx_from_ring)       /* sharded: frames this shard took from its ring */   \
@@ -206,11 +213,43 @@ struct QpHandle {
   uint32_t qpn = 0;
   bool operator==(const QpHandle&) const = default;
 };
+// Completion queues, shared receive queues and protection domains, by
+// number (0 is none). A destroyed object's number is never given again, so
+// a stale handle is an error, never another object.
+struct CqHandle {
+  uint32_t id = 0;
+  bool operator==(const CqHandle&) const = default;
+};
+struct SrqHandle {
+  uint32_t id = 0;
+  bool operator==(const SrqHandle&) const = default;
+};
+struct PdHandle {
+  uint32_t id = 0;
+  bool operator==(const PdHandle&) const = default;
+};
+
+// Asynchronous events (ibv_get_async_event's): a CQ that overflowed (its
+// QPs went to the error state as their completions failed to fit), an SRQ
+// that fell below its armed limit.
+struct AsyncEvent {
+  enum class Kind : uint8_t { kCqError, kSrqLimitReached };
+  Kind kind = Kind::kCqError;
+  CqHandle cq;
+  SrqHandle srq;
+};
 
 struct QpSpec {
   transport::QpType type = transport::QpType::kRc;
   transport::QpCaps caps;
   bool sq_sig_all = false;
+  // The CQs its send and receive completions go to (none: the port's own,
+  // which poll_completions reads), its SRQ (none: a receive queue of its
+  // own, max_recv_wr deep) and its PD (none: the port's).
+  CqHandle send_cq;
+  CqHandle recv_cq;
+  SrqHandle srq;
+  PdHandle pd;
   // Ask for this QPN (config files choose them); fails if taken.
   std::optional<uint32_t> qpn;
   // Congestion control (cc::make_algorithm); line rate = the port's rate.
@@ -223,6 +262,11 @@ struct QpSpec {
 };
 
 struct MrSpec {
+  // The application's memory, registered where it is (no copy; it must
+  // stay valid until dereg_mr returns). nullptr: the engine allocates
+  // `length` zeroed bytes on the port's socket and frees them at dereg.
+  void* addr = nullptr;
+  PdHandle pd;  // none: the port's
   size_t length = 0;
   uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -231,7 +275,7 @@ struct MrSpec {
 };
 
 // Registered memory. The app may read and write [addr, addr + length)
-// between its own WRs, as with a real RDMA NIC; the engine owns it.
+// between its own WRs, as with a real RDMA NIC.
 struct MrInfo {
   PortIndex port = 0;
   uint8_t* addr = nullptr;
@@ -239,12 +283,6 @@ struct MrInfo {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint64_t iova = 0;
-};
-
-// Send WR by value (the spsc queue carries it): sg_list copied.
-struct SendRequest {
-  QpHandle qp;
-  transport::SendWr wr;  // wr.sg_list / wr.ud_path are copied at post time
 };
 
 struct QpSnapshot {
@@ -331,7 +369,6 @@ struct EngineConfig {
   // Register /droce/* DPDK telemetry commands.
   bool telemetry = true;
   size_t command_queue_depth = 4096;
-  size_t completion_queue_depth = 65536;
 };
 
 class Engine {
@@ -355,18 +392,64 @@ class Engine {
   std::array<uint8_t, 6> port_mac(PortIndex port) const;
 
   // Throws ConfigError("qpn", ...) for a requested QPN that is out of
-  // range or taken, ConfigError("cc", ...) for CC errors.
+  // range or taken, ConfigError("cc", ...) for CC errors,
+  // ConfigError("cq"/"srq"/"pd"/"max-inline-data"/"max-sge", ...) for a
+  // CQ, SRQ or PD that does not exist or capabilities beyond the limits.
   QpHandle create_qp(PortIndex port, const QpSpec& spec);
+  // With traffic flowing: the QP's outstanding WRs complete with
+  // IBV_WC_WR_FLUSH_ERR in its CQs, then it is gone. 0, or ENOENT for a
+  // QP that does not exist (any more). Posting to it afterwards: ENOENT.
+  int destroy_qp(QpHandle qp);
+  // Protection domains: objects of one PD cannot use another's MRs (IBA
+  // 10.2.3). Every port has one of its own (the default in specs).
+  // dealloc_pd: 0, EBUSY while a QP, SRQ or MR uses it, ENOENT.
+  PdHandle alloc_pd(PortIndex port);
+  int dealloc_pd(PdHandle pd);
+
+  // Completion queues (ibv_create_cq): `depth` completions; QPs of any
+  // port may feed it. Throws ConfigError("cq-depth") for 0.
+  CqHandle create_cq(uint32_t depth);
+  // 0, EBUSY while a QP sends or receives into it, ENOENT.
+  int destroy_cq(CqHandle cq);
+  // Any thread: up to out.size() completions, oldest first per QP; -ENOENT
+  // for a CQ that does not exist. A CQ that overflowed keeps what it held
+  // and takes nothing more (AsyncEvent kCqError).
+  int poll_cq(CqHandle cq, std::span<transport::WorkCompletion> out);
+  // Any thread: arm the CQ (ibv_req_notify_cq); the next completion (with
+  // `solicited_only`, the next solicited or unsuccessful one) makes
+  // cq_event_fd() readable (an eventfd: read 8 bytes to consume). Poll
+  // once more after arming: a completion that came before is not an event.
+  int req_notify_cq(CqHandle cq, bool solicited_only);
+  int cq_event_fd(CqHandle cq) const;  // -1 for no such CQ
+
+  // Shared receive queues (ibv_create_srq) of `pd` on `port`: QPs created
+  // with it take their receive WQEs from it. Throws ConfigError("srq").
+  SrqHandle create_srq(PortIndex port, uint32_t max_wr, PdHandle pd = {});
+  // 0, EBUSY while a QP uses it, ENOENT.
+  int destroy_srq(SrqHandle srq);
+  // Any thread: as post_recv.
+  int post_srq_recv(SrqHandle srq, std::span<const transport::RecvWr> wrs,
+                    size_t* posted = nullptr);
+  // ibv_modify_srq(IBV_SRQ_LIMIT): an AsyncEvent kSrqLimitReached when
+  // fewer than `limit` WQEs are left, once per arming. EINVAL beyond its
+  // depth.
+  int arm_srq_limit(SrqHandle srq, uint32_t limit);
+
+  // Asynchronous events since the last call; async_event_fd() (an
+  // eventfd) is readable while there are some.
+  std::vector<AsyncEvent> take_async_events();
+  int async_event_fd() const;
   // 0 or the transport's errno (EINVAL for a refused transition).
   int modify_qp(QpHandle qp, transport::QpState target, const transport::QpAttr& attr);
   // RESET -> INIT -> RTR -> RTS (UD too) with one attribute set.
   int connect_qp(QpHandle qp, const transport::QpAttr& attr);
-  // (No destroy_qp yet: the endpoint has no detach; move a QP to ERR to
-  // flush it.)
-  // Memory from rte_malloc on the port's socket, zeroed. Throws
-  // ConfigError("mr", ...) when there is no memory for it or the key is
-  // refused.
+  // MrSpec::addr, or memory from rte_malloc on the port's socket, zeroed.
+  // Throws ConfigError("mr", ...) when there is no memory for it, the key
+  // is refused or the PD does not exist.
   MrInfo reg_mr(PortIndex port, const MrSpec& spec);
+  // When it returns, no packet reads or writes the region any more
+  // (requests naming it are NAKed, WRs naming it fail). 0, or ENOENT.
+  int dereg_mr(const MrInfo& mr);
 
   // ICMP echo from the port's IP interface (its first shard) to `dst`,
   // resolving its MAC first if need be; the replies that came back since
@@ -374,20 +457,21 @@ class Engine {
   void ping(PortIndex port, const wire::IpAddress& dst, uint16_t sequence);
   std::vector<endpoint::IpInterface::PingReply> ping_replies(PortIndex port);
 
-  // ---- data path requests (asynchronous after start())
-  // false: the command queue is full, try again after polling completions.
-  // More than kMaxSge SGEs throws std::invalid_argument.
-  // A WR the transport refuses comes back as a completion with status
-  // IBV_WC_GENERAL_ERR and vendor_err = the errno (and counts post_errors).
-  bool post_send(QpHandle qp, const transport::SendWr& wr);
-  // A list of WRs for one QP, as ibv_post_send takes a chain: queued in
-  // order through one exchange with the worker (per-WR posting is bound by
-  // that exchange at small messages). Returns how many were queued, from
-  // the front; the rest did not fit (poll completions, post them again).
-  size_t post_send(QpHandle qp, std::span<const transport::SendWr> wrs);
-  bool post_recv(QpHandle qp, const transport::RecvWr& wr);
-  // Completions of every QP of every port, oldest first per port. The
-  // port index of each completion is written to ports[i] when given.
+  // ---- work requests (any thread)
+  // A list of WRs for one QP, as ibv_post_send takes a chain: written into
+  // the QP's send queue in order, then one doorbell. Returns 0, or the
+  // verbs error of the first WR not queued (*posted tells how many were,
+  // from the front): ENOMEM the queue is full (poll, post the rest again),
+  // EINVAL a bad WR (opcode for the QP type, too many SGEs, a bad lkey or
+  // range, too long, inline data beyond max_inline_data, the QP's state),
+  // ENOENT no such QP.
+  int post_send(QpHandle qp, std::span<const transport::SendWr> wrs,
+                size_t* posted = nullptr);
+  int post_recv(QpHandle qp, std::span<const transport::RecvWr> wrs,
+                size_t* posted = nullptr);
+  // Completions in the ports' own CQs (QPs created without a CQ), oldest
+  // first per QP. The port index of each completion is written to
+  // ports[i] when given.
   // Run to completion (EngineConfig::run_to_completion): one pass of the
   // data path (RX, timers, TX, completions) of every port without a worker
   // thread; poll_completions() makes one too. Returns whether it did
