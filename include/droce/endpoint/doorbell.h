@@ -44,7 +44,9 @@ class DoorbellQueue {
   size_t drain(F&& f) {
     size_t n = 0;
     while (DoorbellNode* node = pop()) {
-      node->rung.store(false, std::memory_order_seq_cst);
+      // An exchange, not a store: it reads the last ring's `true` and so
+      // sees the work that ring published.
+      node->rung.exchange(false, std::memory_order_acq_rel);
       f(node->qpn);
       ++n;
     }
