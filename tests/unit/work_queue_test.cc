@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -477,7 +478,11 @@ TEST(WorkQueueThreads, PostersOnSeveralThreadsAndOneDataPath) {
     QpInitAttr init;
     init.caps.max_send_wr = 64;
     init.pd = pa;
-    cqs.push_back(da.create_cq(4096));
+    // A completed WR's slot is free again before its completion is polled,
+    // so a CQ that only the main thread drains must hold every completion
+    // the shared QP's two posters can produce while that thread is not
+    // scheduled.
+    cqs.push_back(da.create_cq(i == kQps - 1 ? 2 * kPerThread : 4096));
     init.send_cq = init.recv_cq = cqs.back();
     qa.push_back(da.create_qp(init));
     init.pd = pb;
@@ -496,7 +501,7 @@ TEST(WorkQueueThreads, PostersOnSeveralThreadsAndOneDataPath) {
     uint64_t next = first_id;
     const uint64_t end = first_id + kPerThread;
     WorkCompletion out[32];
-    while (next < end) {
+    while (next < end && !failed) {
       const uint32_t len = 1 + static_cast<uint32_t>(next % 1500);
       Sge sge{next % 4096, len, amr->lkey()};
       SendWr wr;
@@ -549,7 +554,12 @@ TEST(WorkQueueThreads, PostersOnSeveralThreadsAndOneDataPath) {
   threads.emplace_back(poster, sq, 2'000'000, &shared_qp_lock);
   std::vector<uint64_t> shared_seen;
   WorkCompletion out[32];
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (shared_seen.size() < 2 * kPerThread && !failed) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "no progress: " << shared_seen.size() << " of the shared QP's completions";
+      failed = true;
+    }
     const int n = cqs[sq]->poll(out);
     for (int i = 0; i < n; ++i) {
       if (out[i].status != IBV_WC_SUCCESS) failed = true;
@@ -560,6 +570,9 @@ TEST(WorkQueueThreads, PostersOnSeveralThreadsAndOneDataPath) {
   for (auto& t : threads) t.join();
   stop = true;
   data_path.join();
+  if (failed)
+    for (int q = 0; q < kQps; ++q)
+      ADD_FAILURE() << qa[q]->debug_state() << "\n" << qb[q]->debug_state();
   EXPECT_FALSE(failed);
   // Each of the two posters' WRs completed once, in that poster's order.
   std::vector<uint64_t> a, b;
