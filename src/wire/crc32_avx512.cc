@@ -348,12 +348,14 @@ DROCE_TARGET_AVX512 inline uint32_t or64(uint32_t state, const uint8_t* p, size_
   return state_of_w_lanes(short_w_lanes(p, len, or_mask, state_block512(state)));
 }
 
-// The ICRC check of one datagram, any layout.
-DROCE_TARGET_AVX512 inline bool icrc_ok_alone(const IcrcCheck& c) {
+// The ICRC of one datagram, any layout.
+DROCE_TARGET_AVX512 inline uint32_t icrc_alone(const IcrcCheck& c) {
   if (!icrc_in_place(c.l3, c.len_before_icrc, c.ipv6))
-    return icrc_compute(c.l3, c.len_before_icrc, c.ipv6) == c.carried;
-  const uint32_t state = or64(kStateAfterOnes, c.l3, c.len_before_icrc, icrc_first_mask(c.ipv6));
-  return crc32_finish(state) == c.carried;
+    return icrc_compute(c.l3, c.len_before_icrc, c.ipv6);
+  return crc32_finish(or64(kStateAfterOnes, c.l3, c.len_before_icrc, icrc_first_mask(c.ipv6)));
+}
+DROCE_TARGET_AVX512 inline bool icrc_ok_alone(const IcrcCheck& c) {
+  return icrc_alone(c) == c.carried;
 }
 
 // Whether a check goes in a four (icrc_match_x4): CRCed in place, 64..127
@@ -382,6 +384,14 @@ DROCE_TARGET_AVX512 inline __m512i icrc_w_lanes(const IcrcCheck& c, __m512i init
   return w_lanes_from_64(c.l3, c.len_before_icrc, icrc_first_mask(c.ipv6), init);
 }
 
+// The running states of four checks that fit a four, in order.
+[[gnu::always_inline]] DROCE_TARGET_AVX512 inline __m128i icrc_states_x4(
+    const IcrcCheck& c0, const IcrcCheck& c1, const IcrcCheck& c2, const IcrcCheck& c3,
+    __m512i init) {
+  return reduce_w_lanes(sum_lanes_x4(icrc_w_lanes(c0, init), icrc_w_lanes(c1, init),
+                                     icrc_w_lanes(c2, init), icrc_w_lanes(c3, init)));
+}
+
 // Four checks that fit a four at once: bit i of the result is whether c_i's
 // ICRC is right. Each lane's state is compared with its carried ICRC, all
 // four at once (the state is the complement of the ICRC, so a match XORs to
@@ -390,9 +400,7 @@ DROCE_TARGET_AVX512 inline __m512i icrc_w_lanes(const IcrcCheck& c, __m512i init
 [[gnu::always_inline]] DROCE_TARGET_AVX512 inline __mmask8 icrc_match_x4(
     const IcrcCheck& c0, const IcrcCheck& c1, const IcrcCheck& c2, const IcrcCheck& c3,
     __m512i init) {
-  const __m128i states =
-      reduce_w_lanes(sum_lanes_x4(icrc_w_lanes(c0, init), icrc_w_lanes(c1, init),
-                                  icrc_w_lanes(c2, init), icrc_w_lanes(c3, init)));
+  const __m128i states = icrc_states_x4(c0, c1, c2, c3, init);
   const auto carried = [](const IcrcCheck& c) { return static_cast<int>(c.carried); };
   return _mm_cmpeq_epi32_mask(
       _mm_xor_si128(states, _mm_setr_epi32(carried(c0), carried(c1), carried(c2), carried(c3))),
@@ -440,6 +448,20 @@ DROCE_TARGET_AVX512 void icrc_check_many_vpclmul_avx512(const IcrcCheck* c, bool
     _mm_storeu_si32(ok, _mm_maskz_mov_epi8(match, _mm_set1_epi8(1)));
   }
   if (c != end) icrc_check_mixed(c, ok, static_cast<size_t>(end - c));
+}
+
+DROCE_TARGET_AVX512 void icrc_compute_many_vpclmul_avx512(const IcrcCheck* c, uint32_t* icrc,
+                                                          size_t n) {
+  // A send burst of one QP's short frames is all fours; anything else goes
+  // one at a time from the first four that does not fit.
+  const IcrcCheck* const end = c + n;
+  const __m512i init = state_block512(kStateAfterOnes);
+  for (; end - c >= 4 && four_fit(c); c += 4, icrc += 4) {
+    const __m128i states = icrc_states_x4(c[0], c[1], c[2], c[3], init);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(icrc),
+                     _mm_xor_si128(states, _mm_set1_epi32(-1)));  // crc32_finish
+  }
+  for (; c != end; ++c, ++icrc) *icrc = icrc_alone(*c);
 }
 
 DROCE_TARGET_AVX512 uint32_t update_vpclmul_avx512(uint32_t state, const uint8_t* p,

@@ -33,6 +33,9 @@ uint32_t update_vpclmul_avx512_or64(uint32_t state, const uint8_t* data, size_t 
 // with no arrays in between; a layout icrc_in_place() refuses goes through
 // icrc_compute().
 void icrc_check_many_vpclmul_avx512(const IcrcCheck* checks, bool* ok, size_t n);
+// icrc_compute_many (icrc.h) the same way: fours of short datagrams share
+// their lanes and reduction; the rest one at a time.
+void icrc_compute_many_vpclmul_avx512(const IcrcCheck* checks, uint32_t* icrc, size_t n);
 // crc32_zeros (crc32.h) for n a multiple of 64, 64 <= n <= kZeroShiftMax.
 uint32_t zeros_pclmul(uint32_t state, size_t n);
 constexpr size_t kZeroShiftMax = 160 * 64;  // a 9000-byte jumbo frame's payload fits

@@ -83,6 +83,17 @@ void icrc_check_many(const IcrcCheck* checks, bool* ok, size_t n) {
   }
 }
 
+void icrc_compute_many(const IcrcCheck* checks, uint32_t* icrc, size_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (crc32_best_impl() == Crc32Impl::kVpclmulAvx512) {
+    crc32_detail::icrc_compute_many_vpclmul_avx512(checks, icrc, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; ++i)
+    icrc[i] = icrc_compute(checks[i].l3, checks[i].len_before_icrc, checks[i].ipv6);
+}
+
 uint32_t icrc_compute(const uint8_t* l3, size_t len_before_icrc, bool ipv6) {
   if (icrc_in_place(l3, len_before_icrc, ipv6)) {
     return crc32_finish(
