@@ -27,6 +27,13 @@ transport::CcHooks CcBinding::hooks() {
   h.on_send = [](void* c, uint32_t, uint32_t bytes, bool, uint64_t now) {
     static_cast<CcBinding*>(c)->on_send(bytes, now);
   };
+  h.admit = [](void* c, uint32_t first, uint32_t each, uint32_t max, uint64_t now) {
+    return static_cast<CcBinding*>(c)->admit(first, each, max, now);
+  };
+  h.window_room = [](void* c) { return static_cast<CcBinding*>(c)->window_room(); };
+  h.on_send_run = [](void* c, uint64_t bytes, uint32_t, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_send(bytes, now);
+  };
   h.on_ack = [](void* c, uint32_t, uint64_t acked, uint64_t rtt, uint64_t now) {
     static_cast<CcBinding*>(c)->on_ack(acked, rtt, now);
   };
@@ -48,19 +55,51 @@ bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
   return !window || inflight_bytes_ == 0 || inflight_bytes_ + bytes <= *window;
 }
 
+uint32_t CcBinding::admit(uint32_t first_bytes, uint32_t bytes_each, uint32_t max,
+                          uint64_t now) {
+  if (max == 0 || !may_send(first_bytes, now)) return 0;
+  if (max == 1) return 1;
+  // The rate: packets start one gap apart from when the first may start
+  // (on_send's pacing_start) while they start no later than the run-ahead
+  // allows (next_allowed_ns).
+  const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
+  const uint64_t first_start = pacing_start(next_send_ns_, now, backlog_since_, catch_up_ns_);
+  const uint64_t after_first = first_start + pacing_gap(first_bytes, rate);
+  const uint64_t latest = now + run_ahead_ns_;
+  uint64_t n = 1;
+  if (after_first <= latest) n += (latest - after_first) / pacing_gap(bytes_each, rate) + 1;
+  // The window: after the first, whole packets of bytes_each that fit.
+  if (const auto window = algorithm_->window_bytes()) {
+    const uint64_t used = inflight_bytes_ + first_bytes;
+    n = std::min<uint64_t>(n, 1 + (used < *window ? (*window - used) / bytes_each : 0));
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(n, max));
+}
+
+uint64_t CcBinding::window_room() const {
+  const auto window = algorithm_->window_bytes();
+  if (!window) return UINT64_MAX;
+  return inflight_bytes_ < *window ? *window - inflight_bytes_ : 0;
+}
+
 bool CcBinding::fills_window(uint32_t bytes, uint32_t next_bytes) const {
   const auto window = algorithm_->window_bytes();
   return window && inflight_bytes_ + bytes + next_bytes > *window;
 }
 
-namespace {
-// The time `bytes` take at `rate` bytes/s, rounded up.
-uint64_t pacing_gap(uint32_t bytes, uint64_t rate) {
-  return (uint64_t{bytes} * 1'000'000'000ull + rate - 1) / rate;
+// The time `bytes` take at `rate` bytes/s, rounded up; remembered for the
+// last pair (a QP's packets are mostly its path MTU, at one rate for long
+// runs), since a division per packet showed on the send path.
+uint64_t CcBinding::pacing_gap(uint64_t bytes, uint64_t rate) {
+  if (bytes != gap_bytes_ || rate != gap_rate_) {
+    gap_bytes_ = bytes;
+    gap_rate_ = rate;
+    gap_ns_ = (bytes * 1'000'000'000ull + rate - 1) / rate;
+  }
+  return gap_ns_;
 }
-}  // namespace
 
-void CcBinding::on_send(uint32_t bytes, uint64_t now) {
+void CcBinding::on_send(uint64_t bytes, uint64_t now) {
   const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
   // Pacing: the next packet may leave once this one has been "sent" at the
   // CC rate. Start from now when the QP was idle, so idleness earns no

@@ -68,7 +68,7 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   if (cc_.on_ack) cc_.on_ack(cc_.ctx, qpn_, uint64_t{newly} * mtu_, rtt, now);
   retire(now);
   if (state_ == QpState::kErr) return true;
-  const bool outstanding = sq_head_ != sq_tail_ && sq_[sq_head_ % sq_.size()].started;
+  const bool outstanding = sq_head_ != sq_tail_ && sq_at(sq_head_).started;
   if (outstanding) {
     if (!rnr_wait_until_) arm_timer(now);
   } else {
@@ -79,7 +79,7 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
 
 void QueuePair::retire(uint64_t) {
   while (sq_head_ != sq_tail_) {
-    SendWqe& w = sq_[sq_head_ % sq_.size()];
+    SendWqe& w = sq_at(sq_head_);
     if (!w.started) break;
     if (w.is_read_or_atomic()) {
       if (!w.done) {
@@ -118,7 +118,7 @@ void QueuePair::fail_head(uint32_t psn, ibv_wc_status status) {
 // The oldest READ/atomic still waiting for its response.
 static SendWqe* first_pending_read(std::vector<SendWqe>& sq, uint64_t head, uint64_t tail) {
   for (uint64_t i = head; i != tail; ++i) {
-    SendWqe& w = sq[i % sq.size()];
+    SendWqe& w = sq[i & (sq.size() - 1)];  // a power of two (qp.h)
     if (!w.started) return nullptr;
     if (w.is_read_or_atomic() && !w.done) return &w;
   }
@@ -153,7 +153,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   }
   const uint32_t k = w.resp_received;
   const uint64_t off = uint64_t{k} * mtu_;
-  const uint64_t remaining = w.length - std::min(off, w.length);
+  const uint64_t remaining = w.length - std::min<uint64_t>(off, w.length);
   const bool last = k + 1 == w.npkts;
   const wire::Position pos = pkt.info->position;
   // A re-issued READ is answered as a new response message (it starts
@@ -172,7 +172,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   const uint32_t before = wire::psn_add(pkt.psn, wire::kPsnMask);
   if (wire::psn_gt(before, acked_psn_)) ack_up_to(before, now);
   if (state_ == QpState::kErr) return;
-  if (want_len > 0 && !scatter_sges(w.sge.data(), w.num_sge, off, pkt.payload, want_len)) {
+  if (want_len > 0 && !scatter_sges(sges(w), w.num_sge, off, pkt.payload, want_len)) {
     ++counters_.local_errors;
     uint64_t idx;
     uint32_t kk;
@@ -204,7 +204,7 @@ void QueuePair::on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now) {
   if (state_ == QpState::kErr) return;
   uint8_t original[8];
   std::memcpy(original, &pkt.atomic_ack_original, 8);  // host order, like the target
-  if (!scatter_sges(w.sge.data(), w.num_sge, 0, original, 8)) {
+  if (!scatter_sges(sges(w), w.num_sge, 0, original, 8)) {
     ++counters_.local_errors;
     uint64_t idx;
     uint32_t kk;

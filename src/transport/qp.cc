@@ -65,6 +65,11 @@ bool transition_allowed(QpState from, QpState to) {
   return false;
 }
 
+namespace {
+// A work queue ring of at least `depth` slots: a power of two.
+size_t ring_size(uint32_t depth) { return std::bit_ceil(size_t{std::max<uint32_t>(depth, 1)}); }
+}  // namespace
+
 QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
     : device_(device),
       qpn_(qpn),
@@ -75,9 +80,13 @@ QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
       srq_(init.srq),
       caps_(init.caps),
       sq_sig_all_(init.sq_sig_all),
-      sq_(init.caps.max_send_wr),
-      inline_(size_t{init.caps.max_send_wr} * init.caps.max_inline_data),
-      rq_(init.srq ? 0 : init.caps.max_recv_wr) {}
+      sq_(ring_size(init.caps.max_send_wr)),
+      sq_mask_(sq_.size() - 1),
+      sge_more_(init.caps.max_send_sge > 1 ? sq_.size() * init.caps.max_send_sge : 0),
+      ud_dest_(init.type == QpType::kUd ? sq_.size() : 0),
+      inline_(sq_.size() * init.caps.max_inline_data),
+      rq_(init.srq ? 0 : ring_size(init.caps.max_recv_wr)),
+      rq_mask_(rq_.empty() ? 0 : rq_.size() - 1) {}
 
 int QueuePair::modify(QpState target, const QpAttr& a) {
   if (!transition_allowed(state_, target)) return EINVAL;
@@ -191,6 +200,8 @@ void QueuePair::make_templates() {
         attr_.path, qpn_, type_ == QpType::kRc ? IBV_OPCODE_RC : IBV_OPCODE_UC, attr_.pkey);
   if (type_ == QpType::kRc)
     ack_template_ = wire::make_ack_template(attr_.path, attr_.dest_qpn, attr_.pkey);
+  if (type_ != QpType::kUd)
+    tx_template_ = wire::make_tx_template(attr_.path, attr_.dest_qpn, attr_.pkey);
 }
 
 void QueuePair::set_dest_mac(const wire::MacAddress& mac) {
@@ -221,7 +232,7 @@ void QueuePair::enter_error() {
 // "flushed in error", signaled or not.
 void QueuePair::flush_all() {
   while (sq_head_ != sq_tail_) {
-    SendWqe& w = sq_[sq_head_ % sq_.size()];
+    SendWqe& w = sq_at(sq_head_);
     WorkCompletion wc;
     wc.wr_id = w.wr_id;
     wc.status = IBV_WC_WR_FLUSH_ERR;
@@ -248,7 +259,7 @@ void QueuePair::flush_all() {
     flush_recv(srq_wqe_);
     have_srq_wqe_ = false;
   }
-  for (; rq_head_ != rq_tail_; ++rq_head_) flush_recv(rq_[rq_head_ % rq_.size()]);
+  for (; rq_head_ != rq_tail_; ++rq_head_) flush_recv(rq_at(rq_head_));
   in_msg_ = InMsg::kNone;
   publish_heads();
 }
@@ -272,6 +283,7 @@ void QueuePair::take_posted() {
   const uint64_t sq = sq_posted_.load(std::memory_order_acquire);
   const uint64_t rq = rq_posted_.load(std::memory_order_acquire);
   if (sq == sq_tail_ && rq == rq_tail_) return;
+  for (uint64_t i = sq_tail_; i != sq; ++i) sq_at(i).reset_progress();
   sq_tail_ = sq;
   rq_tail_ = rq;
   if (state_ == QpState::kErr) flush_all();
@@ -288,7 +300,7 @@ const RecvWqe* QueuePair::recv_wqe() {
     rq_tail_ = rq_posted_.load(std::memory_order_acquire);
     if (rq_head_ == rq_tail_) return nullptr;
   }
-  return &rq_[rq_head_ % rq_.size()];
+  return &rq_at(rq_head_);
 }
 
 void QueuePair::consume_recv_wqe() {
@@ -334,13 +346,13 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
                        uint8_t* dst) const {
   if (w.send_flags & IBV_SEND_INLINE) {
     // Copied at post (post_send): the slot's inline area.
-    const size_t slot = static_cast<size_t>(&w - sq_.data());
     if (offset + len > w.length) return false;
-    std::memcpy(dst, inline_.data() + slot * caps_.max_inline_data + offset, len);
+    std::memcpy(dst, inline_.data() + slot_of(w) * caps_.max_inline_data + offset, len);
     return true;
   }
+  const Sge* sge = sges(w);
   for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
-    const Sge& s = w.sge[i];
+    const Sge& s = sge[i];
     if (offset >= s.length) {
       offset -= s.length;
       continue;
@@ -413,53 +425,55 @@ int QueuePair::post_send(const SendWr& wr) {
   }
   if (type_ == QpType::kUd && !wr.ud_path) return EINVAL;
   const uint64_t tail = sq_posted_.load(std::memory_order_relaxed);
-  if (tail - sq_retired_.load(std::memory_order_acquire) >= sq_.size()) return ENOMEM;
+  if (tail - sq_retired_.load(std::memory_order_acquire) >= caps_.max_send_wr) return ENOMEM;
 
-  const size_t slot = tail % sq_.size();
+  // Only the poster's line of the slot is written (wqe.h); nothing is
+  // published unless every check passes.
+  const size_t slot = tail & sq_mask_;
   SendWqe& w = sq_[slot];
-  w = SendWqe{};
+  const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
+  Sge* sge = &w.sge0;
+  if (n_sge > 1) sge = &sge_more_[slot * caps_.max_send_sge];
+  if (n_sge > 0) std::copy(wr.sg_list.begin(), wr.sg_list.end(), sge);
+  if (n_sge == 0) w.sge0 = Sge{};
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags;
-  w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge.begin());
-  w.imm_data = wr.imm_data;
-  w.invalidate_rkey = wr.invalidate_rkey;
+  w.num_sge = n_sge;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
-  if (wr.ud_path) w.ud_path = *wr.ud_path;
-  w.ud_remote_qpn = wr.ud_remote_qpn & wire::kPsnMask;
-  w.ud_remote_qkey = wr.ud_remote_qkey;
-  const bool inline_data = (wr.send_flags & IBV_SEND_INLINE) && !w.is_read_or_atomic();
-  if (inline_data) {
+  w.imm_data = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  if (type_ == QpType::kUd)
+    ud_dest_[slot] = UdDest{*wr.ud_path, wr.ud_remote_qpn & wire::kPsnMask, wr.ud_remote_qkey};
+  uint64_t length = 0;
+  unsigned flags = wr.send_flags;
+  if ((flags & IBV_SEND_INLINE) && !w.is_read_or_atomic()) {
     // ibv_post_send: an inline WR's SGEs are plain addresses, copied now;
     // their lkeys are not looked at.
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < w.num_sge; ++i) total += w.sge[i].length;
-    if (total > caps_.max_inline_data) return EINVAL;
+    for (uint32_t i = 0; i < n_sge; ++i) length += sge[i].length;
+    if (length > caps_.max_inline_data) return EINVAL;
     uint8_t* dst = inline_.data() + slot * caps_.max_inline_data;
-    for (uint32_t i = 0; i < w.num_sge; ++i) {
-      if (w.sge[i].length == 0) continue;
-      std::memcpy(dst, reinterpret_cast<const void*>(w.sge[i].addr), w.sge[i].length);
-      dst += w.sge[i].length;
+    for (uint32_t i = 0; i < n_sge; ++i) {
+      if (sge[i].length == 0) continue;
+      std::memcpy(dst, reinterpret_cast<const void*>(sge[i].addr), sge[i].length);
+      dst += sge[i].length;
     }
-    w.length = total;
   } else {
-    w.send_flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
+    flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
     // READ and atomic targets are written locally, so they need local
     // write (IBA 10.6.3.1); gathered data needs only a valid lkey.
     const uint32_t local_access = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-    if (!device_.check_sges(pd_, w.sge.data(), w.num_sge, local_access, &w.length))
-      return EINVAL;
+    if (!device_.check_sges(pd_, sge, n_sge, local_access, &length)) return EINVAL;
   }
+  w.send_flags = flags;
   if (w.is_atomic()) {
-    if (w.length < 8) return EINVAL;  // the original value lands here
-    w.length = 8;
+    if (length < 8) return EINVAL;  // the original value lands here
+    length = 8;
   }
-  if (w.length > kMaxMessageBytes) return EINVAL;
-  if (type_ == QpType::kUd && w.length > mtu_) return EINVAL;
+  if (length > kMaxMessageBytes) return EINVAL;
+  if (type_ == QpType::kUd && length > mtu_) return EINVAL;
+  w.length = static_cast<uint32_t>(length);
   sq_posted_.store(tail + 1, std::memory_order_release);
   return 0;
 }
@@ -469,8 +483,8 @@ int QueuePair::post_recv(const RecvWr& wr) {
   if (posted_state() == QpState::kReset) return EINVAL;
   if (wr.sg_list.size() > caps_.max_recv_sge || wr.sg_list.size() > kMaxSge) return EINVAL;
   const uint64_t tail = rq_posted_.load(std::memory_order_relaxed);
-  if (tail - rq_retired_.load(std::memory_order_acquire) >= rq_.size()) return ENOMEM;
-  RecvWqe& r = rq_[tail % rq_.size()];
+  if (tail - rq_retired_.load(std::memory_order_acquire) >= caps_.max_recv_wr) return ENOMEM;
+  RecvWqe& r = rq_at(tail);
   r.wr_id = wr.wr_id;
   r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
   std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
@@ -577,9 +591,9 @@ size_t QueuePair::build(const wire::TransportSpec& t, std::span<const uint8_t> p
 }
 
 size_t QueuePair::produce(uint64_t now, std::span<uint8_t> buf) {
-  take_posted();
-  const size_t n = produce_frame(now, buf);
-  end_of_call();
+  begin_burst(nullptr);
+  const size_t n = produce_in_burst(now, buf);
+  end_burst();
   return n;
 }
 
@@ -647,7 +661,7 @@ std::string QueuePair::debug_state() const {
                         static_cast<unsigned long long>(rnr_wait_until_), epsn_, msn_, resp_count_);
   std::string out(line, static_cast<size_t>(std::max(n, 0)));
   for (uint64_t i = sq_head_; i != sq_tail_ && i < sq_head_ + 4; ++i) {
-    const SendWqe& w = sq_[i % sq_.size()];
+    const SendWqe& w = sq_at(i);
     std::snprintf(line, sizeof line, "\n  wqe %llu op %d len %llu started %d psn %u+%u resp %u done %d",
                   static_cast<unsigned long long>(i), static_cast<int>(w.opcode),
                   static_cast<unsigned long long>(w.length), w.started, w.first_psn, w.npkts,

@@ -7,6 +7,7 @@
 
 #include "droce/transport/qp.h"
 #include "droce/transport/requester.h"
+#include "droce/wire/bytes.h"
 #include "droce/wire/psn.h"
 
 namespace droce::transport {
@@ -17,7 +18,7 @@ bool unstarted_or(const SendWqe& w) { return !w.started; }
 
 uint32_t QueuePair::resume_psn() const {
   if (sq_head_ == sq_tail_) return next_psn_;
-  const SendWqe& w = sq_[sq_head_ % sq_.size()];
+  const SendWqe& w = sq_at(sq_head_);
   if (unstarted_or(w)) return next_psn_;
   if (w.is_read_or_atomic()) return wire::psn_add(w.first_psn, w.resp_received);
   const uint32_t after_ack = wire::psn_add(acked_psn_, 1);
@@ -26,7 +27,7 @@ uint32_t QueuePair::resume_psn() const {
 
 bool QueuePair::find_psn(uint32_t psn, uint64_t* index, uint32_t* k) const {
   for (uint64_t i = sq_head_; i != sq_tail_; ++i) {
-    const SendWqe& w = sq_[i % sq_.size()];
+    const SendWqe& w = sq_at(i);
     if (!w.started) break;
     const uint32_t d = wire::psn_distance(w.first_psn, psn);
     if (d < w.npkts) {
@@ -44,12 +45,12 @@ void QueuePair::rewind_to(uint32_t psn) {
   uint64_t idx;
   uint32_t k;
   if (find_psn(psn, &idx, &k)) {
-    SendWqe& w = sq_[idx % sq_.size()];
+    SendWqe& w = sq_at(idx);
     sq_send_ = idx;
     send_pkt_ = w.is_atomic() ? 0 : k;
   } else {
     uint64_t i = sq_head_;
-    while (i != sq_tail_ && sq_[i % sq_.size()].started) ++i;
+    while (i != sq_tail_ && sq_at(i).started) ++i;
     sq_send_ = i;
     send_pkt_ = 0;
   }
@@ -71,7 +72,7 @@ void QueuePair::start_wqe(SendWqe& w) {
   if (w.is_atomic() || type_ == QpType::kUd)
     w.npkts = 1;
   else
-    w.npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (w.length + mtu_ - 1) / mtu_));
+    w.npkts = w.length <= mtu_ ? 1 : (w.length + mtu_ - 1) / mtu_;
   next_psn_ = wire::psn_add(next_psn_, w.npkts);
   if (w.is_read_or_atomic()) ++outstanding_rd_atomic_;
 }
@@ -80,7 +81,7 @@ bool QueuePair::requester_has_work() const {
   if (rnr_wait_until_) return false;
   if (sr_recovery_ && wire::psn_lt(sr_cursor_, sr_high_)) return true;
   for (uint64_t i = sq_send_; i != sq_tail_; ++i) {
-    const SendWqe& w = sq_[i % sq_.size()];
+    const SendWqe& w = sq_at(i);
     if (!w.started) return can_start(w);
     if (w.is_read_or_atomic() && w.done) continue;
     if (type_ == QpType::kRc && !w.is_read_or_atomic() &&
@@ -130,91 +131,122 @@ bool QueuePair::wants_ack(const SendWqe& w, uint32_t k) const {
   return k + 1 == w.npkts || (attr_.ack_req_every_n && (k + 1) % attr_.ack_req_every_n == 0);
 }
 
+// Packet k of a SEND or RDMA WRITE WQE: its opcode (IBA 9.2.1 table 38,
+// the low five bits per position; UD sends are ONLY), the RETH on the
+// first packet of a WRITE, ImmDt or IETH on the last, AckReq; `len` bytes
+// of payload from offset `off` of the message.
+wire::TxRequest QueuePair::send_write_fields(const SendWqe& w, uint32_t k, bool ask_ack,
+                                             uint32_t* len, uint64_t* off) const {
+  const bool first = k == 0;
+  const bool last = k + 1 == w.npkts;
+  *off = uint64_t{k} * mtu_;
+  *len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - *off));
+  const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  uint8_t code;
+  if (first && last) code = write ? (imm ? 0x0b : 0x0a) : (imm ? 0x05 : 0x04);
+  else if (first) code = write ? 0x06 : 0x00;
+  else if (last) code = write ? (imm ? 0x09 : 0x08) : (imm ? 0x03 : 0x02);
+  else code = write ? 0x07 : 0x01;
+  wire::TxRequest r;
+  if (w.opcode == IBV_WR_SEND_WITH_INV && last) {
+    code = first ? wire::kOpRcSendOnlyWithInvalidate : wire::kOpRcSendLastWithInvalidate;
+    r.ieth_rkey = w.invalidate_rkey;
+  }
+  if (type_ == QpType::kUd)
+    r.opcode = imm ? IBV_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE : IBV_OPCODE_UD_SEND_ONLY;
+  else
+    r.opcode = static_cast<uint8_t>((type_ == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC) | code);
+  if (write && first) {
+    r.reth_va = w.remote_addr;
+    r.reth_rkey = w.rkey;
+    r.reth_dma_length = w.length;
+  }
+  if (imm) r.imm_data = w.imm_data;
+  r.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
+  r.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && ask_ack);
+  r.psn = wire::psn_add(w.first_psn, k);
+  return r;
+}
+
 size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
                                 std::span<uint8_t> buf, bool* ok) {
   *ok = true;
+  if (!w.is_read_or_atomic()) {
+    uint32_t len;
+    uint64_t off;
+    const wire::TxRequest r = send_write_fields(w, k, ask_ack, &len, &off);
+    built_ack_req_ = r.ack_req;
+    if (type_ != QpType::kUd && tx_template_.valid())
+      return build_templated(w, r, off, len, buf, ok);
+    // UD: the WR's own destination, through build_packet.
+    const UdDest& ud = ud_dest(w);
+    wire::TransportSpec t;
+    t.opcode = r.opcode;
+    t.dest_qp = ud.remote_qpn;
+    t.pkey = attr_.pkey;
+    t.psn = r.psn;
+    t.solicited = r.solicited;
+    t.imm_data = r.imm_data;
+    t.deth_qkey = ud.remote_qkey;
+    t.deth_src_qp = qpn_;
+    // Gathered straight into the frame where build_packet puts the payload
+    // (it then copies nothing); a frame that would not fit is not built.
+    if (wire::packet_size(ud.path, t.opcode, len) > buf.size()) return 0;
+    uint8_t* dst = buf.data() + wire::payload_offset(ud.path, t.opcode);
+    if (len > 0 && !gather(w, off, len, dst)) {
+      *ok = false;
+      return 0;
+    }
+    return build(t, {dst, len}, buf, &ud.path);
+  }
   wire::TransportSpec t;
-  t.dest_qp = type_ == QpType::kUd ? w.ud_remote_qpn : attr_.dest_qpn;
+  t.dest_qp = attr_.dest_qpn;
   t.pkey = attr_.pkey;
   t.psn = wire::psn_add(w.first_psn, k);
-  const wire::PathSpec* path = type_ == QpType::kUd ? &w.ud_path : nullptr;
-  std::span<const uint8_t> payload;
-  switch (w.opcode) {
-    case IBV_WR_RDMA_READ: {
-      // A re-issued READ asks only for what is missing (IBA 9.7.6.2).
-      const uint64_t off = uint64_t{k} * mtu_;
-      t.opcode = IBV_OPCODE_RC_RDMA_READ_REQUEST;
-      t.reth_va = w.remote_addr + off;
-      t.reth_rkey = w.rkey;
-      t.reth_dma_length = static_cast<uint32_t>(w.length - std::min(off, w.length));
-      t.ack_req = true;
-      break;
-    }
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      t.opcode = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP
-                                                       : IBV_OPCODE_RC_FETCH_ADD;
-      t.atomic_va = w.remote_addr;
-      t.atomic_rkey = w.rkey;
-      if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-        t.atomic_compare = w.compare_add;
-        t.atomic_swap_add = w.swap;
-      } else {
-        t.atomic_swap_add = w.compare_add;
-      }
-      t.ack_req = true;
-      break;
-    default: {
-      const bool first = k == 0;
-      const bool last = k + 1 == w.npkts;
-      const uint64_t off = uint64_t{k} * mtu_;
-      const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - off));
-      const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-      const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-      // Per-transport opcode: low 5 bits as in IBA 9.2.1 table 38.
-      uint8_t code;
-      if (first && last) code = write ? (imm ? 0x0b : 0x0a) : (imm ? 0x05 : 0x04);
-      else if (first) code = write ? 0x06 : 0x00;
-      else if (last) code = write ? (imm ? 0x09 : 0x08) : (imm ? 0x03 : 0x02);
-      else code = write ? 0x07 : 0x01;
-      if (w.opcode == IBV_WR_SEND_WITH_INV && last) {
-        code = first ? wire::kOpRcSendOnlyWithInvalidate : wire::kOpRcSendLastWithInvalidate;
-        t.ieth_rkey = w.invalidate_rkey;
-      }
-      if (type_ == QpType::kUd) {
-        t.opcode = imm ? IBV_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE : IBV_OPCODE_UD_SEND_ONLY;
-        t.deth_qkey = w.ud_remote_qkey;
-        t.deth_src_qp = qpn_;
-      } else {
-        t.opcode = static_cast<uint8_t>((type_ == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC) | code);
-      }
-      if (write && first) {
-        t.reth_va = w.remote_addr;
-        t.reth_rkey = w.rkey;
-        t.reth_dma_length = static_cast<uint32_t>(w.length);
-      }
-      t.imm_data = w.imm_data;
-      t.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
-      t.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && ask_ack);
-      if (len > 0) {
-        // Gathered straight into the frame where build_packet puts the
-        // payload (it then copies nothing); through scratch_ only if the
-        // frame would not fit, which build_packet then reports.
-        const wire::PathSpec& p = path ? *path : attr_.path;
-        uint8_t* dst = wire::packet_size(p, t.opcode, len) <= buf.size()
-                           ? buf.data() + wire::payload_offset(p, t.opcode)
-                           : scratch_.data();
-        if (!gather(w, off, len, dst)) {
-          *ok = false;
-          return 0;
-        }
-        payload = {dst, len};
-      }
-      break;
+  t.ack_req = true;
+  if (w.opcode == IBV_WR_RDMA_READ) {
+    // A re-issued READ asks only for what is missing (IBA 9.7.6.2).
+    const uint64_t off = uint64_t{k} * mtu_;
+    t.opcode = IBV_OPCODE_RC_RDMA_READ_REQUEST;
+    t.reth_va = w.remote_addr + off;
+    t.reth_rkey = w.rkey;
+    t.reth_dma_length = static_cast<uint32_t>(w.length - std::min<uint64_t>(off, w.length));
+  } else {
+    t.opcode = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_OPCODE_RC_COMPARE_SWAP
+                                                     : IBV_OPCODE_RC_FETCH_ADD;
+    t.atomic_va = w.remote_addr;
+    t.atomic_rkey = w.rkey;
+    if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+      t.atomic_compare = w.compare_add;
+      t.atomic_swap_add = w.swap;
+    } else {
+      t.atomic_swap_add = w.compare_add;
     }
   }
-  built_ack_req_ = t.ack_req;
-  return build(t, payload, buf, path);
+  built_ack_req_ = true;
+  return build(t, {}, buf);
+}
+
+size_t QueuePair::build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
+                                  uint32_t len, std::span<uint8_t> buf, bool* ok) {
+  wire::IcrcCheck icrc;
+  const size_t n = wire::write_request(tx_template_, r, len, buf, &icrc);
+  if (n == 0) return 0;
+  if (len > 0 && !gather(w, off, len, buf.data() + wire::tx_payload_offset(tx_template_, r.opcode))) {
+    *ok = false;
+    return 0;
+  }
+  if (icrc_batch_) {
+    icrc_batch_->add(icrc);
+  } else {
+    uint8_t* l3 = buf.data() + tx_template_.l3_offset;
+    wire::store_le32(l3 + icrc.len_before_icrc,
+                     wire::icrc_compute(l3, icrc.len_before_icrc, icrc.ipv6));
+  }
+  ++counters_.tx_packets;
+  counters_.tx_bytes += len;
+  return n;
 }
 
 // Moves sq_ past a request packet just sent from the cursor.
@@ -231,13 +263,13 @@ void QueuePair::advance_cursor_after(const SendWqe& w, uint32_t k) {
 // `status` (always reported, signaled or not), the rest flush with the QP.
 void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
   while (sq_head_ != index && sq_head_ != sq_tail_) {
-    SendWqe& e = sq_[sq_head_ % sq_.size()];
+    SendWqe& e = sq_at(sq_head_);
     complete_send(e, IBV_WC_WR_FLUSH_ERR);
     ++counters_.flushed_wqes;
     ++sq_head_;
   }
   if (sq_head_ != sq_tail_) {
-    complete_send(sq_[sq_head_ % sq_.size()], status);
+    complete_send(sq_at(sq_head_), status);
     ++sq_head_;
   }
   enter_error();
@@ -257,7 +289,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   const bool ask_ack = overdue || (timed && cc_.samples_rtt) ||
                        (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
   bool ok;
-  const size_t n = build_request(sq_[index % sq_.size()], k, ask_ack, buf, &ok);
+  const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
@@ -277,7 +309,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   }
   SendWqe* wp = nullptr;
   while (sq_send_ != sq_tail_) {
-    SendWqe& w = sq_[sq_send_ % sq_.size()];
+    SendWqe& w = sq_at(sq_send_);
     if (w.started && type_ == QpType::kRc) {
       if (w.is_read_or_atomic() && w.done) {
         ++sq_send_;
@@ -384,8 +416,8 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
       // re-issue retire() made was lost too, a timeout must re-issue it.
       uint64_t idx;
       uint32_t k;
-      if (!find_psn(sr_cursor_, &idx, &k) || !sq_[idx % sq_.size()].is_read_or_atomic() ||
-          sq_[idx % sq_.size()].done) {
+      if (!find_psn(sr_cursor_, &idx, &k) || !sq_at(idx).is_read_or_atomic() ||
+          sq_at(idx).done) {
         sr_cursor_ = wire::psn_add(acked_psn_, 1);
         continue;
       }
@@ -400,7 +432,7 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
       sr_cursor_ = wire::psn_add(sr_cursor_, 1);
       continue;
     }
-    SendWqe& w = sq_[idx % sq_.size()];
+    SendWqe& w = sq_at(idx);
     uint32_t next_cursor = wire::psn_add(sr_cursor_, 1);
     if (w.is_read_or_atomic()) {
       next_cursor = wire::psn_add(w.first_psn, w.npkts);
@@ -473,7 +505,7 @@ void QueuePair::requester_timer(uint64_t now) {
   }
   const uint64_t due = ack_deadline();
   if (!due || now < due) return;
-  const bool outstanding = sq_head_ != sq_tail_ && sq_[sq_head_ % sq_.size()].started;
+  const bool outstanding = sq_head_ != sq_tail_ && sq_at(sq_head_).started;
   if (!outstanding) {
     timer_deadline_ = 0;
     return;

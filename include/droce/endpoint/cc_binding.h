@@ -56,7 +56,11 @@ class CcBinding {
   bool may_send(uint32_t bytes, uint64_t now) const;
   // See transport::CcHooks::fills_window.
   bool fills_window(uint32_t bytes, uint32_t next_bytes) const;
-  void on_send(uint32_t bytes, uint64_t now);
+  // transport::CcHooks::admit and window_room.
+  uint32_t admit(uint32_t first_bytes, uint32_t bytes_each, uint32_t max, uint64_t now);
+  uint64_t window_room() const;
+  // A packet (or a run of packets) of `bytes` left.
+  void on_send(uint64_t bytes, uint64_t now);
   void on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now);
   void on_cnp(uint64_t now);
   void on_loss(transport::LossEvent event, uint64_t now);
@@ -84,9 +88,13 @@ class CcBinding {
   // otherwise keep a departure booked milliseconds out after its rate has
   // long recovered, as NICs and HPCC's ns-3 code (ChangeRate) avoid.
   uint64_t last_start_ns_ = 0;
-  uint32_t last_bytes_ = 0;
+  uint64_t last_bytes_ = 0;
   uint64_t paced_rate_ = 0;
   void retime();
+  uint64_t pacing_gap(uint64_t bytes, uint64_t rate);
+  uint64_t gap_bytes_ = 0;  // pacing_gap's last arguments and result
+  uint64_t gap_rate_ = 0;
+  uint64_t gap_ns_ = 0;
   cc::AckEvent ack_event_;  // reused by on_ack
 };
 

@@ -23,6 +23,7 @@
 #include "droce/transport/qp.h"
 #include "droce/wire/int.h"
 #include "droce/wire/pfc.h"
+#include "droce/wire/tx_template.h"
 
 namespace droce::endpoint {
 
@@ -54,6 +55,16 @@ struct EndpointConfig {
   // `now` (the simulator: virtual time is never late).
   uint64_t tx_catch_up_ns = 0;
   uint32_t pacer_slots = 4096;
+  // Frames a QP may send in a row before the next QP with work gets its
+  // turn (round robin). 1 interleaves frame by frame, as the simulator
+  // keeps it; a larger turn lets a QP build its frames in one go, with
+  // their ICRCs computed together (a poll loop on a port: the engine).
+  uint32_t tx_frames_per_turn = 1;
+  // The requester's runs (QueuePair::produce_run): new SEND and WRITE
+  // packets built in a row from the QP's send template. Off: every frame
+  // through produce_request (the same frames, slower; for comparison in
+  // tests and benches, as header_prediction is on the receive side).
+  bool tx_runs = true;
   // Honour IEEE 802.1Qbb PFC frames from the switch: a QP whose priority is
   // paused sends nothing until the pause expires or XON arrives. A QP's
   // priority is its VLAN PCP when tagged, else DSCP >> 3 (the class-selector
@@ -194,6 +205,12 @@ class Endpoint {
   size_t emit_control(uint64_t now, std::span<const std::span<uint8_t>> bufs,
                       std::span<uint32_t> lens);
   void book_port(uint32_t len, uint64_t now);
+  // The link time of a frame of `len` bytes at the port rate, remembered
+  // for the last length (a run of one QP's frames is mostly one length).
+  uint64_t port_time_ns(uint32_t len);
+  // How many frames of a QP with this path MTU the port lets go now, at
+  // least 1 (transmit's loop checked the port before asking).
+  size_t port_frames(uint64_t now, uint32_t mtu);
 
   transport::Device& device_;
   EndpointConfig config_;
@@ -206,6 +223,12 @@ class Endpoint {
   TimingWheel pacer_;            // QPs waiting for their CC rate
   TimingWheel timers_;           // QPs with a transport or CC timer
   uint64_t port_free_ns_ = 0;    // the link is busy until then
+  uint32_t port_time_len_ = 0;   // port_time_ns's last length ...
+  uint64_t port_time_ = 0;       // ... and its time
+  uint32_t port_frames_mtu_ = 0;  // port_frames's last MTU ...
+  uint64_t port_frames_time_ = 1; // ... and its largest frame's time
+  // ICRCs of the frames a transmit() built from send templates.
+  wire::IcrcBatch tx_icrc_;
   // Frames have waited for the port since then (UINT64_MAX: none did).
   uint64_t port_backlog_since_ = UINT64_MAX;
   std::vector<uint32_t> due_;

@@ -144,10 +144,13 @@ struct PortConfig {
   // booked exactly, a port or QP sent one frame per iteration. A loop late
   // by more than that (descheduled) makes up to 100 us of the link time it
   // lost while frames waited (EndpointConfig::tx_catch_up_ns).
+  // A QP sends up to 16 frames in a row (EndpointConfig::tx_frames_per_turn),
+  // built in one go with their ICRCs computed together.
   endpoint::EndpointConfig endpoint = [] {
     endpoint::EndpointConfig c;
     c.tx_run_ahead_ns = 2000;
     c.tx_catch_up_ns = 100'000;
+    c.tx_frames_per_turn = 16;
     return c;
   }();
   // The port's own completion queue: that of every QP created without

@@ -27,6 +27,20 @@ struct CcHooks {
   bool (*fills_window)(void* ctx, uint32_t bytes, uint32_t next_bytes) = nullptr;
   void (*on_send)(void* ctx, uint32_t qpn, uint32_t bytes, bool retransmit,
                   uint64_t now) = nullptr;
+  // The same three for a run of new request packets built in one go (the
+  // requester's run, requester_run.cc), so that congestion control costs
+  // a few calls per run, not per packet. admit: how many of at most `max`
+  // packets may go now, the first `first_bytes` long, each later one at
+  // most `bytes_each`: for the first packet exactly may_send's answer,
+  // for the rest as if each were `bytes_each` (so never more than
+  // may_send packet by packet would allow). window_room: bytes left in
+  // the window before the run (UINT64_MAX: no window), from which the run
+  // works out which packet fills it. on_send_run: on_send for the run's
+  // `packets` packets of `bytes` in all. All three or none.
+  uint32_t (*admit)(void* ctx, uint32_t first_bytes, uint32_t bytes_each, uint32_t max,
+                    uint64_t now) = nullptr;
+  uint64_t (*window_room)(void* ctx) = nullptr;
+  void (*on_send_run)(void* ctx, uint64_t bytes, uint32_t packets, uint64_t now) = nullptr;
   // acked_bytes: newly acknowledged PSNs times the path MTU (an upper bound
   // for the last packet of a message, exact otherwise). rtt_ns: 0 when this
   // ACK carries no valid sample (Karn: none from retransmitted packets).

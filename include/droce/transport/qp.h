@@ -36,6 +36,7 @@
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 #include "droce/wire/rx_template.h"
+#include "droce/wire/tx_template.h"
 
 namespace droce::transport {
 
@@ -236,6 +237,30 @@ class QueuePair {
   // on_packet(), which applies the full rules.
   size_t try_predicted_writes(std::span<const wire::PredictedWrite> ws);
   size_t produce(uint64_t now, std::span<uint8_t> buf);
+  // produce() for several frames in a row, the shape of the endpoint's
+  // transmit loop: begin_burst(), produce_in_burst() per frame (the
+  // caller's bookkeeping in between, nothing else on the QP), end_burst().
+  // Request frames written from the QP's send template leave their ICRCs
+  // to `icrc`, which the caller flushes before the frames leave; nullptr
+  // computes them at once. Each frame is what produce() would have made.
+  void begin_burst(wire::IcrcBatch* icrc) {
+    take_posted();
+    icrc_batch_ = icrc;
+  }
+  size_t produce_in_burst(uint64_t now, std::span<uint8_t> buf) {
+    return cq_error_ ? 0 : produce_frame(now, buf);
+  }
+  void end_burst() {
+    icrc_batch_ = nullptr;
+    end_of_call();
+  }
+  // Within a burst: the next new SEND/RDMA WRITE packets of the QP, as many
+  // in a row as fit `bufs` (one frame each, lengths into `lens`) and
+  // congestion control admits, built from the send template with their
+  // ICRCs left to the burst's batch (requester_run.cc). 0 when the next
+  // frame is not one of those (then produce_in_burst makes it): the same
+  // frames and state as produce_in_burst frame by frame.
+  size_t produce_run(uint64_t now, std::span<const std::span<uint8_t>> bufs, uint32_t* lens);
   bool has_work(uint64_t now) const;
   uint64_t next_deadline() const;
   void on_timer(uint64_t now);
@@ -305,6 +330,17 @@ class QueuePair {
   void maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now);
   size_t build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
                std::span<uint8_t> buf, const wire::PathSpec* path = nullptr);
+  // A SEND or WRITE packet of `w` from the send template: headers written,
+  // `len` payload bytes from offset `off` gathered in place, the ICRC left
+  // to icrc_batch_ or computed. *ok false: the local buffer vanished.
+  wire::TxRequest send_write_fields(const SendWqe& w, uint32_t k, bool ask_ack, uint32_t* len,
+                                    uint64_t* off) const;
+  size_t build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
+                         uint32_t len, std::span<uint8_t> buf, bool* ok);
+
+  // ---- requester_run.cc
+  bool run_may_start() const;
+  SendWqe* run_wqe();
 
   // ---- requester.cc
   size_t produce_request(uint64_t now, std::span<uint8_t> buf);
@@ -417,9 +453,25 @@ class QueuePair {
   CcHooks cc_;
   wire::RxTemplate rx_template_;
   wire::AckTemplate ack_template_;  // RC: this QP's ACK/NAK frame, set at RTR
+  wire::TxTemplate tx_template_;    // RC, UC: its request headers, set at RTR
+  wire::IcrcBatch* icrc_batch_ = nullptr;  // during a burst (begin_burst)
 
-  // Send queue (ring; the counters only grow, index = counter % size).
+  // Send queue: a ring whose counters only grow; slot = counter & sq_mask_
+  // (its size is max_send_wr rounded up to a power of two, so indexing
+  // costs no division; post_send still holds it to max_send_wr).
   std::vector<SendWqe> sq_;
+  uint64_t sq_mask_ = 0;
+  SendWqe& sq_at(uint64_t i) { return sq_[i & sq_mask_]; }
+  const SendWqe& sq_at(uint64_t i) const { return sq_[i & sq_mask_]; }
+  // Every SGE of a WQE with more than one, max_send_sge per slot (the first
+  // is in the WQE itself), and UD WQEs' destinations, per slot.
+  std::vector<Sge> sge_more_;
+  std::vector<UdDest> ud_dest_;
+  size_t slot_of(const SendWqe& w) const { return static_cast<size_t>(&w - sq_.data()); }
+  const Sge* sges(const SendWqe& w) const {
+    return w.num_sge <= 1 ? &w.sge0 : &sge_more_[slot_of(w) * caps_.max_send_sge];
+  }
+  const UdDest& ud_dest(const SendWqe& w) const { return ud_dest_[slot_of(w)]; }
   uint64_t sq_head_ = 0;  // oldest WQE not yet completed
   uint64_t sq_send_ = 0;  // WQE holding the next packet to send
   uint64_t sq_tail_ = 0;  // one past the newest WQE the data path took
@@ -460,10 +512,11 @@ class QueuePair {
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
-  std::array<uint8_t, 4096> scratch_{};
 
-  // Receive queue (unused with an SRQ).
+  // Receive queue (unused with an SRQ), a ring like sq_.
   std::vector<RecvWqe> rq_;
+  uint64_t rq_mask_ = 0;
+  RecvWqe& rq_at(uint64_t i) { return rq_[i & rq_mask_]; }
   uint64_t rq_head_ = 0;
   uint64_t rq_tail_ = 0;
   // SRQ: the WQE the message in progress (or the next) uses.

@@ -70,33 +70,39 @@ struct WorkCompletion {
   bool solicited = false;
 };
 
-// A posted send WQE plus the requester/completer progress on it.
-struct SendWqe {
+// A posted send WQE plus the requester/completer progress on it. The first
+// cache line is what post_send writes (a WR's fields, its first SGE); the
+// second is the data path's own (PSNs, progress), so posting slot i and
+// the data path working on slot i - 1 never write the same line. A WR's
+// further SGEs and a UD WR's destination live beside the ring
+// (QueuePair::sges, ud_dest), and so does inline data.
+struct alignas(64) SendWqe {
+  // ---- written by post_send
   uint64_t wr_id = 0;
-  ibv_wr_opcode opcode = IBV_WR_SEND;
-  unsigned send_flags = 0;
-  std::array<Sge, kMaxSge> sge{};
-  uint32_t num_sge = 0;
-  uint64_t length = 0;  // bytes of the message (8 for atomics)
-  uint32_t imm_data = 0;
-  uint32_t invalidate_rkey = 0;
-  uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
-  uint64_t compare_add = 0;
+  uint64_t remote_addr = 0;  // RDMA READ/WRITE, atomics: the target
+  uint64_t compare_add = 0;  // atomics
   uint64_t swap = 0;
-  wire::PathSpec ud_path{};
-  uint32_t ud_remote_qpn = 0;
-  uint32_t ud_remote_qkey = 0;
+  Sge sge0{};                // the first SGE (QueuePair::sges for all)
+  uint32_t length = 0;       // bytes of the message (8 for atomics), at most 2^31
+  uint32_t rkey = 0;
+  union {
+    uint32_t imm_data = 0;     // *_WITH_IMM, host order
+    uint32_t invalidate_rkey;  // IBV_WR_SEND_WITH_INV (which carries no ImmDt)
+  };
+  ibv_wr_opcode opcode : 8 = IBV_WR_SEND;
+  unsigned send_flags : 16 = 0;  // IBV_SEND_*
+  unsigned num_sge : 8 = 0;
 
+  // ---- the data path's: reset when it takes the WQE (take_posted).
   // Requester state. PSNs are assigned when the first packet goes out.
-  bool started = false;
+  alignas(64) bool started = false;
+  bool retransmitted = false;  // Karn: no RTT sample from it
+  bool done = false;           // READ/atomic: all responses in
   uint32_t first_psn = 0;
   uint32_t npkts = 0;     // PSNs the message spans (READ: response packets)
-  bool retransmitted = false;  // Karn: no RTT sample from it
-  uint64_t last_sent_ns = 0;
   // Completer state for READ / atomic: responses received so far.
   uint32_t resp_received = 0;  // READ: in-order response packets placed
-  bool done = false;           // READ/atomic: all responses in
+  uint64_t last_sent_ns = 0;
   uint64_t acked_bytes_reported = 0;
 
   bool is_read_or_atomic() const {
@@ -108,6 +114,20 @@ struct SendWqe {
            opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   }
   uint32_t last_psn() const { return wire::psn_add(first_psn, npkts - 1); }
+  // The data path takes a WQE: no progress yet.
+  void reset_progress() {
+    started = retransmitted = done = false;
+    first_psn = npkts = resp_received = 0;
+    last_sent_ns = acked_bytes_reported = 0;
+  }
+};
+static_assert(sizeof(SendWqe) == 128, "a poster's line and the data path's");
+
+// A UD send WR's destination, beside the WQE (QueuePair::ud_dest).
+struct UdDest {
+  wire::PathSpec path{};
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
 };
 
 struct RecvWqe {
