@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <optional>
 #include <random>
@@ -85,6 +86,9 @@ struct Options {
   std::optional<uint64_t> iters;
   double duration = 0;
   uint32_t qps = 1;
+  // Bandwidth client: application threads posting and polling, the QPs
+  // dealt out among them round robin, each thread with a CQ of its own.
+  uint32_t threads = 1;
   bool all = false;
   bool report_gbits = false;
   uint32_t mtu = 1024;
@@ -311,6 +315,16 @@ class PerfTest {
 
   bool run_size(uint64_t size);
   void bw_client(uint64_t size);
+  // What one client thread's QPs did in one size: messages completed and,
+  // per poll that found some, (time, messages done so far).
+  struct BwPart {
+    uint64_t done = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> events;
+  };
+  // The QPs q with q % stride == first, their completions from `cq` (none:
+  // the port's CQ, through poll()).
+  BwPart bw_client_part(uint64_t size, size_t first, size_t stride, engine::CqHandle cq,
+                        uint64_t t0);
   void bw_server(uint64_t size);
   bool bw_server_step(Peer& p, uint64_t size, bool send);
   void print_server_rows(uint64_t size, uint64_t t_start) const;
@@ -336,6 +350,7 @@ class PerfTest {
   std::vector<engine::PortIndex> wc_port_;
   std::vector<size_t> wc_peer_;
   std::vector<size_t> wc_qp_;
+  std::vector<engine::CqHandle> thread_cqs_;  // --threads: one per client thread
 };
 
 // --ip, or the default of each side.
@@ -348,9 +363,16 @@ void PerfTest::setup() {
   ip_ = parse_ip(local_ip(o_), "ip");
   std::mt19937_64 rng(std::random_device{}());
   peers_.resize(o_.server ? o_.clients.value_or(1) : 1);
+  if (client() && o_.threads > 1) {
+    // Each thread's CQ holds every completion its QPs can have unpolled.
+    const uint32_t per_thread = (o_.qps + o_.threads - 1) / o_.threads;
+    for (uint32_t t = 0; t < o_.threads; ++t)
+      thread_cqs_.push_back(eng_.create_cq((o_.tx_depth + 1 + o_.rx_depth) * per_thread));
+  }
   for (size_t p = 0; p < peers_.size(); ++p) {
     for (uint32_t i = 0; i < o_.qps; ++i) {
       engine::QpSpec spec;
+      if (!thread_cqs_.empty()) spec.send_cq = spec.recv_cq = thread_cqs_[i % o_.threads];
       spec.type = o_.connection == "UC" ? transport::QpType::kUc : transport::QpType::kRc;
       spec.caps.max_send_wr = o_.tx_depth + 1;
       spec.caps.max_recv_wr = o_.rx_depth;
@@ -624,12 +646,15 @@ Sge local_sge(const LocalQp& q, Verb v, uint64_t max_size, uint64_t size) {
 
 // ---- bandwidth ---------------------------------------------------------------
 
-void PerfTest::bw_client(uint64_t size) {
+PerfTest::BwPart PerfTest::bw_client_part(uint64_t size, size_t first, size_t stride,
+                                          engine::CqHandle cq, uint64_t t0) {
   Peer& p = peers_[0];
   const size_t nq = p.qps.size();
   const uint32_t cq_mod = std::max<uint32_t>(1, std::min(o_.cq_mod, o_.tx_depth));
   const bool timed = o_.duration > 0;
   const uint64_t n_per_qp = timed ? UINT64_MAX : iters();
+  const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
+  // Indexed by the QP's index in the peer; this part touches its own only.
   std::vector<uint64_t> posted(nq, 0), completed(nq, 0);
   std::vector<bool> last_signaled(nq, true);
   std::vector<Sge> sges(nq);
@@ -638,34 +663,44 @@ void PerfTest::bw_client(uint64_t size) {
   constexpr size_t kPostBatch = 32;
   std::vector<transport::SendWr> batch;
   batch.reserve(kPostBatch);
-  for (size_t q = 0; q < nq; ++q) sges[q] = local_sge(p.qps[q], o_.t->verb, max_size_, size);
-  std::vector<std::pair<uint64_t, uint64_t>> events;  // (time, messages done)
-  events.reserve(timed ? 4096 : iters() * nq / cq_mod + 16);
-
-  if (!o_.no_peer) barrier_all(fmt::format("start {}", size));
-  arm_deadline();
-  const uint64_t t0 = engine::now_ns();
-  const uint64_t t_stop = timed ? t0 + static_cast<uint64_t>(o_.duration * 1e9) : UINT64_MAX;
-  uint64_t done_total = 0;
+  for (size_t q = first; q < nq; q += stride)
+    sges[q] = local_sge(p.qps[q], o_.t->verb, max_size_, size);
+  // A thread of its own polls its own CQ into its own buffer; the
+  // deadline (--timeout, time without progress) is its own too.
+  std::vector<WorkCompletion> wc((cq.id != 0) ? 256 : 0);
+  uint64_t deadline = engine::now_ns() + static_cast<uint64_t>(o_.timeout * 1e9);
+  BwPart r;
+  r.events.reserve(timed ? 4096 : iters() * nq / stride / cq_mod + 16);
+  r.events.emplace_back(t0, 0);
   bool stopping = false;
-  events.emplace_back(t0, 0);
+  auto post = [&](size_t q, std::span<const transport::SendWr> wrs, size_t* put) {
+    const int rc = eng_.post_send(p.qps[q].h, wrs, put);
+    if (rc != 0 && rc != ENOMEM)
+      throw std::runtime_error(fmt::format("post_send refused: {}", std::strerror(rc)));
+    return rc;
+  };
   for (;;) {
     const uint64_t now = engine::now_ns();
     if (timed && !stopping && now >= t_stop) {
       stopping = true;
       // Close each QP's stream with a signaled WR so that every posted WR
       // is accounted for by a completion.
-      for (size_t q = 0; q < nq; ++q) {
+      for (size_t q = first; q < nq; q += stride) {
         if (last_signaled[q]) continue;
         auto wr = make_wr(p, q, posted[q], true);
         wr.sg_list = std::span(&sges[q], 1);
-        post_send_or_fail(p.qps[q], wr);
+        while (post(q, std::span(&wr, 1), nullptr) == ENOMEM) {
+          if (engine::now_ns() > deadline)
+            fail_timeout("posting a send WR (the send queue stays full)");
+          if ((cq.id != 0) && o_.run_to_completion) eng_.poll();
+          std::this_thread::yield();
+        }
         ++posted[q];
         last_signaled[q] = true;
       }
     }
     bool all_done = true;
-    for (size_t q = 0; q < nq; ++q) {
+    for (size_t q = first; q < nq; q += stride) {
       const uint64_t limit = stopping ? posted[q] : n_per_qp;
       for (bool full = false; !full && posted[q] < limit && posted[q] - completed[q] < o_.tx_depth;) {
         batch.clear();
@@ -676,10 +711,7 @@ void PerfTest::bw_client(uint64_t size) {
           batch.back().sg_list = std::span(&sges[q], 1);
         }
         size_t put = 0;
-        const int rc =
-            eng_.post_send(p.qps[q].h, std::span<const transport::SendWr>(batch), &put);
-        if (rc != 0 && rc != ENOMEM)
-          throw std::runtime_error(fmt::format("post_send refused: {}", std::strerror(rc)));
+        post(q, std::span<const transport::SendWr>(batch), &put);
         if (put > 0) {
           posted[q] += put;
           last_signaled[q] = (batch[put - 1].send_flags & IBV_SEND_SIGNALED) != 0;
@@ -689,26 +721,81 @@ void PerfTest::bw_client(uint64_t size) {
       if (completed[q] < (stopping ? posted[q] : n_per_qp)) all_done = false;
     }
     if (all_done) break;
-    const size_t n = poll();
+    // The completions: (QP index, wr_id) pairs.
+    size_t n = 0;
+    auto completion = [&](size_t i) -> std::pair<size_t, uint64_t> {
+      if (!(cq.id != 0)) return {wc_qp_[i], wc_[i].wr_id};
+      auto it = qp_index_.find(wc[i].qp_num);
+      if (it == qp_index_.end())
+        throw Failure(fmt::format("completion for unknown QP {:#x}", wc[i].qp_num));
+      return {it->second.second, wc[i].wr_id};
+    };
+    if ((cq.id != 0)) {
+      // Run to completion the threads take turns at the data path.
+      if (o_.run_to_completion) eng_.poll();
+      const int got = eng_.poll_cq(cq, wc);
+      if (got < 0) throw Failure(fmt::format("poll_cq failed: {}", std::strerror(-got)));
+      n = static_cast<size_t>(got);
+      for (size_t i = 0; i < n; ++i) require_ok(wc[i]);
+      if (n == 0 && o_.poll_sleep_us)
+        std::this_thread::sleep_for(std::chrono::microseconds(*o_.poll_sleep_us));
+    } else {
+      n = poll();
+    }
     if (n) {
-      arm_deadline();  // --timeout counts time without progress
+      deadline = engine::now_ns() + static_cast<uint64_t>(o_.timeout * 1e9);
       const uint64_t tc = engine::now_ns();
       for (size_t i = 0; i < n; ++i) {
-        const size_t q = wc_qp_[i];
-        const uint64_t upto = wc_[i].wr_id + 1;  // in-order: everything before is done
+        const auto [q, wr_id] = completion(i);
+        const uint64_t upto = wr_id + 1;  // in-order: everything before is done
         if (upto > completed[q]) {
-          done_total += upto - completed[q];
+          r.done += upto - completed[q];
           completed[q] = upto;
         }
       }
-      events.emplace_back(tc, done_total);
-    } else {
-      check_deadline([&] {
-        return fmt::format("waiting for completions ({} of {} messages done)", done_total,
-                           timed ? done_total + 1 : n_per_qp * nq);
-      });
+      r.events.emplace_back(tc, r.done);
+    } else if (engine::now_ns() > deadline) {
+      fail_timeout(fmt::format("waiting for completions ({} of {} messages done)", r.done,
+                               timed ? r.done + 1 : n_per_qp * ((nq - first + stride - 1) / stride)));
     }
   }
+  return r;
+}
+
+void PerfTest::bw_client(uint64_t size) {
+  Peer& p = peers_[0];
+  if (!o_.no_peer) barrier_all(fmt::format("start {}", size));
+  const uint64_t t0 = engine::now_ns();
+  std::vector<BwPart> parts(thread_cqs_.empty() ? 1 : thread_cqs_.size());
+  if (thread_cqs_.empty()) {
+    parts[0] = bw_client_part(size, 0, 1, {}, t0);
+  } else {
+    // Thread 0 is this one; a failure in any thread fails the test.
+    std::vector<std::exception_ptr> errors(parts.size());
+    std::vector<std::thread> threads;
+    auto run = [&](size_t t) {
+      try {
+        parts[t] = bw_client_part(size, t, parts.size(), thread_cqs_[t], t0);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    };
+    for (size_t t = 1; t < parts.size(); ++t) threads.emplace_back(run, t);
+    run(0);
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  // One timeline: every part's progress, merged in time order.
+  std::vector<std::pair<uint64_t, uint64_t>> steps;  // (time, messages done then)
+  for (const BwPart& part : parts)
+    for (size_t i = 1; i < part.events.size(); ++i)
+      steps.emplace_back(part.events[i].first,
+                         part.events[i].second - part.events[i - 1].second);
+  std::sort(steps.begin(), steps.end());
+  std::vector<std::pair<uint64_t, uint64_t>> events{{t0, 0}};
+  uint64_t done_total = 0;
+  for (const auto& [t, d] : steps) events.emplace_back(t, done_total += d);
   const uint64_t t1 = events.back().first;
   const BwResult r = bw_result(size, done_total, t0, t1, events);
   if (!o_.no_peer) {
@@ -1171,6 +1258,8 @@ void validate(Options& o) {
   if (o.duration > 0 && o.all) throw ConfigError("-D/--duration", "cannot be combined with -a");
   if (o.qps < 1 || o.qps > 256)
     throw ConfigError("-q/--qp", fmt::format("{} is out of range 1..256", o.qps));
+  if (o.threads < 1 || o.threads > o.qps)
+    throw ConfigError("--threads", fmt::format("{} is out of range 1..{} (-q)", o.threads, o.qps));
   if (o.t->kind == Kind::kLat && o.qps != 1)
     throw ConfigError("-q/--qp", "latency tests use one QP");
   if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096)
@@ -1217,6 +1306,9 @@ int perf_main(int argc, char** argv) {
   cli.add_option("-n,--iters", o.iters, "iterations per QP (default 5000; lat: 1000)");
   cli.add_option("-D,--duration", o.duration, "run for this many seconds instead of -n");
   cli.add_option("-q,--qp", o.qps, "number of QPs (bandwidth tests)");
+  cli.add_option("--threads", o.threads,
+                 "bandwidth client: threads posting and polling, the QPs dealt out among "
+                 "them, each with its own CQ (default 1; at most -q)");
   cli.add_flag("-a,--all", o.all, "run sizes 2..2^23");
   cli.add_flag("--report_gbits", o.report_gbits, "report bandwidth in Gb/s");
   cli.add_option("-m,--mtu", o.mtu, "path MTU: 256, 512, 1024, 2048, 4096 (default 1024)");

@@ -1,6 +1,7 @@
 """droce-perf between two droce processes over net_memif: WRITE, READ and
 SEND bandwidth and latency with --check (byte-exact data verification on the
-target, or on the reader for READ), perftest's columns, sane numbers.
+target, or on the reader for READ), also with several posting threads
+(--threads), perftest's columns, sane numbers.
 
 usage: memif_test.py DROCE_PERF"""
 
@@ -29,6 +30,11 @@ CASES = [
     # batched posts fill it and must resume exactly where they stopped.
     ("write_bw", ["-n", "20000", "-s", "64", "-t", "8192", "--check"], [64]),
     ("read_bw", ["-n", "200", "-s", "10000", "--check"], [10000]),
+    # Several application threads posting and polling, each with its own
+    # QPs and CQ, one data path.
+    ("write_bw", ["-n", "400", "-s", "4096", "-q", "4", "--threads", "2", "--check"], [4096]),
+    ("read_bw", ["-n", "200", "-s", "10000", "-q", "4", "--threads", "4", "--check"], [10000]),
+    ("send_bw", ["-n", "300", "-s", "1024", "-q", "3", "--threads", "3", "--check"], [1024]),
     ("send_bw", ["-n", "300", "-s", "4096", "--check"], [4096]),
     ("write_lat", ["-n", "100", "-s", "2", "--check"], [2]),
     ("read_lat", ["-n", "100", "-s", "64", "--check"], [64]),
