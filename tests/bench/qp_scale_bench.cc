@@ -9,9 +9,9 @@
 // receive path per data frame, for each N, against N = 1 in the same run.
 //
 // Also the memory of an idle QP: resident memory before and after the
-// responder's N QPs are created, connected and attached to its endpoint
-// (each with one send and one receive slot), per QP, with and without
-// those ring slots.
+// responder's N QPs are created, connected (RTS) and attached to its
+// endpoint (each with one send and one receive slot), per QP, with and
+// without those ring slots.
 //
 //   droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--payload BYTES]
 //   (defaults: 1,1024,65536,1048576; 2 s per N; 64 B)
@@ -144,19 +144,18 @@ class Pair {
  public:
   Pair(uint32_t n, size_t payload)
       : payload_(payload), sender_(payload + 64), responder_(region_bytes(n, payload)) {
-    const uint64_t before = resident_bytes();
-    for (uint32_t i = 0; i < n; ++i) responder_.add_qp(1);
-    attach_all(responder_);
-    idle_bytes_ = static_cast<double>(resident_bytes() - before) / n;
     // A QP gets its next WR a round later, by when its ACK is back: with
     // many QPs one outstanding WR each is all the round robin uses; one QP
     // needs a deeper queue to fill a burst.
     send_depth_ = n >= 64 ? 4 : 128;
-    for (uint32_t i = 0; i < n; ++i) {
-      transport::QueuePair* s = sender_.add_qp(send_depth_);
-      connect(*s, responder_.qps[i]->qpn(), true);
-      connect(*responder_.qps[i], s->qpn(), false);
-    }
+    for (uint32_t i = 0; i < n; ++i) sender_.add_qp(send_depth_);
+    // The idle QP: created, connected (RTS) and attached, no traffic yet.
+    const uint64_t before = resident_bytes();
+    for (uint32_t i = 0; i < n; ++i)
+      connect(*responder_.add_qp(1), sender_.qps[i]->qpn(), false);
+    attach_all(responder_);
+    idle_bytes_ = static_cast<double>(resident_bytes() - before) / n;
+    for (uint32_t i = 0; i < n; ++i) connect(*sender_.qps[i], responder_.qps[i]->qpn(), true);
     attach_all(sender_);
     posted_.assign(n, 0);
     doorbells_ = std::vector<endpoint::DoorbellNode>(n);
