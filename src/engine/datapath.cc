@@ -20,6 +20,13 @@ namespace droce::engine {
 
 namespace {
 constexpr uint32_t kTxRetries = 8;
+// A TX queue that takes nothing for this long is stuck, not busy (a link
+// down that the PMD does not report: af_packet on a downed interface
+// refuses every frame and keeps saying "up"). Its frames are discarded then,
+// as a NIC's TX watchdog gives up on a hung queue, so that the QPs send
+// again and their retries run out. Far above any backpressure a live peer
+// exerts, even one descheduled for a time slice or two.
+constexpr uint64_t kTxStuckNs = 200'000'000;
 }  // namespace
 
 namespace {
@@ -128,6 +135,7 @@ void poll_link(Shard& s, uint64_t now) {
   if (up && (!s.link_known || !s.link_up)) s.ep->announce(now);
   s.link_known = true;
   s.link_up = up;
+  p.link_is_down.store(!up, std::memory_order_relaxed);
 }
 
 constexpr int kDispatchConsumed = -1;
@@ -248,8 +256,20 @@ size_t hand_over(Shard& s, rte_mbuf** mbufs, size_t n) {
   return sent;
 }
 
+// While the link is down a PMD may take nothing (memif, af_packet): a NIC's
+// MAC discards what it is given then, and so do we, counted. Held, the
+// frames would stop the QPs' transmissions, and with them the retries
+// that end in IBV_WC_RETRY_EXC_ERR: a peer that is gone would never fail.
+bool discard_if_link_down(Shard& s, rte_mbuf** mbufs, size_t n) {
+  if (!s.port->link_is_down.load(std::memory_order_relaxed)) return false;
+  rte_pktmbuf_free_bulk(mbufs, static_cast<unsigned>(n));
+  s.counters.tx_link_down += n;
+  return true;
+}
+
 // hand_over with a few retries; what is still not taken waits in s.held.
 void send_burst(Shard& s, rte_mbuf** mbufs, size_t n, uint64_t now) {
+  if (discard_if_link_down(s, mbufs, n)) return;
   size_t sent = 0;
   for (uint32_t attempt = 0; sent < n && attempt <= kTxRetries; ++attempt) {
     if (attempt > 0) ++s.counters.tx_retries;
@@ -264,6 +284,18 @@ void send_burst(Shard& s, rte_mbuf** mbufs, size_t n, uint64_t now) {
 // Sends the held frames first; true once none is left.
 bool flush_held(Shard& s, uint64_t now) {
   if (s.held_n == 0) return true;
+  if (discard_if_link_down(s, s.held.data(), s.held_n)) {
+    s.counters.tx_held_ns += now - s.held_since;
+    s.held_n = 0;
+    return true;
+  }
+  if (now - s.held_since > kTxStuckNs) {
+    rte_pktmbuf_free_bulk(s.held.data(), static_cast<unsigned>(s.held_n));
+    s.counters.tx_stuck += s.held_n;
+    s.counters.tx_held_ns += now - s.held_since;
+    s.held_n = 0;
+    return true;
+  }
   const size_t sent = hand_over(s, s.held.data(), s.held_n);
   std::copy(s.held.begin() + static_cast<ptrdiff_t>(sent),
             s.held.begin() + static_cast<ptrdiff_t>(s.held_n), s.held.begin());

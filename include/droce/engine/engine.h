@@ -179,6 +179,8 @@ struct PortConfig {
   X(tx_held)            /* frames the TX queue did not take at once: kept */  \
   X(tx_held_ns)         /* time frames waited for the TX queue to take them */ \
   X(tx_dropped)         /* frames still held when the port closed: freed */   \
+  X(tx_link_down)       /* frames sent while the link was down: discarded */ \
+  X(tx_stuck)           /* frames the TX queue took none of for 200 ms: discarded */ \
   X(loops)              /* worker loop iterations over this port */           \
   X(captured)           /* frames written to the capture file */              \
   X(cq_overflows)       /* completions lost: the port's CQ was full */       \
