@@ -61,16 +61,6 @@ uint64_t resident_bytes() {
   return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
 
-endpoint::EndpointConfig endpoint_config() {
-  endpoint::EndpointConfig c;
-  c.port_rate_bytes_per_sec = 0;  // as fast as the core goes
-  // The engine port's defaults (engine::PortConfig).
-  c.tx_run_ahead_ns = 2000;
-  c.tx_catch_up_ns = 100'000;
-  c.tx_frames_per_turn = 16;
-  return c;
-}
-
 wire::PathSpec path(bool from_sender) {
   wire::PathSpec p = bench::us_to_peer();
   if (!from_sender) {
@@ -98,7 +88,7 @@ void connect(transport::QueuePair& qp, uint32_t dest_qpn, bool from_sender) {
 
 struct Side {
   explicit Side(size_t region_bytes)
-      : ep(dev, endpoint_config()), mem(region_bytes, 0x5a) {
+      : ep(dev, bench::engine_port_sender()), mem(region_bytes, 0x5a) {
     pd = dev.alloc_pd();
     cq = dev.create_cq(1u << 16);
     mr = dev.reg_mr(pd, mem.data(), mem.size(),

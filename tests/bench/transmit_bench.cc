@@ -75,16 +75,8 @@ struct Result {
 class Sender {
  public:
   explicit Sender(const Options& o)
-      : o_(o), ep_(dev_, [] {
-          endpoint::EndpointConfig c;
-          c.port_rate_bytes_per_sec = 0;  // as fast as the core goes
-          // What the engine books ahead of its one clock reading per pass
-          // (engine::PortConfig's endpoint defaults).
-          c.tx_run_ahead_ns = 2000;
-          c.tx_catch_up_ns = 100'000;
-          c.tx_frames_per_turn = 16;
-          return c;
-        }()),
+      : o_(o),
+        ep_(dev_, bench::engine_port_sender()),
         src_(o.payload + 64, 0x5a) {
     pd_ = dev_.alloc_pd();
     cq_ = dev_.create_cq(1u << 16);

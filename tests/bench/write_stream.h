@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <span>
 
+#include "droce/endpoint/endpoint.h"
 #include "droce/transport/qp.h"
 #include "droce/wire/build.h"
 
@@ -80,6 +81,19 @@ inline size_t write_message_frame(uint32_t psn, uint32_t packets,
   t.reth_rkey = kKey;
   t.reth_dma_length = static_cast<uint32_t>(packets * payload.size());
   return wire::build_packet(peer_to_us(), t, payload, out);
+}
+
+// A sender's endpoint as an engine port runs it, unpaced (as fast as the
+// core goes): what the engine books ahead of its one clock reading per
+// pass, and the packets a QP sends per turn (engine::PortConfig's
+// endpoint defaults).
+inline endpoint::EndpointConfig engine_port_sender() {
+  endpoint::EndpointConfig c;
+  c.port_rate_bytes_per_sec = 0;
+  c.tx_run_ahead_ns = 2000;
+  c.tx_catch_up_ns = 100'000;
+  c.tx_frames_per_turn = 16;
+  return c;
 }
 
 // (RESET ->) INIT -> RTR -> RTS, expecting PSN 0 from the stream's sender;

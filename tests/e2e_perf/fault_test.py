@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from perf_common import EAL_COMMON, Checks, free_tcp_port
+from perf_common import EAL_COMMON, Checks, free_tcp_port, veth_between_namespaces
 
 exe = os.path.abspath(sys.argv[1])
 c = Checks()
@@ -104,16 +104,7 @@ def counter(out, name):
 
 
 try:
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B,
-       "netns", NS_B)
-    for ns, ifname, addr in ((NS_A, IF_A, "10.66.0.1/24"), (NS_B, IF_B, "10.66.0.2/24")):
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "addr", "add", addr, "dev", ifname)
-        sh("ip", "-n", ns, "link", "set", ifname, "up")
-        sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
-           f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+    veth_between_namespaces(NS_A, NS_B, IF_A, IF_B)
     # The out-of-band TCP channel runs over the same veth; with the link
     # down only RoCE matters, TCP retransmits on its own once it is up.
 

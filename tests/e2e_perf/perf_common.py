@@ -106,3 +106,24 @@ def rows_after(header_re, out):
                 rows.append([float(c) for c in cols])
             return rows
     return None
+
+
+def veth_between_namespaces(ns_a, ns_b, if_a, if_b,
+                            addrs=("10.66.0.1/24", "10.66.0.2/24")):
+    """Two network namespaces of our own joined by a veth pair, `addrs` on
+    its ends (the out-of-band channel's), lo up, no IPv6 autoconfiguration
+    or DAD chatter on the link. The caller removes the namespaces
+    (`ip netns del`), which takes the veth with them."""
+    def sh(*cmd, check=True):
+        return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
+                              timeout=30)
+    sh("ip", "netns", "add", ns_a)
+    sh("ip", "netns", "add", ns_b)
+    sh("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b,
+       "netns", ns_b)
+    for ns, ifname, addr in ((ns_a, if_a, addrs[0]), (ns_b, if_b, addrs[1])):
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "addr", "add", addr, "dev", ifname)
+        sh("ip", "-n", ns, "link", "set", ifname, "up")
+        sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+           f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)

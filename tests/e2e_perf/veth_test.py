@@ -21,7 +21,8 @@ import sys
 import tempfile
 import time
 
-from perf_common import BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair
+from perf_common import (BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair,
+                         veth_between_namespaces)
 
 exe = os.path.abspath(sys.argv[1])
 c = Checks()
@@ -41,11 +42,6 @@ IB_HEURISTICS = [
     "nvme_rdma", "lnet_ib", "iser_infiniband", "eth_over_ib",
     "mellanox_eoib", "sdp_infiniband", "fc_infiniband", "drbd_rdma",
 ]
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
-                          timeout=30)
 
 
 def cleanup():
@@ -141,17 +137,7 @@ def rss_case():
 
 
 try:
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B,
-       "netns", NS_B)
-    for ns, ifname, addr in ((NS_A, IF_A, "10.66.0.1/24"), (NS_B, IF_B, "10.66.0.2/24")):
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "addr", "add", addr, "dev", ifname)
-        sh("ip", "-n", ns, "link", "set", ifname, "up")
-        # No IPv6 autoconfiguration/DAD chatter on the link.
-        sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
-           f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+    veth_between_namespaces(NS_A, NS_B, IF_A, IF_B)
 
     CASES = [
         ("write_bw", ["-n", "100", "-s", "8192", "--check"], False, BW_HEADER),
