@@ -123,7 +123,7 @@ Config parse_config(std::string_view text, const std::string& source) {
   }
   check_keys(t, "", {"device", "eal", "port", "addresses", "mtu", "cc", "cc_params",
                      "port_rate_gbps", "idle_sleep_us", "dscp", "neighbours", "telemetry",
-                     "link_timeout_ms"});
+                     "report_link"});
   Config c;
   c.source = source;
   c.device = get_string(t, "device", c.device);
@@ -163,8 +163,6 @@ Config parse_config(std::string_view text, const std::string& source) {
   c.port_rate_gbps = get_number(t, "port_rate_gbps", c.port_rate_gbps, 0, 1600);
   c.idle_sleep_us = static_cast<uint32_t>(get_uint(t, "idle_sleep_us", c.idle_sleep_us, 0,
                                                    1'000'000));
-  c.link_timeout_ms = static_cast<uint32_t>(
-      get_uint(t, "link_timeout_ms", c.link_timeout_ms, 0, 600'000));
   c.dscp = static_cast<uint8_t>(get_uint(t, "dscp", c.dscp, 0, 63));
   if (const toml::node* n = t.get("neighbours")) {
     const toml::table* nt = n->as_table();
@@ -179,10 +177,12 @@ Config parse_config(std::string_view text, const std::string& source) {
       c.neighbours.push_back(nb);
     }
   }
-  if (const toml::node* n = t.get("telemetry")) {
-    if (!n->is_boolean()) throw ConfigError("telemetry", "expected true or false");
-    c.telemetry = n->as_boolean()->get();
-  }
+  for (auto [key, out] : {std::pair{"telemetry", &c.telemetry},
+                          std::pair{"report_link", &c.report_link}})
+    if (const toml::node* n = t.get(key)) {
+      if (!n->is_boolean()) throw ConfigError(key, "expected true or false");
+      *out = n->as_boolean()->get();
+    }
   return c;
 }
 

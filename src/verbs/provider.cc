@@ -10,6 +10,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -77,11 +78,42 @@ PathContext path_context() {
 }
 
 bool port_up() {
+  if (!rt().cfg.report_link) return true;
   const auto up = engine::port_link_up(rt().port_id);
   return up.value_or(true);
 }
 
 // ---- inline verbs (context ops) -------------------------------------------------
+
+// Posts `wrs` with `post`, which returns the verbs error and how many it
+// took. A queue the application saw room in (it polled the completion of
+// the WQE whose slot it reuses) may still look full for a moment: the
+// worker publishes the slot just after it writes the completion, and on a
+// busy CPU it may be descheduled in between. So a full queue is tried
+// again, yielding the CPU, for a while before ENOMEM is the answer.
+template <class Wr, class Post>
+int post_all(std::span<const Wr> wrs, size_t* taken, Post post) {
+  constexpr auto kFullFor = std::chrono::milliseconds(20);
+  size_t done = 0;
+  std::chrono::steady_clock::time_point since{};
+  for (;;) {
+    size_t n = 0;
+    const int rc = post(wrs.subspan(done), &n);
+    done += n;
+    if (rc != ENOMEM || done == wrs.size()) {
+      *taken = done;
+      return rc;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (n > 0 || since == std::chrono::steady_clock::time_point{}) {
+      since = now;
+    } else if (now - since > kFullFor) {
+      *taken = done;
+      return ENOMEM;
+    }
+    sched_yield();
+  }
+}
 
 int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* q = reinterpret_cast<Qp*>(ibqp);
@@ -115,7 +147,10 @@ int op_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     size_t posted = 0;
     if (n > 0) {
-      const int prc = eng->post_send(q->h, std::span(wrs.data(), n), &posted);
+      const int prc = post_all(std::span<const transport::SendWr>(wrs.data(), n), &posted,
+                               [&](std::span<const transport::SendWr> w, size_t* p) {
+                                 return eng->post_send(q->h, w, p);
+                               });
       if (prc != 0) {
         *bad = src[posted];
         return prc;
@@ -144,7 +179,7 @@ int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
     }
     size_t posted = 0;
     if (n > 0) {
-      const int prc = post(std::span<const transport::RecvWr>(wrs.data(), n), &posted);
+      const int prc = post_all(std::span<const transport::RecvWr>(wrs.data(), n), &posted, post);
       if (prc != 0) {
         *bad = src[posted];
         return prc;
@@ -334,12 +369,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
   std::lock_guard lock(r.mu);
   if (device != &g_device.dev) return fail_null<ibv_context>(ENODEV);
   if (!ensure_engine(r)) return nullptr;
-  // Applications check that the port is active before they use it; a
-  // memif port is down until its peer has connected.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(r.cfg.link_timeout_ms);
-  while (!port_up() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto* c = static_cast<Context*>(std::calloc(1, sizeof(Context)));
   if (!c) return fail_null<ibv_context>(ENOMEM);
   fill_context(*c);

@@ -31,7 +31,7 @@ port_rate_gbps = 25
 idle_sleep_us = 20
 dscp = 26
 telemetry = false
-link_timeout_ms = 0
+report_link = true
 [neighbours]
 "10.0.0.2" = "02:00:00:00:00:02"
 "fd00::2" = "02-00-00-00-00-03"
@@ -54,7 +54,7 @@ link_timeout_ms = 0
   EXPECT_EQ(c.idle_sleep_us, 20u);
   EXPECT_EQ(c.dscp, 26);
   EXPECT_FALSE(c.telemetry);
-  EXPECT_EQ(c.link_timeout_ms, 0u);
+  EXPECT_TRUE(c.report_link);
   ASSERT_EQ(c.neighbours.size(), 2u);
   EXPECT_EQ(c.neighbours[0].mac, (wire::MacAddress{2, 0, 0, 0, 0, 2}));
   EXPECT_TRUE(c.neighbours[1].ip.v6);
@@ -68,6 +68,7 @@ TEST(VerbsConfig, DefaultsFitAPlainPort) {
   EXPECT_EQ(c.mtu, 4096u);
   EXPECT_EQ(c.cc, "none");
   EXPECT_TRUE(c.addresses.empty());
+  EXPECT_FALSE(c.report_link);
 }
 
 TEST(VerbsConfig, MistakesNameTheirKey) {
@@ -81,6 +82,7 @@ TEST(VerbsConfig, MistakesNameTheirKey) {
   EXPECT_EQ(key_of("idle_sleep_us = -1"), "idle_sleep_us");
   EXPECT_EQ(key_of("port_rate_gbps = 5000"), "port_rate_gbps");
   EXPECT_EQ(key_of("telemetry = 1"), "telemetry");
+  EXPECT_EQ(key_of("report_link = \"yes\""), "report_link");
   EXPECT_EQ(key_of("device = \"\""), "device");
   EXPECT_EQ(key_of("cc_params = { a = [1] }"), "cc_params.a");
   EXPECT_EQ(key_of("[neighbours]\n\"10.0.0.2\" = \"02:00:00:00:00\""),

@@ -60,9 +60,13 @@ struct Config {
   std::vector<Neighbour> neighbours;
   // Register /droce/* DPDK telemetry.
   bool telemetry = true;
-  // ibv_open_device waits this long for the port's link (a memif port is
-  // down until its peer connects; applications check the port is active).
-  uint32_t link_timeout_ms = 10'000;
+  // What ibv_query_port reports as the port's state. true: the link as the
+  // PMD sees it. false (the default): active once the port has started, as
+  // a NIC whose cable is in; a memif port's link is down until the peer
+  // process has started its own, and applications check that the port is
+  // active before they exchange addresses with that peer (frames wait for
+  // the link meanwhile).
+  bool report_link = false;
 };
 
 // The TOML text of a configuration; `source` names it in messages. Throws
