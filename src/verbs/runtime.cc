@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 namespace droce::verbs {
@@ -39,7 +40,12 @@ bool ensure_config(Runtime& rt) {
       rt.cfg = load_config_from_env();
       rt.config_ok = true;
     } catch (const ConfigError& e) {
-      complain(e.what());
+      // A key of the file: say which file.
+      const char* path = std::getenv("DROCE_VERBS_CONFIG");
+      if (e.key() == "DROCE_VERBS_CONFIG" || !path || e.key() == path)
+        complain(e.what());
+      else
+        complain(std::string(path) + ": " + e.what());
     }
   }
   if (!rt.config_ok) errno = EINVAL;
