@@ -1,7 +1,7 @@
 """perftest (Debian's, unmodified) on libdroce-verbs between two processes
 over net_memif: every bandwidth and latency test of RDMA WRITE, READ, SEND
 and atomics exits 0 on both sides with a results row whose figures are
-positive, with -q 4 too; perftest keeps its plain verbs path (droce is not
+positive (ib_read_lat's server reports nothing), with -q 4 too; perftest keeps its plain verbs path (droce is not
 a Mellanox part: "ibv_wr* API : OFF"); -R (rdma_cm) fails with a message
 that says so.
 
@@ -32,12 +32,16 @@ for tool, args, header in cases:
     name = " ".join([tool, *args])
     s, cl = run_pair(LIB, pair, cmd, cmd)
     for side, r in (("server", s), ("client", cl)):
+        if tool == "ib_read_lat" and side == "server":
+            # Its server only serves the READs; the client reports.
+            c.ok(r[0] == 0, f"{name}: server exits 0", show(r))
+            continue
         rows = rows_after(header, r[1])
         # Bandwidth rows: bytes, iterations, peak, average, rate; latency
         # rows: bytes, iterations, t_min, t_max, t_typical, ...
         good = bool(rows) and all(x[1] > 0 and x[3] > 0 and x[4] > 0 for x in rows)
         c.ok(r[0] == 0 and good, f"{name}: {side} exits 0 with a results row", show(r))
-    c.ok("ibv_wr* API     : OFF" in cl[1] or "ibv_wr*" not in cl[1],
+    c.ok("ibv_wr* API     : OFF" in cl[1],
          f"{name}: perftest uses ibv_post_send (no ibv_wr_* API)", cl[1])
 
 r = subprocess.run(["ib_write_bw", "-R", "-x", "1"], env=env_for(LIB, pair.configs["s"]),
