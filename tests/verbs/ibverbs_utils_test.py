@@ -7,7 +7,10 @@ unsupported verbs are refused with EOPNOTSUPP (verbs_misuse); a bad
 configuration, an unknown device and a missing configuration fail with a
 message naming the key.
 
-Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE"""
+droce-run runs a program the same way (the library found next to it,
+the configuration checked first: exit 2 naming the key).
+
+Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN"""
 
 import os
 import re
@@ -19,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verbs_common import (Checks, MemifPair, env_for, need_programs, run_pair, show,  # noqa: E402
                           write_config)
 
-LIB, MISUSE = sys.argv[1], sys.argv[2]
+LIB, MISUSE, DROCE_RUN = sys.argv[1], sys.argv[2], sys.argv[3]
 need_programs(["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong",
                "ibv_srq_pingpong"])
 c = Checks()
@@ -111,5 +114,24 @@ c.ok(res[0] != 0 and "libdroce-verbs: eal: EAL: rte_eal_init failed" in res[2],
 res = run(["ibv_devices"], null_cfg, env_extra={"DROCE_VERBS_CONFIG": None})
 c.ok(res[0] != 0 and "DROCE_VERBS_CONFIG: not set" in res[2],
      "no configuration: the variable is named", show(res))
+
+# ---- droce-run
+env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DROCE_VERBS_CONFIG")}
+p = subprocess.run([DROCE_RUN, "--config", null_cfg, "--", "ibv_devices"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 0 and re.search(r"^\s*droce0\s+[0-9a-f]{16}", p.stdout, re.M),
+     "droce-run --config F -- ibv_devices: the program runs on droce",
+     show((p.returncode, p.stdout, p.stderr)))
+bad = os.path.join(tmp, "bad_mtu.toml")
+p = subprocess.run([DROCE_RUN, "--config", bad, "--", "ibv_devices"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 2 and "droce-run: --config: " in p.stderr and "mtu: one of" in p.stderr
+     and "node GUID" not in p.stdout,
+     "droce-run with a bad configuration: exit 2 naming the key, the program not run",
+     show((p.returncode, p.stdout, p.stderr)))
+p = subprocess.run([DROCE_RUN, "--config", null_cfg, "--", "no-such-program"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 127 and "cannot run 'no-such-program'" in p.stderr,
+     "droce-run with a program that does not exist: 127", show((p.returncode, p.stdout, p.stderr)))
 
 c.finish()
