@@ -107,6 +107,19 @@ bool ensure_engine(Runtime& rt) {
     return false;
   }
   g_fast.store(rt.eng.get(), std::memory_order_release);
+  if (rt.cfg.telemetry)
+    rt.stats_thread = std::thread([&rt] {
+      std::unique_lock lock(rt.mu);
+      while (!rt.stopping) {
+        rt.stats_cv.wait_for(lock, std::chrono::milliseconds(100));
+        if (rt.stopping || !rt.eng) break;
+        try {
+          rt.eng->stats();
+        } catch (const std::exception&) {
+          break;  // the engine is going away
+        }
+      }
+    });
   return true;
 }
 
@@ -117,6 +130,12 @@ namespace {
 // peer's would) and give EAL's memory back.
 __attribute__((destructor)) void shut_down() {
   Runtime& rt = runtime();
+  {
+    std::lock_guard lock(rt.mu);
+    rt.stopping = true;
+  }
+  rt.stats_cv.notify_all();
+  if (rt.stats_thread.joinable()) rt.stats_thread.join();
   std::lock_guard lock(rt.mu);
   if (!rt.eng) return;
   g_fast.store(nullptr, std::memory_order_release);

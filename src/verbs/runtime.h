@@ -4,9 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "droce/engine/engine.h"
@@ -28,6 +30,11 @@ struct Runtime {
   uint16_t port_id = 0;
   wire::MacAddress mac{};
   std::vector<ibv_gid> gids;
+  // Refreshes the stats snapshot DPDK telemetry reads (the engine takes
+  // one only when its control plane asks; the application never does).
+  std::thread stats_thread;
+  std::condition_variable stats_cv;
+  bool stopping = false;  // rt.mu
 };
 
 // The one Runtime (never destroyed before the library's destructor).
