@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -965,10 +966,13 @@ void ibv_ack_async_event(ibv_async_event*) {}
 // which a user-space device does not have: refused with a message that says
 // what to do instead.
 void* rdma_create_event_channel() {
-  std::fprintf(stderr,
-               "libdroce-verbs: rdma_cm (librdmacm) is not supported on droce devices; "
-               "exchange the QP attributes out of band instead (perftest: leave out "
-               "-R/--rdma_cm)\n");
+  // Once: libraries that probe every transport (UCX) ask more than once.
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    std::fprintf(stderr,
+                 "libdroce-verbs: rdma_cm (librdmacm) is not supported on droce devices; "
+                 "exchange the QP attributes out of band instead (perftest: leave out "
+                 "-R/--rdma_cm)\n");
   errno = EOPNOTSUPP;
   return nullptr;
 }
