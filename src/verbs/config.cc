@@ -123,7 +123,7 @@ Config parse_config(std::string_view text, const std::string& source) {
   }
   check_keys(t, "", {"device", "eal", "port", "addresses", "mtu", "cc", "cc_params",
                      "port_rate_gbps", "idle_sleep_us", "dscp", "neighbours", "telemetry",
-                     "report_link"});
+                     "report_link", "start_timeout_ms", "wait_for"});
   Config c;
   c.source = source;
   c.device = get_string(t, "device", c.device);
@@ -131,6 +131,7 @@ Config parse_config(std::string_view text, const std::string& source) {
     throw ConfigError("device", "a name of 1..63 characters");
   c.eal = get_strings(t, "eal");
   c.port = get_string(t, "port", c.port);
+  c.wait_for = get_string(t, "wait_for", c.wait_for);
   const std::vector<std::string> addrs = get_strings(t, "addresses");
   for (size_t i = 0; i < addrs.size(); ++i) {
     wire::IpAddress ip;
@@ -163,6 +164,8 @@ Config parse_config(std::string_view text, const std::string& source) {
   c.port_rate_gbps = get_number(t, "port_rate_gbps", c.port_rate_gbps, 0, 1600);
   c.idle_sleep_us = static_cast<uint32_t>(get_uint(t, "idle_sleep_us", c.idle_sleep_us, 0,
                                                    1'000'000));
+  c.start_timeout_ms = static_cast<uint32_t>(
+      get_uint(t, "start_timeout_ms", c.start_timeout_ms, 0, 600'000));
   c.dscp = static_cast<uint8_t>(get_uint(t, "dscp", c.dscp, 0, 63));
   if (const toml::node* n = t.get("neighbours")) {
     const toml::table* nt = n->as_table();

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -95,7 +96,25 @@ bool ensure_engine(Runtime& rt) {
     rt.port_id = eng->port_id(rt.port);
     rt.mac = eng->port_mac(rt.port);
     rt.gids = gid_table(rt.mac, c.addresses);
-    eng->start();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(c.start_timeout_ms);
+    if (!c.wait_for.empty()) {
+      while (::access(c.wait_for.c_str(), F_OK) != 0) {
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw engine::ConfigError("wait_for", "'" + c.wait_for + "' did not appear within " +
+                                                    std::to_string(c.start_timeout_ms) + " ms");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    for (;;) {
+      try {
+        eng->start();  // a port that started stays started
+        break;
+      } catch (const engine::ConfigError& e) {
+        if (e.option() != "port" || std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     rt.eng = std::move(eng);
   } catch (const engine::ConfigError& e) {
     complain(e.what());

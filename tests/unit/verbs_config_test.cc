@@ -32,6 +32,8 @@ idle_sleep_us = 20
 dscp = 26
 telemetry = false
 report_link = true
+start_timeout_ms = 500
+wait_for = "/tmp/x.sock"
 [neighbours]
 "10.0.0.2" = "02:00:00:00:00:02"
 "fd00::2" = "02-00-00-00-00-03"
@@ -55,6 +57,8 @@ report_link = true
   EXPECT_EQ(c.dscp, 26);
   EXPECT_FALSE(c.telemetry);
   EXPECT_TRUE(c.report_link);
+  EXPECT_EQ(c.start_timeout_ms, 500u);
+  EXPECT_EQ(c.wait_for, "/tmp/x.sock");
   ASSERT_EQ(c.neighbours.size(), 2u);
   EXPECT_EQ(c.neighbours[0].mac, (wire::MacAddress{2, 0, 0, 0, 0, 2}));
   EXPECT_TRUE(c.neighbours[1].ip.v6);
@@ -79,6 +83,7 @@ TEST(VerbsConfig, MistakesNameTheirKey) {
   EXPECT_EQ(key_of("addresses = \"10.0.0.1\""), "addresses");
   EXPECT_EQ(key_of("eal = [\"-l\", 0]"), "eal[1]");
   EXPECT_EQ(key_of("dscp = 64"), "dscp");
+  EXPECT_EQ(key_of("start_timeout_ms = 1e3"), "start_timeout_ms");
   EXPECT_EQ(key_of("idle_sleep_us = -1"), "idle_sleep_us");
   EXPECT_EQ(key_of("port_rate_gbps = 5000"), "port_rate_gbps");
   EXPECT_EQ(key_of("telemetry = 1"), "telemetry");

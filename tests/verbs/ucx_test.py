@@ -3,8 +3,9 @@ verbs device only when /dev/infiniband/<uverbs device> exists as a
 character device it may open; the test makes one inside a private mount
 namespace of its own (unshare -m, an overlay on /dev), never on the host's
 /dev. Checks: ucx_info -d shows the droce0 memory domain with rc_verbs and
-ud_verbs; ucx_perftest over rc_verbs (put_bw, am_bw) between two processes
-over net_memif exits 0 on both sides with its final row. Root only (a
+ud_verbs; ucx_perftest over rc_verbs (put_bw short and zero-copy, am_bw)
+and ud_verbs (am_lat) between two processes over net_memif exits 0 on
+both sides with its final row. Root only (a
 mount namespace and mknod), else skipped.
 
 Usage: ucx_test.py LIBDROCE_VERBS"""
@@ -60,20 +61,33 @@ c.ok(p.returncode == 0 and re.search(r"Memory domain: droce0", out)
 c.ok(not os.path.exists("/dev/infiniband/uverbs_droce0"), "the host's /dev is untouched")
 
 pair = MemifPair(tmp, "ucx")
-for args in (["-t", "put_bw", "-n", "2000"], ["-t", "am_bw", "-n", "5000"]):
+# UCX's UD transport drops datagrams whose GRH destination it does not find
+# among the device's GIDs as it reads them (ETH_DGID_CHECK); droce's
+# IPv4-over-GRH layout does not pass that check yet (docs/VERBS.md "Not
+# done"), so ud_verbs runs with it off.
+CASES = [
+    ("rc_verbs", ["-t", "put_bw", "-n", "2000"], {}),
+    ("rc_verbs", ["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "1000"], {}),
+    ("rc_verbs", ["-t", "am_bw", "-n", "5000"], {}),
+    ("ud_verbs", ["-t", "am_lat", "-n", "2000"], {"UCX_UD_VERBS_ETH_DGID_CHECK": "n"}),
+]
+for tl, args, extra_env in CASES:
     port = free_tcp_port()
-    cmd = ["ucx_perftest", "-p", str(port), "-d", "droce0:1", "-x", "rc_verbs", *args]
-    name = "ucx_perftest rc_verbs " + " ".join(args)
+    cmd = ["ucx_perftest", "-p", str(port), "-d", "droce0:1", "-x", tl, *args]
+    name = f"ucx_perftest {tl} " + " ".join(args)
     if os.path.exists(pair.sock):
         os.unlink(pair.sock)
-    srv = subprocess.Popen([*PRIVATE, *cmd], env=env_for(LIB, pair.configs["s"]),
+    s_env, c_env = env_for(LIB, pair.configs["s"]), env_for(LIB, pair.configs["c"])
+    s_env.update(extra_env)
+    c_env.update(extra_env)
+    srv = subprocess.Popen([*PRIVATE, *cmd], env=s_env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not listening(port) and srv.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     try:
         cli = subprocess.run([*PRIVATE, *cmd[:1], "127.0.0.1", *cmd[1:]],
-                             env=env_for(LIB, pair.configs["c"]), capture_output=True,
+                             env=c_env, capture_output=True,
                              text=True, timeout=90)
         s_out, s_err = srv.communicate(timeout=60)
     except subprocess.TimeoutExpired:

@@ -97,10 +97,13 @@ class MemifPair:
         for side, role, lcore, peer in (("s", "server", 0, "c"), ("c", "client", 1, "s")):
             vdev = (f"--vdev=net_memif0,role={role},socket={sock},socket-abstract=no,"
                     f"mac={macs[side]}")
+            # A memif client that finds no socket when its port starts never
+            # connects: the client's port waits for the server's.
+            wait = f"wait_for = \"{sock}\"\n" if role == "client" else ""
             self.configs[side] = write_config(
                 os.path.join(tmp, f"{tag}_{side}.toml"),
                 ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}", vdev],
-                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, extra)
+                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra)
 
 
 def env_for(lib, config):

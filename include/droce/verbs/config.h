@@ -67,6 +67,15 @@ struct Config {
   // active before they exchange addresses with that peer (frames wait for
   // the link meanwhile).
   bool report_link = false;
+  // A port that does not start is tried again for this long (ms): a memif
+  // client's port starts only once its server has made the socket, and
+  // two programs that meet over TCP first open their devices at about
+  // the same time.
+  uint32_t start_timeout_ms = 10'000;
+  // Start the port only once this path exists, waiting up to
+  // start_timeout_ms: a memif client whose server's socket is not there
+  // when its port starts does not connect later.
+  std::string wait_for;
 };
 
 // The TOML text of a configuration; `source` names it in messages. Throws
