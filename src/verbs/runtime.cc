@@ -105,6 +105,10 @@ bool ensure_engine(Runtime& rt) {
                                                     std::to_string(c.start_timeout_ms) + " ms");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
+      // A socket's file appears at bind(), before its owner listens; a
+      // memif client connecting in between is refused and does not try
+      // again.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     for (;;) {
       try {

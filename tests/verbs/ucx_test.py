@@ -77,7 +77,10 @@ for tl, args, extra_env in CASES:
     name = f"ucx_perftest {tl} " + " ".join(args)
     if os.path.exists(pair.sock):
         os.unlink(pair.sock)
-    s_env, c_env = env_for(LIB, pair.configs["s"]), env_for(LIB, pair.configs["c"])
+    # ucx_perftest's server opens its device only after its client has
+    # connected over TCP, so the client is the memif server here, and the
+    # server's port waits for its socket.
+    s_env, c_env = env_for(LIB, pair.configs["c"]), env_for(LIB, pair.configs["s"])
     s_env.update(extra_env)
     c_env.update(extra_env)
     srv = subprocess.Popen([*PRIVATE, *cmd], env=s_env,

@@ -72,9 +72,10 @@ struct Config {
   // two programs that meet over TCP first open their devices at about
   // the same time.
   uint32_t start_timeout_ms = 10'000;
-  // Start the port only once this path exists, waiting up to
-  // start_timeout_ms: a memif client whose server's socket is not there
-  // when its port starts does not connect later.
+  // Start the port only once this path exists (and 200 ms more: a socket's
+  // file appears before its owner listens), waiting up to
+  // start_timeout_ms: a memif client whose server's socket is not there,
+  // or refuses it, when its port starts does not connect later.
   std::string wait_for;
 };
 
