@@ -92,6 +92,6 @@ for test, size, qps in CASES:
         continue
     a, b = statistics.median(ours), statistics.median(theirs)
     unit = "us" if test.endswith("_lat") else "Gb/s"
-    rel = f"+{b - a:.1f} us" if unit == "us" else f"{b / a:.2f}x"
+    rel = f"{b - a:+.1f} us" if unit == "us" else f"{b / a:.2f}x"
     print(f"{test:<10} {size:>6} {qps:>3}  {a:>7.2f} {unit:<4} {b:>6.2f} {unit:<4} {rel}",
           flush=True)
