@@ -9,7 +9,9 @@ DROCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian-packaged helpers we chose (CLI11 for options, nlohmann-json for
 # JSON, libpcap for captures). Test oracles: scapy (ICRC), tshark, testpmd,
 # clang with libFuzzer and the sanitizers; the kernel's ping, arping and ndisc6
-# as the peers of ARP, neighbour discovery and ICMP.
+# as the peers of ARP, neighbour discovery and ICMP. Unmodified RDMA
+# applications that run on libdroce-verbs in tests/verbs: ibverbs-utils,
+# perftest, rdmacm-utils, UCX and Open MPI.
 DROCE_PACKAGES=(
   g++ pkg-config meson ninja-build
   libdpdk-dev dpdk dpdk-dev libibverbs-dev libboost-dev libfmt-dev libgtest-dev
@@ -19,6 +21,8 @@ DROCE_PACKAGES=(
   clang libclang-rt-14-dev
   libtomlplusplus-dev
   python3-matplotlib
+  perftest ibverbs-utils rdma-core ibverbs-providers rdmacm-utils
+  ucx-utils openmpi-bin libopenmpi-dev
 )
 
 droce_log() { printf '[droce] %s\n' "$*" >&2; }

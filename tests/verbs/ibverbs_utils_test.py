@@ -1,0 +1,137 @@
+"""rdma-core's own programs (ibverbs-utils) on libdroce-verbs, unmodified,
+under LD_PRELOAD: ibv_devices and ibv_devinfo -v see the droce device (an
+active Ethernet port with RoCE v2 GIDs); the RC (polling and with
+completion events, small and 64 KiB messages), UD and SRQ ping-pongs run
+between two processes over net_memif and both sides report their results;
+unsupported verbs are refused with EOPNOTSUPP (verbs_misuse); a bad
+configuration, an unknown device and a missing configuration fail with a
+message naming the key.
+
+droce-run runs a program the same way (the library found next to it,
+the configuration checked first: exit 2 naming the key).
+
+Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from verbs_common import (Checks, MemifPair, env_for, need_programs, run_pair, show,  # noqa: E402
+                          write_config)
+
+LIB, MISUSE, DROCE_RUN = sys.argv[1], sys.argv[2], sys.argv[3]
+need_programs(["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong",
+               "ibv_srq_pingpong"])
+c = Checks()
+tmp = tempfile.mkdtemp(prefix="droce_verbs_")
+pid = os.getpid()
+
+# A port whose link is up by itself (net_null), for the single-process checks.
+null_cfg = write_config(os.path.join(tmp, "null.toml"),
+                        ["-l", "0", f"--file-prefix=dv_null_{pid}", "--vdev=net_null0"],
+                        "net_null0", ["10.0.0.1", "fd00::1"], extra="report_link = true\n")
+
+
+def run(cmd, config, timeout=60, env_extra=None):
+    env = env_for(LIB, config)
+    if env_extra is not None:
+        env.update(env_extra)
+        env = {k: v for k, v in env.items() if v is not None}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+res = run(["ibv_devices"], null_cfg)
+c.ok(res[0] == 0 and re.search(r"^\s*droce0\s+[0-9a-f]{16}\s*$", res[1], re.M),
+     "ibv_devices lists droce0 with its node GUID", show(res))
+
+res = run(["ibv_devinfo", "-v"], null_cfg)
+out = res[1]
+c.ok(res[0] == 0, "ibv_devinfo -v exits 0", show(res))
+c.ok(re.search(r"hca_id:\s+droce0", out) and re.search(r"transport:\s+InfiniBand", out),
+     "ibv_devinfo: droce0, transport InfiniBand", out)
+c.ok(re.search(r"state:\s+PORT_ACTIVE", out) and re.search(r"link_layer:\s+Ethernet", out),
+     "ibv_devinfo: PORT_ACTIVE, link layer Ethernet", out)
+c.ok(re.search(r"vendor_part_id:\s+53454", out), "ibv_devinfo: droce's vendor part id", out)
+c.ok(re.search(r"GID\[\s*0\]:\s+fe80::[0-9a-f:]+, RoCE v2", out)
+     and re.search(r"GID\[\s*1\]:\s+::ffff:10\.0\.0\.1, RoCE v2", out)
+     and re.search(r"GID\[\s*2\]:\s+fd00::1, RoCE v2", out),
+     "ibv_devinfo: link-local, IPv4-mapped and IPv6 GIDs, all RoCE v2", out)
+
+res = run([MISUSE], null_cfg)
+c.ok(res[0] == 0 and "0 failure(s)" in res[1],
+     "verbs droce does not implement are refused (EOPNOTSUPP / EINVAL), not crashed on",
+     show(res))
+
+# ---- ping-pongs over memif
+pair = MemifPair(tmp, "pp")
+ITERS = re.compile(r"(\d+) iters in [\d.]+ seconds")
+cases = [
+    ("ibv_rc_pingpong -g 1", ["ibv_rc_pingpong", "-g", "1"], 1000),
+    ("ibv_rc_pingpong -g 1 -e", ["ibv_rc_pingpong", "-g", "1", "-e"], 1000),
+    ("ibv_rc_pingpong -g 1 -s 65536 -n 2000",
+     ["ibv_rc_pingpong", "-g", "1", "-s", "65536", "-n", "2000"], 2000),
+    ("ibv_ud_pingpong -g 1 -s 1024", ["ibv_ud_pingpong", "-g", "1", "-s", "1024"], 1000),
+    ("ibv_srq_pingpong -g 1", ["ibv_srq_pingpong", "-g", "1"], 1000),
+]
+for name, cmd, iters in cases:
+    s, cl = run_pair(LIB, pair, cmd, cmd)
+    for side, r in (("server", s), ("client", cl)):
+        m = ITERS.search(r[1])
+        c.ok(r[0] == 0 and m and int(m.group(1)) == iters,
+             f"{name}: {side} exits 0 with its results line ({iters} iters)", show(r))
+
+# ---- bad use
+res = run(["ibv_rc_pingpong", "-d", "nosuch", "-g", "1"], null_cfg)
+c.ok(res[0] != 0 and "nosuch" in res[2] and "not found" in res[2],
+     "an unknown device name: not found, non-zero exit", show(res))
+
+bad = os.path.join(tmp, "bad_mtu.toml")
+with open(bad, "w") as f:
+    f.write("mtu = 1500\n")
+res = run(["ibv_devices"], bad)
+c.ok(res[0] != 0 and f"libdroce-verbs: {bad}: mtu: one of 256" in res[2],
+     "a bad MTU: the message names the file and the key, non-zero exit", show(res))
+
+bad = os.path.join(tmp, "bad_key.toml")
+with open(bad, "w") as f:
+    f.write("adresses = [\"10.0.0.1\"]\n")
+res = run(["ibv_devinfo"], bad)
+c.ok(res[0] != 0 and "adresses: unknown key (accepted:" in res[2],
+     "an unknown key is named, with the accepted ones", show(res))
+
+bad = os.path.join(tmp, "bad_eal.toml")
+with open(bad, "w") as f:
+    f.write(f"eal = [\"--no-huge\", \"--no-pci\", \"--file-prefix=dv_bad_{pid}\", "
+            "\"--no-such-eal-option\"]\n")
+res = run(["ibv_devinfo"], bad)
+c.ok(res[0] != 0 and "libdroce-verbs: eal: EAL: rte_eal_init failed" in res[2],
+     "EAL refusing its arguments: named, non-zero exit", show(res))
+
+res = run(["ibv_devices"], null_cfg, env_extra={"DROCE_VERBS_CONFIG": None})
+c.ok(res[0] != 0 and "DROCE_VERBS_CONFIG: not set" in res[2],
+     "no configuration: the variable is named", show(res))
+
+# ---- droce-run
+env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DROCE_VERBS_CONFIG")}
+p = subprocess.run([DROCE_RUN, "--config", null_cfg, "--", "ibv_devices"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 0 and re.search(r"^\s*droce0\s+[0-9a-f]{16}", p.stdout, re.M),
+     "droce-run --config F -- ibv_devices: the program runs on droce",
+     show((p.returncode, p.stdout, p.stderr)))
+bad = os.path.join(tmp, "bad_mtu.toml")
+p = subprocess.run([DROCE_RUN, "--config", bad, "--", "ibv_devices"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 2 and "droce-run: --config: " in p.stderr and "mtu: one of" in p.stderr
+     and "node GUID" not in p.stdout,
+     "droce-run with a bad configuration: exit 2 naming the key, the program not run",
+     show((p.returncode, p.stdout, p.stderr)))
+p = subprocess.run([DROCE_RUN, "--config", null_cfg, "--", "no-such-program"], env=env,
+                   capture_output=True, text=True, timeout=60)
+c.ok(p.returncode == 127 and "cannot run 'no-such-program'" in p.stderr,
+     "droce-run with a program that does not exist: 127", show((p.returncode, p.stdout, p.stderr)))
+
+c.finish()

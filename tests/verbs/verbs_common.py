@@ -1,0 +1,169 @@
+"""Helpers of the libdroce-verbs tests: configuration files for two
+processes joined by net_memif (each its own EAL --file-prefix, one lcore,
+an idle-sleeping worker), and a server/client pair of unmodified RDMA
+programs run under LD_PRELOAD, bounded in time."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+SKIP = 77  # meson: the test was skipped
+
+EAL_COMMON = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def ok(self, cond, what, detail=""):
+        print(("ok   " if cond else "FAIL ") + what, flush=True)
+        if not cond:
+            self.failed += 1
+            if detail:
+                print(detail, flush=True)
+        return cond
+
+    def finish(self):
+        print(f"{self.failed} failure(s)")
+        sys.exit(1 if self.failed else 0)
+
+
+def need_programs(names):
+    missing = [n for n in names if shutil.which(n) is None]
+    if missing:
+        print("skipped: not installed: " + " ".join(missing))
+        sys.exit(SKIP)
+
+
+def free_tcp_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def listening(port):
+    """Whether a TCP socket listens on `port` (from /proc, without
+    connecting: a connection would be the server's one peer)."""
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                for line in f.readlines()[1:]:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].split(":")[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def toml_list(items):
+    return "[" + ", ".join('"' + i + '"' for i in items) + "]"
+
+
+def write_config(path, eal, port, addresses=(), neighbours=None, extra=""):
+    with open(path, "w") as f:
+        f.write(f"device = \"droce0\"\n")
+        f.write(f"eal = {toml_list([*EAL_COMMON, *eal])}\n")
+        f.write(f"port = \"{port}\"\n")
+        f.write(f"addresses = {toml_list(addresses)}\n")
+        f.write("idle_sleep_us = 20\n")
+        f.write(extra)
+        if neighbours:
+            f.write("[neighbours]\n")
+            for ip, mac in neighbours.items():
+                f.write(f"\"{ip}\" = \"{mac}\"\n")
+    return path
+
+
+class MemifPair:
+    """Two configurations on one net_memif link: `server` (the memif
+    server, 10.0.0.1, lcore 0) and `client` (10.0.0.2, lcore 1), each
+    naming the other's MAC."""
+
+    def __init__(self, tmp, tag, extra=""):
+        sock = os.path.join(tmp, f"{tag}.sock")
+        self.sock = sock
+        pid = os.getpid()
+        macs = {"s": "02:00:00:00:01:01", "c": "02:00:00:00:01:02"}
+        ips = {"s": "10.0.0.1", "c": "10.0.0.2"}
+        self.configs = {}
+        for side, role, lcore, peer in (("s", "server", 0, "c"), ("c", "client", 1, "s")):
+            vdev = (f"--vdev=net_memif0,role={role},socket={sock},socket-abstract=no,"
+                    f"mac={macs[side]}")
+            # A memif client that finds no socket when its port starts never
+            # connects: the client's port waits for the server's.
+            wait = f"wait_for = \"{sock}\"\n" if role == "client" else ""
+            self.configs[side] = write_config(
+                os.path.join(tmp, f"{tag}_{side}.toml"),
+                ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}", vdev],
+                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra)
+
+
+def env_for(lib, config):
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = lib
+    env["DROCE_VERBS_CONFIG"] = config
+    return env
+
+
+def run_pair(lib, pair, server_cmd, client_cmd, timeout=90):
+    """Starts the server program, waits until it listens on its TCP port
+    (the last argument of `server_cmd` after -p / --port is not parsed:
+    `port` is passed in), then the client with 127.0.0.1. Returns
+    ((rc, out, err), (rc, out, err))."""
+    port = free_tcp_port()
+    s_cmd = [*server_cmd, "-p", str(port)]
+    c_cmd = [*client_cmd, "-p", str(port), "127.0.0.1"]
+    if os.path.exists(pair.sock):
+        os.unlink(pair.sock)
+    srv = subprocess.Popen(s_cmd, env=env_for(lib, pair.configs["s"]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while not listening(port) and srv.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        cli = subprocess.run(c_cmd, env=env_for(lib, pair.configs["c"]), capture_output=True,
+                             text=True, timeout=timeout)
+        s_out, s_err = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        s_out, s_err = srv.communicate()
+        return (-1, s_out, s_err), (-1, "", f"timeout after {timeout} s: {c_cmd}")
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
+
+
+def show(res):
+    rc, out, err = res
+    return f"rc={rc}\n--- stdout\n{out}\n--- stderr\n{err}"
+
+
+BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+"
+                       r"BW average\[(MB|Gb)/sec\]\s+MsgRate\[Mpps\]")
+LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
+                        r"t_typical\[usec\]")
+
+
+def rows_after(header_re, out):
+    """The numeric rows under perftest's column header (None: no header)."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if header_re.search(line):
+            rows = []
+            for row in lines[i + 1:]:
+                cols = row.split()
+                if not cols or not cols[0].isdigit():
+                    break
+                rows.append([float(c) for c in cols])
+            return rows
+    return None
