@@ -2,7 +2,7 @@
 // ping-pongs check none): a ping-pong of patterned messages from 1 byte to
 // 4 MiB, MPI_Allreduce of values every rank can predict, MPI_Alltoall of
 // patterned blocks. Prints "mismatches: N" on rank 0; exit 1 unless N is
-// 0. Meant for mpirun over UCX on libdroce-verbs (docs/VERBS.md).
+// 0. Run by ucx_test.py under mpirun over UCX on libdroce-verbs.
 #include <mpi.h>
 
 #include <cstdint>
