@@ -320,6 +320,11 @@ void QueuePair::complete_send(SendWqe& w, ibv_wc_status status) {
   wc.qp_num = qpn_;
   if (w.opcode == IBV_WR_RDMA_READ) wc.byte_len = static_cast<uint32_t>(w.length);
   if (w.is_atomic()) wc.byte_len = 8;
+  // The slot (and every one before it) is free before its completion can
+  // be seen: an application that posts again as soon as it polls this one
+  // must find room, as on a NIC whose driver frees the slot with the CQE.
+  if (sq_head_ != sq_tail_ && &w == &sq_at(sq_head_))
+    sq_retired_.store(sq_head_ + 1, std::memory_order_release);
   push_completion(send_cq_, wc);
   ++counters_.send_completions;
 }
@@ -338,6 +343,11 @@ void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opc
   wc.qp_num = qpn_;
   wc.src_qp = src_qp;
   wc.solicited = solicited;
+  // As complete_send: the receive slot is free before its completion shows
+  // (an application reposting the buffer it just got back must not meet
+  // ENOMEM). SRQ slots are the SRQ's, freed when taken.
+  if (!srq_ && rq_head_ != rq_tail_ && &w == &rq_at(rq_head_))
+    rq_retired_.store(rq_head_ + 1, std::memory_order_release);
   push_completion(recv_cq_, wc);
   ++counters_.recv_completions;
 }

@@ -167,6 +167,63 @@ TEST(WorkQueueRings, FullSendQueueRefusesAndWrapsManyTimes) {
   }
 }
 
+// What an application on another thread may do the moment it polls a
+// completion: post into the slot that completion freed. The armed CQ's
+// notifier runs inside the data path's push, the earliest any poller can
+// see the completion, and posts there.
+TEST(WorkQueueRings, ACompletedSlotIsFreeBeforeItsCompletionIsSeen) {
+  Pair p(4);
+  struct Probe {
+    QueuePair* qp;
+    Sge sge;
+    SendWr send_wr;
+    RecvWr recv_wr;
+    bool recv_side;
+    int posted = 0, refused = 0;
+  };
+  Sge rsge{0, 64, p.b_mr->lkey()};
+  RecvWr rwr;
+  rwr.sg_list = std::span(&rsge, 1);
+  for (uint64_t i = 0; i < 4; ++i) {
+    rwr.wr_id = i;
+    ASSERT_EQ(p.qb->post_recv(rwr), 0);
+  }
+  Probe recv_probe{p.qb, {}, {}, rwr, true};
+  Probe send_probe{p.qa, {}, {}, {}, false};
+  send_probe.send_wr = p.write(100, 0, 0, 8, send_probe.sge);
+  auto repost = [](void* ctx, CompletionQueue& cq) {
+    auto& pr = *static_cast<Probe*>(ctx);
+    const int rc = pr.recv_side ? pr.qp->post_recv(pr.recv_wr) : pr.qp->post_send(pr.send_wr);
+    (rc == 0 ? pr.posted : pr.refused) += 1;
+    cq.arm(false);
+  };
+  p.b_cq->set_notifier(repost, &recv_probe);
+  p.b_cq->arm(false);
+  p.a_cq->set_notifier(repost, &send_probe);
+  p.a_cq->arm(false);
+  // Both rings full: four SENDs (signaled) fill the sender's, four
+  // receives the receiver's.
+  Sge ssge{0, 16, p.a_mr->lkey()};
+  for (uint64_t i = 0; i < 4; ++i) {
+    SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = std::span(&ssge, 1);
+    ASSERT_EQ(p.qa->post_send(wr), 0);
+  }
+  p.net.run([&] { return recv_probe.posted + recv_probe.refused >= 4 &&
+                         send_probe.posted + send_probe.refused >= 1; },
+            p.net.now() + 50'000'000);
+  // Expect: every repost at the instant of its completion found room.
+  EXPECT_EQ(recv_probe.refused, 0);
+  EXPECT_GE(recv_probe.posted, 4);
+  EXPECT_EQ(send_probe.refused, 0);
+  EXPECT_GE(send_probe.posted, 1);
+  p.a_cq->set_notifier(nullptr, nullptr);
+  p.b_cq->set_notifier(nullptr, nullptr);
+}
+
 TEST(WorkQueueRings, BadPostsAreRefusedWithTheVerbsCodeAndQueueNothing) {
   Pair p;
   Sge sge;
