@@ -167,7 +167,10 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         sr_rewalk_armed_ = false;
         rto_low_spent_ = false;
         tail_ack_req_ = false;
+        credits_ = CreditLimit{};
+        ssn_ = 0;
       }
+      attr_.honour_credits = a.honour_credits;
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.timeout = a.timeout;

@@ -189,8 +189,7 @@ void QueuePair::queue_ack(uint32_t psn) {
   Response* r = push_response();
   if (!r) return;  // a later ACK covers it
   *r = Response{};
-  r->kind = Response::Kind::kAck;
-  r->syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+  r->kind = Response::Kind::kAck;  // its syndrome (the credits) when it is written
   r->psn = psn;
   r->msn = msn_;
 }
@@ -229,8 +228,10 @@ size_t QueuePair::produce_response(uint64_t now, std::span<uint8_t> buf) {
   switch (r.kind) {
     case Response::Kind::kAck:
     case Response::Kind::kNak: {
-      // The frame build() would write, from the QP's ACK template.
-      const size_t n = wire::build_ack(ack_template_, r.psn, r.syndrome, r.msn, buf);
+      // The frame build() would write, from the QP's ACK template. An ACK
+      // advertises the receive queue as it is now (qp_credits.cc).
+      const uint8_t syndrome = r.kind == Response::Kind::kAck ? ack_syndrome() : r.syndrome;
+      const size_t n = wire::build_ack(ack_template_, r.psn, syndrome, r.msn, buf);
       if (!n) return 0;
       ++counters_.tx_packets;
       const bool fatal = r.fatal;
@@ -253,7 +254,7 @@ size_t QueuePair::produce_response(uint64_t now, std::span<uint8_t> buf) {
     case Response::Kind::kAtomicAck: {
       wire::TransportSpec t = response_spec(r);
       t.opcode = IBV_OPCODE_RC_ATOMIC_ACKNOWLEDGE;
-      t.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+      t.aeth_syndrome = ack_syndrome();
       t.atomic_ack_original = r.atomic_original;
       const size_t n = build(t, {}, buf);
       if (!n) return 0;

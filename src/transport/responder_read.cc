@@ -88,7 +88,7 @@ size_t QueuePair::produce_read_response(uint64_t now, Response& r, std::span<uin
   else if (r.first) t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST;
   else if (last) t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST;
   else t.opcode = IBV_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
-  t.aeth_syndrome = wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid);
+  t.aeth_syndrome = ack_syndrome();  // MIDDLE packets carry no AETH
   std::span<const uint8_t> payload;
   if (len > 0) {
     // The READ's R_Key was checked when it was accepted (IBA 10.6.3.2)

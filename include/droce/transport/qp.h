@@ -28,6 +28,7 @@
 
 #include "droce/transport/cc_hooks.h"
 #include "droce/transport/counters.h"
+#include "droce/transport/credits.h"
 #include "droce/transport/cq.h"
 #include "droce/transport/mr.h"
 #include "droce/transport/pd.h"
@@ -117,7 +118,7 @@ struct QpInitAttr {
 //                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
-//                sr_rto_low_threshold_pkts
+//                sr_rto_low_threshold_pkts, honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -168,6 +169,12 @@ struct QpAttr {
   // the resend of those few packets.
   uint64_t sr_rto_low_ns = 100'000;
   uint32_t sr_rto_low_threshold_pkts = 3;
+  // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
+  // WRITE with immediate only within the limit the responder's ACKs
+  // advertise, or alone as a probe when nothing is outstanding. Off by
+  // default, as on many RNICs: the requester then relies on RNR NAKs. (The
+  // responder advertises its receive queue either way.)
+  bool honour_credits = false;
 };
 
 class QueuePair {
@@ -451,6 +458,15 @@ class QueuePair {
   // ---- notification_point.cc
   void maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now);
   size_t produce_cnp(std::span<uint8_t> buf);
+
+  // ---- qp_credits.cc: end-to-end credits (IBA 9.7.7.2)
+  // The AETH syndrome of an ACK, its credit field counting the receive
+  // queue; may the unstarted WQE `w` start; an accepted ACK's credits.
+  uint8_t ack_syndrome() const;
+  bool credits_allow(const SendWqe& w) const;
+  void note_credits(const wire::ParsedPacket& pkt);
+  CreditLimit credits_;  // what the responder's ACKs said
+  uint32_t ssn_ = 0;     // number of the newest message started (24 bits)
 
   Device& device_;
   const uint32_t qpn_;
