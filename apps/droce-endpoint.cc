@@ -252,7 +252,7 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
                   "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
                   "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
                   "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
-                  "max_dest_rd_atomic", "pkey"});
+                  "max_dest_rd_atomic", "pkey", "honour_credits"});
       QpDef q;
       q.where = w;
       q.port = static_cast<uint32_t>(get_uint(*t, w, "port", 0, 1023));
@@ -309,6 +309,13 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
         auto b = n->value<bool>();
         if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");
         at.recovery = *b ? transport::Recovery::kSelectiveRepeat : transport::Recovery::kGoBackN;
+      }
+      // End-to-end credits (IBA 9.7.7.2): the QP's own SENDs and WRITEs
+      // with immediate wait for the peer's credits.
+      if (const toml::node* n = t->get("honour_credits")) {
+        auto b = n->value<bool>();
+        if (!b) throw ConfigError(key_path(w, "honour_credits"), "expected true or false");
+        at.honour_credits = *b;
       }
       fill_path(q, *t, w);
       if (const toml::node* n = t->get("recv")) {

@@ -17,7 +17,7 @@ void QueuePair::on_response(const wire::ParsedPacket& pkt, uint64_t now) {
       const wire::AethType type = wire::aeth_type(pkt.aeth_syndrome);
       if (type == wire::AethType::kAck) {
         ++counters_.acks_received;
-        ack_up_to(pkt.psn, now);
+        if (ack_up_to(pkt.psn, now)) note_credits(pkt);
       } else if (type == wire::AethType::kNak || type == wire::AethType::kRnrNak) {
         on_nak(pkt, now);
       } else {
@@ -167,6 +167,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
     ++counters_.read_responses_bad_length;
     return;
   }
+  if (pkt.has(wire::kExtAeth)) note_credits(pkt);  // FIRST, LAST, ONLY
   // The response implicitly acknowledges every earlier request
   // (IBA 9.7.5.1.3).
   const uint32_t before = wire::psn_add(pkt.psn, wire::kPsnMask);
@@ -198,6 +199,7 @@ void QueuePair::on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now) {
     ++counters_.atomic_acks_unexpected;
     return;
   }
+  note_credits(pkt);
   SendWqe& w = *wp;
   const uint32_t before = wire::psn_add(pkt.psn, wire::kPsnMask);
   if (wire::psn_gt(before, acked_psn_)) ack_up_to(before, now);

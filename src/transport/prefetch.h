@@ -38,8 +38,8 @@ constexpr uint64_t next_packet_bytes(uint64_t done, uint64_t packet, uint64_t to
 // finds they change nothing the program can see and may drop a call to a
 // caller of theirs as dead code. That happened to the responder's
 // prefetch_next_packet (an inline member calling prefetch_for_write):
-// its call was gone from execute() and the simulator's real-payload incast
-// ran ~10 % slower, with no test to notice.
+// its call was gone from the responder's WRITE placement and the
+// simulator's real-payload incast ran ~10 % slower, with no test to notice.
 
 // [p, p + len), to be read soon.
 [[gnu::always_inline]] inline void prefetch_for_read(const uint8_t* p, uint64_t len) {

@@ -167,7 +167,10 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         sr_rewalk_armed_ = false;
         rto_low_spent_ = false;
         tail_ack_req_ = false;
+        credits_ = CreditLimit{};
+        ssn_ = 0;
       }
+      attr_.honour_credits = a.honour_credits;
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.timeout = a.timeout;
@@ -571,25 +574,6 @@ bool QueuePair::from_connection(const wire::ParsedPacket& pkt) const {
   return pkt.src_ip == attr_.path.dst_ip && pkt.dst_ip == attr_.path.src_ip;
 }
 
-// DCQCN notification point (RoCEv2 annex A17.9.2, mlx5 behaviour): a
-// CE-marked data packet triggers a CNP back to the sending QP, at most one
-// per np_min_time_between_cnps.
-void QueuePair::maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now) {
-  if (pkt.ecn != wire::Ecn::kCe || type_ == QpType::kUd) return;
-  if (pkt.info->op_class != wire::OpClass::kRequest &&
-      pkt.info->op_class != wire::OpClass::kResponse)
-    return;
-  ++counters_.rx_ecn_ce;
-  if (cnp_pending_ ||
-      (cnp_sent_once_ && now - last_cnp_ns_ < attr_.np_min_time_between_cnps_ns)) {
-    ++counters_.cnps_suppressed;
-    return;
-  }
-  cnp_pending_ = true;
-  cnp_sent_once_ = true;
-  last_cnp_ns_ = now;
-}
-
 size_t QueuePair::build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
                         std::span<uint8_t> buf, const wire::PathSpec* path) {
   const size_t n = wire::build_packet(path ? *path : attr_.path, t, payload, buf);
@@ -610,23 +594,7 @@ size_t QueuePair::produce(uint64_t now, std::span<uint8_t> buf) {
 size_t QueuePair::produce_frame(uint64_t now, std::span<uint8_t> buf) {
   if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kErr)
     return 0;
-  if (cnp_pending_) {
-    wire::TransportSpec t;
-    t.opcode = wire::kOpCnp;
-    t.dest_qp = attr_.dest_qpn;
-    t.becn = true;  // annex A17.9.2: BECN set in a CNP
-    t.pkey = attr_.pkey;
-    wire::PathSpec path = attr_.path;
-    path.ecn = wire::Ecn::kNotEct;
-    path.dscp = attr_.cnp_dscp;
-    const size_t n = build(t, {}, buf, &path);
-    if (n) {
-      cnp_pending_ = false;
-      ++counters_.cnps_sent;
-      return n;
-    }
-    return 0;
-  }
+  if (cnp_pending_) return produce_cnp(buf);  // notification_point.cc
   if (resp_count_ > 0) {
     const size_t n = produce_response(now, buf);
     if (n || state_ == QpState::kErr) return n;

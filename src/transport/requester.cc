@@ -63,7 +63,7 @@ bool QueuePair::can_start(const SendWqe& w) const {
   if (w.is_read_or_atomic() && outstanding_rd_atomic_ >= attr_.max_rd_atomic) return false;
   // IBV_SEND_FENCE (IBA 10.8.3.3): wait for earlier READ/atomics.
   if ((w.send_flags & IBV_SEND_FENCE) && outstanding_rd_atomic_ > 0) return false;
-  return true;
+  return credits_allow(w);  // IBA 9.7.7.2 (qp_credits.cc)
 }
 
 void QueuePair::start_wqe(SendWqe& w) {
@@ -74,6 +74,7 @@ void QueuePair::start_wqe(SendWqe& w) {
   else
     w.npkts = w.length <= mtu_ ? 1 : (w.length + mtu_ - 1) / mtu_;
   next_psn_ = wire::psn_add(next_psn_, w.npkts);
+  ssn_ = wire::psn_add(ssn_, 1);
   if (w.is_read_or_atomic()) ++outstanding_rd_atomic_;
 }
 

@@ -9,6 +9,9 @@ invalidated_rkey, flags, wr_id = the receive WQE, the time).
 Then a READ of a region filled with fill = "counter" whose iova is not a
 multiple of 256: the byte at VA i is i mod 256 (not offset mod 256).
 
+Every ACK and READ response advertises end-to-end credits (IBA 9.7.7.2)
+counting the QP's receive ring.
+
 And a region preloaded from a file (fill = "file:PATH", shorter than the
 region: the rest zero) and dumped at exit (dump = "PATH"): a READ across
 the file's end returns its last bytes and zeros, and the dump holds the
@@ -120,6 +123,13 @@ recv = {{ count = 4, length = {RECV_LEN}, mr = {RKEY:#x}, offset = {RECV_OFF:#x}
     acks = [p for p in out if p[BTH].opcode == ACK]
     check(acks and acks[-1][BTH].psn == 6 and raw(acks[-1][UDP].payload)[12] >> 5 == 0,
           f"every request acknowledged: {[p.summary() for p in acks]}")
+    # End-to-end credits (IBA 9.7.7.2): every AETH with an ACK syndrome
+    # (the ACKs, the READ responses) counts the QP's receive ring, 4 WQEs
+    # of which some may be waiting to be reposted: a code of at most 4
+    # credits (IBA table 46: codes 0..4 are 0..4), never the invalid 0x1F.
+    aeths = [raw(p[UDP].payload)[12] for p in out if p[BTH].opcode in (ACK, READ_ONLY)]
+    check(aeths and all(a >> 5 == 0 and (a & 0x1F) <= 4 for a in aeths),
+          f"AETH credit codes {[hex(a) for a in aeths]}, want 0..4 (the receive ring)")
 
     with open(wcs_file) as f:
         lines = [json.loads(line) for line in f]

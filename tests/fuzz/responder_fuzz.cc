@@ -92,6 +92,7 @@ class Bench {
       at.path_mtu = kMtus[setup & kSetupMtuMask];
       at.ack_every_n = (setup & kSetupAckEveryN) ? 3 : 0;
       at.max_dest_rd_atomic = (setup & kSetupOneRdAtomic) ? 1 : 16;
+      at.honour_credits = (setup & kSetupHonourCredits) != 0;
       at.recovery = i == kRcSr ? transport::Recovery::kSelectiveRepeat
                                : transport::Recovery::kGoBackN;
       at.sack_window = 64;

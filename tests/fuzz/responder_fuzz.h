@@ -17,6 +17,7 @@ namespace droce::fuzz {
 constexpr uint8_t kSetupMtuMask = 0x03;   // path MTU 256 / 1024 / 2048 / 4096
 constexpr uint8_t kSetupAckEveryN = 0x04; // responder ACKs every 3rd packet
 constexpr uint8_t kSetupOneRdAtomic = 0x08;  // max_dest_rd_atomic = 1
+constexpr uint8_t kSetupHonourCredits = 0x10;  // requesters honour AETH credits
 
 // ctrl byte.
 constexpr uint8_t kCtrlQpMask = 0x03;     // target: index into the QP table

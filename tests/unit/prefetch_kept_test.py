@@ -18,7 +18,7 @@ import sys
 MUST_PREFETCH = {
     "_ZNK5droce9transport9QueuePair6gatherERKNS0_7SendWqeEmjPh":
         "requester gather: the next packet's source bytes",
-    "_ZN5droce9transport9QueuePair7executeERKNS_4wire12ParsedPacketEb":
+    "_ZN5droce9transport9QueuePair13execute_writeERKNS_4wire12ParsedPacketE":
         "responder WRITE placement: the next packet's destination bytes",
 }
 

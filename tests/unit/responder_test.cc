@@ -97,8 +97,8 @@ TEST(Responder, RnrOnWriteOnlyWithImmediateLeavesNoStateForTheRetry) {
   auto out = b.drain();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].p.psn, 500u);
-  EXPECT_EQ(out[0].p.aeth_syndrome,
-            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  // (No receive WQE left: the ACK advertises 0 credits, IBA 9.7.7.2.)
+  EXPECT_EQ(out[0].p.aeth_syndrome, wire::make_syndrome(wire::AethType::kAck, 0));
   EXPECT_EQ(out[0].p.aeth_msn, 1u);
   EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
   EXPECT_EQ(b.qp_->state(), QpState::kRts);
@@ -155,8 +155,8 @@ TEST(Responder, RnrOnWriteLastWithImmediateKeepsTheMessageForTheRetriedLast) {
   auto out = b.drain();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].p.psn, 501u);
-  EXPECT_EQ(out[0].p.aeth_syndrome,
-            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  // (No receive WQE left: the ACK advertises 0 credits, IBA 9.7.7.2.)
+  EXPECT_EQ(out[0].p.aeth_syndrome, wire::make_syndrome(wire::AethType::kAck, 0));
   EXPECT_EQ(out[0].p.aeth_msn, 1u);
   EXPECT_EQ(b.qp_->state(), QpState::kRts);
 }
@@ -598,8 +598,8 @@ TEST(Responder, SelectiveRepeatKeepsLiveWriteContextOverDeadOnes) {
   b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, kB + 1), pl(b_off + 1024, 1024));
   auto out = b.drain();
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].p.aeth_syndrome,
-            wire::make_syndrome(wire::AethType::kAck, wire::kAethCreditsInvalid));
+  // (No receive WQE left: the ACK advertises 0 credits, IBA 9.7.7.2.)
+  EXPECT_EQ(out[0].p.aeth_syndrome, wire::make_syndrome(wire::AethType::kAck, 0));
   EXPECT_EQ(out[0].p.psn, kC);
   EXPECT_EQ(out[0].p.aeth_msn, 16u);
   EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);

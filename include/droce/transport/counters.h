@@ -29,6 +29,7 @@ namespace droce::transport {
   X(acks_received)                                                            \
   X(acks_stale)            /* ACK/NAK for a PSN already acknowledged */       \
   X(acks_ghost)            /* ACK/NAK for a PSN never sent: dropped */        \
+  X(credits_malformed)     /* AETH credits not believable: ignored */         \
   X(read_responses_unexpected) /* no READ outstanding at that PSN */         \
   X(read_responses_out_of_order)                                              \
   X(read_responses_bad_length)                                                \

@@ -10,8 +10,9 @@
 //           call, written with wire::build_packet; nothing is allocated.
 //   Timers: next_deadline() (UINT64_MAX when none) and on_timer(now).
 // The three halves of an RC QP live in their own files: requester.cc (what
-// to send), responder.cc (incoming requests, ACK/NAK/READ responses),
-// completer.cc (incoming ACKs/responses, retiring WQEs).
+// to send), responder.cc and responder_*.cc (incoming requests, ACK/NAK/READ
+// responses; its steps in src/transport/responder_steps.h), completer.cc
+// (incoming ACKs/responses, retiring WQEs).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -27,6 +28,7 @@
 
 #include "droce/transport/cc_hooks.h"
 #include "droce/transport/counters.h"
+#include "droce/transport/credits.h"
 #include "droce/transport/cq.h"
 #include "droce/transport/mr.h"
 #include "droce/transport/pd.h"
@@ -116,7 +118,7 @@ struct QpInitAttr {
 //                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
-//                sr_rto_low_threshold_pkts
+//                sr_rto_low_threshold_pkts, honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -167,6 +169,12 @@ struct QpAttr {
   // the resend of those few packets.
   uint64_t sr_rto_low_ns = 100'000;
   uint32_t sr_rto_low_threshold_pkts = 3;
+  // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
+  // WRITE with immediate only within the limit the responder's ACKs
+  // advertise, or alone as a probe when nothing is outstanding. Off by
+  // default, as on many RNICs: the requester then relies on RNR NAKs. (The
+  // responder advertises its receive queue either way.)
+  bool honour_credits = false;
 };
 
 class QueuePair {
@@ -327,7 +335,6 @@ class QueuePair {
                     uint32_t len) const;
   AccessCheck check_remote(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                            const MemoryRegion** mr) const;
-  void maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now);
   size_t build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
                std::span<uint8_t> buf, const wire::PathSpec* path = nullptr);
   // A SEND or WRITE packet of `w` from the send template: headers written,
@@ -385,13 +392,23 @@ class QueuePair {
   void clear_sacks_through(uint32_t from, uint32_t to);
   void sr_note_resent(uint32_t psn);
 
-  // ---- responder.cc
+  // ---- responder.cc, responder_*.cc (the steps: responder_steps.h)
   void on_request(const wire::ParsedPacket& pkt, uint64_t now);
-  void on_request_ud(const wire::ParsedPacket& pkt);
+  void on_request_ud(const wire::ParsedPacket& pkt);  // responder_send.cc
   void on_request_uc(const wire::ParsedPacket& pkt);
-  // Executes the in-order request at epsn_; returns false when it was
-  // NAKed/RNR-NAKed or dropped (epsn_ not advanced).
+  // Executes the in-order request at epsn_ step by step: validate, execute
+  // by opcode family, answer. Returns false when it was NAKed/RNR-NAKed or
+  // dropped (epsn_ not advanced).
   bool execute(const wire::ParsedPacket& pkt, bool uc);
+  ResponderVerdict validate_request(const wire::ParsedPacket& pkt, bool uc);
+  ResponderVerdict execute_send(const wire::ParsedPacket& pkt);    // responder_send.cc
+  ResponderVerdict execute_write(const wire::ParsedPacket& pkt);   // responder_write.cc
+  ResponderVerdict execute_read(const wire::ParsedPacket& pkt);    // responder_read.cc
+  ResponderVerdict execute_atomic(const wire::ParsedPacket& pkt);  // responder_atomic.cc
+  bool answer(const wire::ParsedPacket& pkt, ResponderVerdict v, bool uc);
+  // Duplicate READs and atomics (responder_read.cc, responder_atomic.cc).
+  void replay_read(const wire::ParsedPacket& pkt);
+  void replay_atomic(const wire::ParsedPacket& pkt);
   // The end of every executed request: the expected PSN moves on and an RC
   // QP queues an ACK when one is due (coalesced, IBA 9.7.5.1.2).
   void advance_after_request(uint32_t psn, bool ack_req, bool uc);
@@ -421,7 +438,7 @@ class QueuePair {
   size_t try_write_only_run(std::span<const wire::PredictedWrite> ws);
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
-  bool sr_accept(const wire::ParsedPacket& pkt);
+  bool sr_accept(const wire::ParsedPacket& pkt);  // responder_selective_repeat.cc
   void sr_advance();
   Response* push_response();
   // The last queued response if it is an ACK (a new ACK coalesces into it).
@@ -430,10 +447,26 @@ class QueuePair {
   void queue_nak(uint32_t psn, wire::NakCode code, uint32_t msn_field, bool fatal);
   void queue_rnr_nak(uint32_t psn);
   size_t produce_response(uint64_t now, std::span<uint8_t> buf);
+  size_t produce_read_response(uint64_t now, Response& r, std::span<uint8_t> buf);
+  wire::TransportSpec response_spec(const Response& r) const;
+  void pop_response();
   bool write_context_live(const WriteContext& c, uint32_t epsn) const;
   WriteContext* find_write_context(uint32_t psn);
   WriteContext* alloc_write_context();  // nullptr: every context is live
   void retire_write_contexts(uint32_t epsn);
+
+  // ---- notification_point.cc
+  void maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now);
+  size_t produce_cnp(std::span<uint8_t> buf);
+
+  // ---- qp_credits.cc: end-to-end credits (IBA 9.7.7.2)
+  // The AETH syndrome of an ACK, its credit field counting the receive
+  // queue; may the unstarted WQE `w` start; an accepted ACK's credits.
+  uint8_t ack_syndrome() const;
+  bool credits_allow(const SendWqe& w) const;
+  void note_credits(const wire::ParsedPacket& pkt);
+  CreditLimit credits_;  // what the responder's ACKs said
+  uint32_t ssn_ = 0;     // number of the newest message started (24 bits)
 
   Device& device_;
   const uint32_t qpn_;

@@ -1,6 +1,7 @@
 // Responder bookkeeping: the ordered queue of answers (ACK, NAK, RNR NAK,
 // READ response stream, atomic ACK) and the atomic replay cache. The
-// responder logic is QueuePair's receive half (src/transport/responder.cc).
+// responder logic is QueuePair's receive half (src/transport/responder.cc
+// and the files its steps live in, src/transport/responder_steps.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,9 @@
 #include "droce/transport/mr.h"
 
 namespace droce::transport {
+
+// What a step of the responder decides (src/transport/responder_steps.h).
+enum class ResponderVerdict : uint8_t;
 
 // One queued answer. Answers go out in PSN order (IBA 9.7.5.1: responses
 // are returned in the order requests were received), so a cumulative ACK

@@ -210,8 +210,9 @@ constexpr uint8_t aeth_value(uint8_t syndrome) { return syndrome & 0x1F; }
 constexpr uint8_t make_syndrome(AethType type, uint8_t value) {
   return static_cast<uint8_t>((static_cast<uint8_t>(type) << 5) | (value & 0x1F));
 }
-// "Invalid" credit count: the responder does not use end-to-end credits
-// (IBA 9.7.7.2.5), the usual choice of RoCE NICs.
+// "Invalid" credit count: the responder does not count its receive WQEs
+// for end-to-end credits (IBA 9.7.7.2.5), as on a shared receive queue;
+// the other codes are in transport/credits.h.
 constexpr uint8_t kAethCreditsInvalid = 0x1F;
 
 }  // namespace droce::wire
