@@ -50,6 +50,13 @@ class RouteTable {
              const std::vector<bool>& port_up = {}) const;
 
   size_t size() const { return routes_.size(); }
+  // The ports of the IPv4 /32 route to `host` (an ECMP group in the order
+  // given), or nullptr when there is none.
+  const std::vector<uint16_t>* host_ports(const wire::IpAddress& host) const {
+    if (host.v6) return nullptr;
+    auto it = v4_hosts_.find(load_be32_host(host.bytes));
+    return it == v4_hosts_.end() ? nullptr : &it->second.ports;
+  }
 
  private:
   struct Route {
