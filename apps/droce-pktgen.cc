@@ -52,7 +52,7 @@ using namespace droce;
 using pktgen::SimExecutor;
 
 constexpr int kUsage = 2;
-constexpr uint32_t kMaxSimRanks = 1024;
+constexpr uint32_t kMaxSimRanks = 8192;
 constexpr uint64_t kMaxVerifyBytes = 4ull << 30;
 
 int fail(const std::string& option, const std::string& message) {
@@ -492,7 +492,7 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode, "sim (default); dpdk|stream run droce-pktgen-dpdk");
   app.add_option("--pattern", c.pattern, "ring|halving_doubling|tree|all_gather|reduce_scatter|"
                                          "all_to_all|incast|permutation");
-  app.add_option("--ranks", c.ranks, "number of ranks, 2..1024");
+  app.add_option("--ranks", c.ranks, "number of ranks, 2..8192");
   app.add_option("-b,--minbytes", minb, "smallest size (B, or K/M/G)");
   app.add_option("-e,--maxbytes", maxb, "largest size");
   app.add_option("-f,--stepfactor", c.step_factor, "size multiplication factor");

@@ -20,7 +20,7 @@ void read_incast(ScenarioParse& p, const toml::table& topo, int line) {
   Scenario& sc = p.sc;
   r.check_keys(topo, "topology", {"kind", "senders", "rate", "delay", "flow_bytes", "start"});
   uint64_t senders = 2;
-  r.integer(topo, "senders", "topology", senders, 1, 1024);
+  r.integer(topo, "senders", "topology", senders, 1, 65535);
   uint64_t rate = p.link_default.rate_bps;
   r.rate(topo, "rate", "topology", rate);
   r.time(topo, "delay", "topology", p.link_default.link.propagation_ns, 1'000'000'000);
