@@ -136,6 +136,7 @@ struct Simulator::Impl {
   std::vector<uint64_t> sample_times;
   std::vector<ChangeSeries> flow_tx, flow_done, flow_cc;  // per flow
   std::vector<ChangeSeries> queue_len;  // per (switch, port, class), flattened
+  std::vector<uint8_t> port_was_empty;  // per (switch, port): every class recorded 0
   std::vector<ChangeSeries> link_bytes, link_busy;  // per link direction
   // tracked_tcs from an instant on (connect() may add a class mid-run).
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> tracked_from;

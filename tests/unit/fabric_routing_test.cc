@@ -135,11 +135,12 @@ TEST(Routing, HostRoutesDenseSparseAndReplacedAllLookUp) {
     ASSERT_NE(rt.host_ports(wire::IpAddress::v4(ip)), nullptr);
     EXPECT_EQ(*rt.host_ports(wire::IpAddress::v4(ip)), std::vector<uint16_t>{port});
   }
-  EXPECT_EQ(rt.lookup(key(0x0A0000FFu, 1000), 1), -1);
+  EXPECT_EQ(rt.lookup(key(0x0A000066u, 1000), 1), -1);  // a hole in the dense range
+  EXPECT_EQ(rt.lookup(key(0x0A0001FFu, 1000), 1), -1);  // beyond it
   EXPECT_EQ(rt.host_ports(wire::IpAddress::v4(0x0B000000u)), nullptr);
   // A default route still answers for what no host route covers.
   rt.add_default(false, {42});
-  EXPECT_EQ(rt.lookup(key(0x0A0000FFu, 1000), 1), 42);
+  EXPECT_EQ(rt.lookup(key(0x0A000066u, 1000), 1), 42);
   EXPECT_EQ(rt.lookup(key(want[1].first, 1000), 1), want[1].second);
 }
 
