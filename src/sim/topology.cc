@@ -6,6 +6,14 @@
 
 namespace droce::sim {
 
+namespace {
+
+// "leaf3": a string prefix, so GCC 12's -Wrestrict false positive on
+// const char* + std::string&& (release builds) does not fire.
+std::string numbered(const std::string& prefix, uint64_t i) { return prefix + std::to_string(i); }
+
+}  // namespace
+
 uint64_t leaf_spine_uplink_rate(uint32_t hosts_per_leaf, uint64_t host_rate_bps, uint32_t spines,
                                 double oversubscription) {
   return static_cast<uint64_t>(std::llround(static_cast<double>(hosts_per_leaf * host_rate_bps) /
@@ -33,24 +41,24 @@ void add_leaf_spine(Scenario& sc, const LeafSpineShape& shape, const SwitchSpec&
   };
   for (uint32_t l = 0; l < shape.leaves; ++l) {
     SwitchSpec s = switch_defaults;
-    s.name = "leaf" + std::to_string(l);
+    s.name = numbered("leaf", l);
     sc.switches.push_back(std::move(s));
   }
   for (uint32_t p = 0; p < shape.spines; ++p) {
     SwitchSpec s = switch_defaults;
-    s.name = "spine" + std::to_string(p);
+    s.name = numbered("spine", p);
     sc.switches.push_back(std::move(s));
   }
   for (uint32_t l = 0; l < shape.leaves; ++l) {
-    const std::string leaf = "leaf" + std::to_string(l);
+    const std::string leaf = numbered("leaf", l);
     const uint64_t first = uint64_t{l} * shape.hosts_per_leaf;
     for (uint64_t h = first; h < std::min(hosts, first + shape.hosts_per_leaf); ++h) {
-      const std::string name = "h" + std::to_string(h);
+      const std::string name = numbered("h", h);
       sc.hosts.push_back(HostSpec{name, shape.host_rate_bps, line});
       add_link(name, leaf, shape.host_rate_bps);
     }
     for (uint32_t p = 0; p < shape.spines; ++p)
-      add_link(leaf, "spine" + std::to_string(p), shape.spine_rate_bps);
+      add_link(leaf, numbered("spine", p), shape.spine_rate_bps);
   }
 }
 
