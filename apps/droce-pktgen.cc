@@ -38,6 +38,7 @@
 #include "droce/pktgen/schedule.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
+#include "droce/sim/topology.h"
 #include "sim_executor.h"
 #include "cli_error.h"
 
@@ -51,7 +52,7 @@ using namespace droce;
 using pktgen::SimExecutor;
 
 constexpr int kUsage = 2;
-constexpr uint32_t kMaxSimRanks = 1024;
+constexpr uint32_t kMaxSimRanks = 8192;
 constexpr uint64_t kMaxVerifyBytes = 4ull << 30;
 
 int fail(const std::string& option, const std::string& message) {
@@ -124,21 +125,19 @@ std::string topology_toml(const std::string& kind, uint32_t ranks, uint64_t link
   const uint64_t kmin = std::max<uint64_t>(link_bps / 1'000'000'000 * 1024, 4096);
   t += fmt::format("ecn.kmin = {}\necn.kmax = {}\n", kmin, 4 * kmin);
   t += fmt::format("[link]\nrate = {}\ndelay = {}\n", link_bps, delay_ns);
-  for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", r);
   if (kind == "single_switch") {
+    for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", r);
     t += "[[switches]]\nname = \"s0\"\n";
     for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[links]]\na = \"h{}\"\nb = \"s0\"\n", r);
   } else {
+    // The scenario's own leaf-spine generator (sim/topology.h); the last
+    // leaf takes the ranks left over.
     const uint32_t leaves = (ranks + hosts_per_leaf - 1) / hosts_per_leaf;
-    for (uint32_t l = 0; l < leaves; ++l) t += fmt::format("[[switches]]\nname = \"leaf{}\"\n", l);
-    for (uint32_t s = 0; s < spines; ++s) t += fmt::format("[[switches]]\nname = \"spine{}\"\n", s);
-    for (uint32_t r = 0; r < ranks; ++r)
-      t += fmt::format("[[links]]\na = \"h{}\"\nb = \"leaf{}\"\n", r, r / hosts_per_leaf);
-    const double up = static_cast<double>(link_bps) * hosts_per_leaf / spines / oversub;
-    for (uint32_t l = 0; l < leaves; ++l)
-      for (uint32_t s = 0; s < spines; ++s)
-        t += fmt::format("[[links]]\na = \"leaf{}\"\nb = \"spine{}\"\nrate = {}\n", l, s,
-                         static_cast<uint64_t>(up));
+    t += fmt::format(
+        "[topology]\nkind = \"leaf_spine\"\nleaves = {}\nspines = {}\nhosts_per_leaf = {}\n"
+        "hosts = {}\nspine_rate = {}\n",
+        leaves, spines, hosts_per_leaf, ranks,
+        sim::leaf_spine_uplink_rate(hosts_per_leaf, link_bps, spines, oversub));
   }
   return t;
 }
@@ -493,7 +492,7 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode, "sim (default); dpdk|stream run droce-pktgen-dpdk");
   app.add_option("--pattern", c.pattern, "ring|halving_doubling|tree|all_gather|reduce_scatter|"
                                          "all_to_all|incast|permutation");
-  app.add_option("--ranks", c.ranks, "number of ranks, 2..1024");
+  app.add_option("--ranks", c.ranks, "number of ranks, 2..8192");
   app.add_option("-b,--minbytes", minb, "smallest size (B, or K/M/G)");
   app.add_option("-e,--maxbytes", maxb, "largest size");
   app.add_option("-f,--stepfactor", c.step_factor, "size multiplication factor");

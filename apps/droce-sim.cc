@@ -51,34 +51,38 @@ const char* verification_name(droce::sim::Simulator::Verification v) {
   return "?";
 }
 
-}  // namespace
+// The command line, as given.
+struct Options {
+  std::string file, out, duration, interval, cc_name, cc_profile;
+  uint64_t seed = 0;
+  bool seed_given = false, json = false, list = false;
+  std::vector<std::string> cc_params, skip_csv;
+  droce::sim::OutputFiles files;
+  droce::cc::ParamMap profile_params;  // from --cc-profile
+};
 
-int main(int argc, char** argv) {
+// Parses argv into `o`; returns an exit code when the run should not go
+// on (a bad option: 2, --list: 0), -1 otherwise.
+int parse_command_line(int argc, char** argv, Options& o) {
   using namespace droce;
   CLI::App app{"droce-sim: deterministic virtual-time RoCEv2 fabric simulation"};
-  std::string file, out, duration, interval;
-  uint64_t seed = 0;
-  bool json = false;
-  std::string cc_name, cc_profile;
-  std::vector<std::string> cc_params, skip_csv;
-  bool list = false;
-  app.add_option("scenario", file, "scenario file (TOML, docs/SIM.md)");
-  app.add_flag("--list", list, "list the named CC profiles (--cc-profile) and exit");
-  app.add_option("--out", out, "directory for flows.csv, queues.csv, links.csv, fct.csv, summary.json");
-  auto* seed_opt = app.add_option("--seed", seed, "overrides run.seed");
-  app.add_option("--duration", duration, "overrides run.duration (e.g. 10ms)");
-  app.add_option("--csv-interval", interval, "overrides run.csv_interval (e.g. 10us; 0 = off)");
-  app.add_option("--skip-csv", skip_csv,
+  app.add_option("scenario", o.file, "scenario file (TOML, docs/SIM.md)");
+  app.add_flag("--list", o.list, "list the named CC profiles (--cc-profile) and exit");
+  app.add_option("--out", o.out, "directory for flows.csv, queues.csv, links.csv, fct.csv, summary.json");
+  auto* seed_opt = app.add_option("--seed", o.seed, "overrides run.seed");
+  app.add_option("--duration", o.duration, "overrides run.duration (e.g. 10ms)");
+  app.add_option("--csv-interval", o.interval, "overrides run.csv_interval (e.g. 10us; 0 = off)");
+  app.add_option("--skip-csv", o.skip_csv,
                  "with --out, leave out these time series: flows, links (comma-separated)")
       ->delimiter(',');
-  app.add_flag("--json", json, "print the JSON summary instead of the table");
-  app.add_option("--cc", cc_name,
+  app.add_flag("--json", o.json, "print the JSON summary instead of the table");
+  app.add_option("--cc", o.cc_name,
                  "congestion control for every flow, overriding the scenario (" +
                      cc::algorithm_names() + ")");
-  app.add_option("--cc-profile", cc_profile,
+  app.add_option("--cc-profile", o.cc_profile,
                  "a named CC profile (--list shows them) or a profile file: its algorithm "
                  "and parameters for every flow");
-  app.add_option("--cc-param", cc_params,
+  app.add_option("--cc-param", o.cc_params,
                  "KEY=VALUE, repeatable: a parameter of every flow's algorithm "
                  "(droce-cc-replay --list shows them)");
   try {
@@ -86,7 +90,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return droce::apps::cli_exit(app, e, "droce-sim");
   }
-  if (list) {
+  o.seed_given = seed_opt->count() > 0;
+  if (o.list) {
     try {
       fmt::print("{}", cc::describe_profiles(cc::list_profiles()));
     } catch (const cc::ConfigError& e) {
@@ -95,89 +100,127 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  sim::OutputFiles files;
-  for (const std::string& k : skip_csv) {
+  for (const std::string& k : o.skip_csv) {
     if (k == "flows") {
-      files.flows = false;
+      o.files.flows = false;
     } else if (k == "links") {
-      files.links = false;
+      o.files.links = false;
     } else {
       fmt::print(stderr, "droce-sim: --skip-csv: \"{}\"; accepted: flows, links\n", k);
       return 2;
     }
   }
-  if (file.empty()) {
+  if (o.file.empty()) {
     fmt::print(stderr, "droce-sim: a scenario file is required (or --list)\n");
     return 2;
   }
-  cc::ParamMap profile_params;
-  if (!cc_profile.empty()) {
+  if (!o.cc_profile.empty()) {
     try {
-      const cc::Profile p = cc::load_profile(cc_profile);
-      if (!cc_name.empty() && cc_name != p.algorithm) {
+      const cc::Profile p = cc::load_profile(o.cc_profile);
+      if (!o.cc_name.empty() && o.cc_name != p.algorithm) {
         fmt::print(stderr, "droce-sim: --cc-profile: profile \"{}\" is for {}, not --cc {}\n",
-                   p.name, p.algorithm, cc_name);
+                   p.name, p.algorithm, o.cc_name);
         return 2;
       }
-      cc_name = p.algorithm;
-      profile_params = p.params;
+      o.cc_name = p.algorithm;
+      o.profile_params = p.params;
     } catch (const cc::ConfigError& e) {
       fmt::print(stderr, "droce-sim: --cc-profile: {}\n", e.what());
       return 2;
     }
   }
+  return -1;
+}
 
-  sim::Scenario sc;
-  try {
-    sc = sim::load_scenario(file);
-  } catch (const sim::ScenarioError& e) {
-    fmt::print(stderr, "droce-sim: {}\n", e.what());
-    return 2;
-  }
-  if (*seed_opt) sc.run.seed = seed;
-  if (!duration.empty() && !sim::parse_time_ns(duration, sc.run.duration_ns)) {
+// --seed, --duration, --csv-interval, --cc (with a profile's parameters)
+// and --cc-param applied to the scenario; false after printing why not.
+bool apply_overrides(const Options& o, droce::sim::Scenario& sc) {
+  using namespace droce;
+  if (o.seed_given) sc.run.seed = o.seed;
+  if (!o.duration.empty() && !sim::parse_time_ns(o.duration, sc.run.duration_ns)) {
     fmt::print(stderr, "droce-sim: --duration: \"{}\" is not a time like 10ms or 500us\n",
-               duration);
-    return 2;
+               o.duration);
+    return false;
   }
-  if (!interval.empty() && !sim::parse_time_ns(interval, sc.run.csv_interval_ns)) {
-    fmt::print(stderr, "droce-sim: --csv-interval: \"{}\" is not a time like 10us\n", interval);
-    return 2;
+  if (!o.interval.empty() && !sim::parse_time_ns(o.interval, sc.run.csv_interval_ns)) {
+    fmt::print(stderr, "droce-sim: --csv-interval: \"{}\" is not a time like 10us\n", o.interval);
+    return false;
   }
-
-  if (!cc_name.empty()) {
-    if (!cc::find_algorithm(cc_name)) {
-      fmt::print(stderr, "droce-sim: --cc: unknown algorithm \"{}\"; accepted: {}\n", cc_name,
+  if (!o.cc_name.empty()) {
+    if (!cc::find_algorithm(o.cc_name)) {
+      fmt::print(stderr, "droce-sim: --cc: unknown algorithm \"{}\"; accepted: {}\n", o.cc_name,
                  cc::algorithm_names());
-      return 2;
+      return false;
     }
     for (auto& f : sc.flows) {
-      if (f.cc != cc_name) f.cc_params.clear();  // they belong to the file's algorithm
-      f.cc = cc_name;
-      if (!cc_profile.empty()) f.cc_params = profile_params;
+      if (f.cc != o.cc_name) f.cc_params.clear();  // they belong to the file's algorithm
+      f.cc = o.cc_name;
+      if (!o.cc_profile.empty()) f.cc_params = o.profile_params;
     }
   }
-  for (const std::string& kv : cc_params) {
+  for (const std::string& kv : o.cc_params) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
       fmt::print(stderr, "droce-sim: --cc-param: \"{}\" is not KEY=VALUE\n", kv);
-      return 2;
+      return false;
     }
     for (auto& f : sc.flows) f.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (!cc_name.empty() || !cc_params.empty()) {  // (a profile sets cc_name)
+  if (!o.cc_name.empty() || !o.cc_params.empty()) {  // (a profile sets cc_name)
     for (const auto& f : sc.flows) {
       try {
         (void)cc::make_algorithm(f.cc, f.cc_params,
                                  sc.hosts[sc.host_index(f.src)].rate_bps / 8);
       } catch (const cc::ConfigError& e) {
         fmt::print(stderr, "droce-sim: {}: flow {}: {}\n",
-                   cc_params.empty() ? "--cc" : "--cc-param", f.name, e.what());
-        return 2;
+                   o.cc_params.empty() ? "--cc" : "--cc-param", f.name, e.what());
+        return false;
       }
     }
   }
+  return true;
+}
 
+// The table of flows and the summary lines (docs/SIM.md "Outputs").
+void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum, double wall) {
+  fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", "flow", "src", "dst", "bytes",
+             "fct", "retx", "verified");
+  for (size_t f = 0; f < s.num_flows(); ++f) {
+    const auto& fs = s.flow_spec(f);
+    const auto& st = s.flow(f);
+    fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", fs.name, fs.src, fs.dst,
+               fs.bytes, st.failed ? "failed" : st.done() ? human_ns(st.fct_ns()) : "running",
+               s.source_qp(f).counters().tx_retransmit_packets +
+                   s.sink_qp(f).counters().tx_retransmit_packets,
+               verification_name(s.verification(f)));
+  }
+  fmt::print("\nvirtual time {}  flows done {}/{}  FCT p50 {}  p99 {}  max {}\n",
+             human_ns(sum.end_ns), sum.flows_completed, s.num_flows(), human_ns(sum.fct_p50_ns),
+             human_ns(sum.fct_p99_ns), human_ns(sum.fct_max_ns));
+  fmt::print("drops: switch {} link {}  ECN marks {}  PFC XOFF {} XON {}  paused: "
+             "switches {} hosts {}\n",
+             sum.switch_drops, sum.link_losses, sum.ecn_marks, sum.xoff_sent, sum.xon_sent,
+             human_ns(sum.switch_paused_ns), human_ns(sum.host_paused_ns));
+  fmt::print("retransmits {}  timeouts {}  CNPs {}  queue max {} B  p99 {} B\n", sum.retransmits,
+             sum.timeouts, sum.cnps, sum.max_queue_bytes, sum.p99_queue_bytes);
+  fmt::print("{} packet events in {:.3f} s wall: {:.2f} M events/s, virtual/wall {:.4f}\n",
+             sum.packet_events, wall, sum.packet_events / wall / 1e6, sum.end_ns / 1e9 / wall);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace droce;
+  Options o;
+  if (const int rc = parse_command_line(argc, argv, o); rc >= 0) return rc;
+  sim::Scenario sc;
+  try {
+    sc = sim::load_scenario(o.file);
+  } catch (const sim::ScenarioError& e) {
+    fmt::print(stderr, "droce-sim: {}\n", e.what());
+    return 2;
+  }
+  if (!apply_overrides(o, sc)) return 2;
   std::unique_ptr<sim::Simulator> s;
   try {
     s = std::make_unique<sim::Simulator>(sc);
@@ -191,42 +234,18 @@ int main(int argc, char** argv) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const sim::Summary sum = s->summary();
-  if (!out.empty()) {
+  if (!o.out.empty()) {
     try {
-      s->write_outputs(out, files);
+      s->write_outputs(o.out, o.files);
     } catch (const std::exception& e) {
       fmt::print(stderr, "droce-sim: --out: {}\n", e.what());
       return 2;
     }
   }
-  if (json) {
+  if (o.json) {
     fmt::print("{}", s->summary_json());
   } else {
-    fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", "flow", "src", "dst", "bytes",
-               "fct", "retx", "verified");
-    for (size_t f = 0; f < s->num_flows(); ++f) {
-      const auto& fs = s->flow_spec(f);
-      const auto& st = s->flow(f);
-      fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", fs.name, fs.src, fs.dst,
-                 fs.bytes,
-                 st.failed ? "failed" : st.done() ? human_ns(st.fct_ns()) : "running",
-                 s->source_qp(f).counters().tx_retransmit_packets +
-                     s->sink_qp(f).counters().tx_retransmit_packets,
-                 verification_name(s->verification(f)));
-    }
-    fmt::print("\nvirtual time {}  flows done {}/{}  FCT p50 {}  p99 {}  max {}\n",
-               human_ns(sum.end_ns), sum.flows_completed, s->num_flows(),
-               human_ns(sum.fct_p50_ns), human_ns(sum.fct_p99_ns), human_ns(sum.fct_max_ns));
-    fmt::print("drops: switch {} link {}  ECN marks {}  PFC XOFF {} XON {}  paused: "
-               "switches {} hosts {}\n",
-               sum.switch_drops, sum.link_losses, sum.ecn_marks, sum.xoff_sent, sum.xon_sent,
-               human_ns(sum.switch_paused_ns), human_ns(sum.host_paused_ns));
-    fmt::print("retransmits {}  timeouts {}  CNPs {}  queue max {} B  p99 {} B\n",
-               sum.retransmits, sum.timeouts, sum.cnps, sum.max_queue_bytes,
-               sum.p99_queue_bytes);
-    fmt::print("{} packet events in {:.3f} s wall: {:.2f} M events/s, virtual/wall {:.4f}\n",
-               sum.packet_events, wall, sum.packet_events / wall / 1e6,
-               sum.end_ns / 1e9 / wall);
+    print_table(*s, sum, wall);
   }
   if (const std::string w = sim::missing_int_warning(sum); !w.empty())
     fmt::print(stderr, "droce-sim: {}\n", w);

@@ -154,14 +154,18 @@ SizeRun SimExecutor::run(const Schedule& s) {
     const uint64_t w = std::max(kMinWindow, 2 * max_bytes);
     plain_.resize(n);
     for (uint32_t r = 0; r < n; ++r) {
-      plain_[r].assign(std::min(w, std::max<uint64_t>(s.layout[r].total_bytes(), 4)), 0);
-      base_[r] = plain_[r].data();
-      window_[r] = plain_[r].size();
+      window_[r] = std::min(w, std::max<uint64_t>(s.layout[r].total_bytes(), 4));
+      plain_[r].reset(static_cast<uint8_t*>(std::calloc(window_[r], 1)));
+      if (!plain_[r]) throw std::runtime_error("rank " + std::to_string(r) + ": out of memory");
+      base_[r] = plain_[r].get();
     }
   }
   for (uint32_t r = 0; r < n; ++r) {
     mr_[r] = sim_.reg_mr(rank_host_[r], base_[r], window_[r]);
     if (!mr_[r]) throw std::runtime_error("rank " + std::to_string(r) + ": memory registration refused");
+    // Without verify nothing reads what lands, so no payload byte is moved
+    // (docs/SIM.md "Virtual payload": the same frames, ICRCs and outputs).
+    mr_[r]->set_virtual_payload(!opt_.verify);
   }
 
   // Dependency graph and each transfer's QP (connecting on first use).

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -121,7 +122,12 @@ class SimExecutor {
   // Per run() / iteration.
   const Schedule* s_ = nullptr;
   std::unique_ptr<VerifyBuffers> verify_;
-  std::vector<std::vector<uint8_t>> plain_;  // buffers without verify
+  // Buffers without verify: zeroed by calloc, so pages nothing writes
+  // are never touched (their MRs carry virtual payload: no byte moves).
+  struct FreeBytes {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> plain_;
   std::vector<uint8_t*> base_;
   std::vector<uint64_t> window_;  // usable bytes of base_[r]
   std::vector<transport::MemoryRegion*> mr_;

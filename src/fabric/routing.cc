@@ -60,20 +60,63 @@ bool prefix_match(const uint8_t* a, const uint8_t* b, uint8_t len) {
 }
 }  // namespace
 
+uint32_t RouteTable::intern(std::vector<uint16_t> ports) {
+  auto [it, added] = group_index_.try_emplace(ports, static_cast<uint32_t>(groups_.size()));
+  if (added) groups_.push_back(std::move(ports));
+  return it->second;
+}
+
+uint32_t RouteTable::host_group(uint32_t ip) const {
+  if (ip - dense_base_ < dense_.size()) {
+    const uint32_t g = dense_[ip - dense_base_];
+    if (g != kNoGroup) return g;
+  }
+  if (sparse_.empty()) return kNoGroup;
+  const auto it = sparse_.find(ip);
+  return it == sparse_.end() ? kNoGroup : it->second;
+}
+
+const std::vector<uint16_t>* RouteTable::host_ports(const wire::IpAddress& host) const {
+  if (host.v6) return nullptr;
+  const uint32_t g = host_group(load_be32_host(host.bytes));
+  return g == kNoGroup ? nullptr : &groups_[g];
+}
+
 void RouteTable::add(const wire::IpAddress& prefix, uint8_t len,
                      std::vector<uint16_t> ports) {
   if (len > (prefix.v6 ? 128 : 32))
     throw std::invalid_argument("route prefix_len: at most 32 (IPv4) or 128 (IPv6)");
   if (ports.empty()) throw std::invalid_argument("route ports: at least one port");
+  if (!prefix.v6 && len == 32) {
+    const uint32_t ip = load_be32_host(prefix.bytes);
+    const uint32_t g = intern(std::move(ports));
+    if (dense_.empty()) dense_base_ = ip;
+    // Grow the array over the new address while it stays at least a
+    // quarter full (counting what it would hold); else the hash map.
+    const uint64_t lo = std::min(ip, dense_base_);
+    const uint64_t hi = std::max<uint64_t>(ip, dense_base_ + std::max<size_t>(dense_.size(), 1) - 1);
+    if (ip - dense_base_ >= dense_.size() && hi - lo + 1 <= 4 * (dense_filled_ + 1) + 64) {
+      if (lo < dense_base_) {
+        dense_.insert(dense_.begin(), dense_base_ - lo, kNoGroup);
+        dense_base_ = static_cast<uint32_t>(lo);
+      }
+      if (hi - lo + 1 > dense_.size()) dense_.resize(hi - lo + 1, kNoGroup);
+    }
+    if (ip - dense_base_ < dense_.size()) {
+      uint32_t& slot = dense_[ip - dense_base_];
+      dense_filled_ += slot == kNoGroup;
+      slot = g;
+      sparse_.erase(ip);
+    } else {
+      sparse_[ip] = g;
+    }
+    return;
+  }
   Route r;
   r.v6 = prefix.v6;
   std::memcpy(r.prefix, prefix.bytes, 16);
   r.len = len;
   r.ports = std::move(ports);
-  if (!r.v6 && len == 32) {
-    v4_hosts_[load_be32_host(r.prefix)] = std::move(r);
-    return;
-  }
   auto it = std::find_if(routes_.begin(), routes_.end(), [&](const Route& o) {
     return o.v6 == r.v6 && o.len == r.len && std::memcmp(o.prefix, r.prefix, 16) == 0;
   });
@@ -86,17 +129,17 @@ void RouteTable::add(const wire::IpAddress& prefix, uint8_t len,
                    [](const Route& a, const Route& b) { return a.len > b.len; });
 }
 
-int RouteTable::choose(const Route& r, const FlowKey& key, uint64_t seed,
+int RouteTable::choose(const std::vector<uint16_t>& ports, const FlowKey& key, uint64_t seed,
                        const std::vector<bool>& up) const {
   auto is_up = [&](uint16_t p) { return up.empty() || (p < up.size() && up[p]); };
-  if (r.ports.size() == 1) return is_up(r.ports[0]) ? r.ports[0] : -1;
+  if (ports.size() == 1) return is_up(ports[0]) ? ports[0] : -1;
   const uint32_t h = ecmp_hash(key, seed);
   size_t live = 0;
-  for (uint16_t p : r.ports) live += is_up(p);
+  for (uint16_t p : ports) live += is_up(p);
   if (live == 0) return -1;
   // Map the hash onto the live members (multiply-shift, no modulo bias).
   size_t pick = static_cast<size_t>((uint64_t{h} * live) >> 32);
-  for (uint16_t p : r.ports) {
+  for (uint16_t p : ports) {
     if (!is_up(p)) continue;
     if (pick-- == 0) return p;
   }
@@ -106,13 +149,13 @@ int RouteTable::choose(const Route& r, const FlowKey& key, uint64_t seed,
 int RouteTable::lookup(const FlowKey& key, uint64_t seed,
                        const std::vector<bool>& up) const {
   const bool v6 = key.ip_version == 6;
-  if (!v6 && !v4_hosts_.empty()) {
-    if (auto it = v4_hosts_.find(load_be32_host(key.dst_ip)); it != v4_hosts_.end())
-      return choose(it->second, key, seed, up);
+  if (!v6 && !groups_.empty()) {
+    if (const uint32_t g = host_group(load_be32_host(key.dst_ip)); g != kNoGroup)
+      return choose(groups_[g], key, seed, up);
   }
   for (const Route& r : routes_) {
     if (r.v6 == v6 && prefix_match(r.prefix, key.dst_ip, r.len))
-      return choose(r, key, seed, up);
+      return choose(r.ports, key, seed, up);
   }
   return -1;
 }

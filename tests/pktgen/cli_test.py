@@ -30,7 +30,7 @@ BAD = [
     (["--pattern", "butterfly"], "--pattern"),
     (["--ranks", "1"], "--ranks"),
     (["--ranks", "0"], "--ranks"),
-    (["--ranks", "2000"], "--ranks"),
+    (["--ranks", "9000"], "--ranks"),
     (["--ranks", "4", "-b", "1001", "-e", "1001"], "-b/--minbytes"),  # not a multiple of 4 x ranks
     (["--pattern", "tree", "-b", "6", "-e", "6"], "-b/--minbytes"),   # not a multiple of 4
     (["-b", "64K", "-e", "32K"], "-e/--maxbytes"),

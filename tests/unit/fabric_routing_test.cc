@@ -113,5 +113,36 @@ TEST(Routing, LeafSpineThroughSwitches) {
   for (int p = 2; p < 6; ++p) EXPECT_NEAR(static_cast<double>(per[p]), 100, 35) << p;
 }
 
+// Host routes are kept in an array over dense addresses and a hash map for
+// the rest; which one holds a route must not show.
+TEST(Routing, HostRoutesDenseSparseAndReplacedAllLookUp) {
+  RouteTable rt;
+  std::vector<std::pair<uint32_t, uint16_t>> want;
+  // Dense from the middle outwards, then far-away addresses, then some
+  // replaced.
+  for (uint32_t i = 0; i < 200; ++i) {
+    const uint32_t ip = 0x0A000000u + (i % 2 ? 100 + i : 100 - i / 2);
+    want.emplace_back(ip, static_cast<uint16_t>(i % 7));
+  }
+  for (uint32_t i = 0; i < 20; ++i) want.emplace_back(0xC0A80000u + i * 4099, static_cast<uint16_t>(i));
+  for (auto& [ip, port] : want) rt.add_host(wire::IpAddress::v4(ip), port);
+  for (size_t i = 0; i < want.size(); i += 3) {
+    want[i].second = static_cast<uint16_t>(want[i].second + 20);
+    rt.add_host(wire::IpAddress::v4(want[i].first), want[i].second);
+  }
+  for (const auto& [ip, port] : want) {
+    EXPECT_EQ(rt.lookup(key(ip, 1000), 1), port) << std::hex << ip;
+    ASSERT_NE(rt.host_ports(wire::IpAddress::v4(ip)), nullptr);
+    EXPECT_EQ(*rt.host_ports(wire::IpAddress::v4(ip)), std::vector<uint16_t>{port});
+  }
+  EXPECT_EQ(rt.lookup(key(0x0A000066u, 1000), 1), -1);  // a hole in the dense range
+  EXPECT_EQ(rt.lookup(key(0x0A0001FFu, 1000), 1), -1);  // beyond it
+  EXPECT_EQ(rt.host_ports(wire::IpAddress::v4(0x0B000000u)), nullptr);
+  // A default route still answers for what no host route covers.
+  rt.add_default(false, {42});
+  EXPECT_EQ(rt.lookup(key(0x0A000066u, 1000), 1), 42);
+  EXPECT_EQ(rt.lookup(key(want[1].first, 1000), 1), want[1].second);
+}
+
 }  // namespace
 }  // namespace droce::fabric

@@ -28,7 +28,7 @@ TEST(PktgenConfig, CollectiveMessagesNameOptionAndAcceptedValues) {
   EXPECT_EQ(message_for(e, "--pattern"),
             "--pattern: unknown pattern 'butterfly' (accepted: ring, halving_doubling, tree, "
             "all_gather, reduce_scatter, all_to_all, incast, permutation)");
-  EXPECT_EQ(message_for(e, "--ranks"), "--ranks: must be 2..4096 (got 1)");
+  EXPECT_EQ(message_for(e, "--ranks"), "--ranks: must be 2..8192 (got 1)");
 
   c = {};
   c.collective.ranks = 3;

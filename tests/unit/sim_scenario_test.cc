@@ -113,6 +113,25 @@ oversubscription = 2
   EXPECT_EQ(s.links.back().rate_bps, 200'000'000'000u);
 }
 
+TEST(SimScenario, LeafSpineHostsLeaveTheLastLeafPartFull) {
+  const Scenario s = parse_scenario(R"(
+[topology]
+kind = "leaf_spine"
+leaves = 3
+spines = 2
+hosts_per_leaf = 4
+hosts = 10
+)");
+  EXPECT_EQ(s.hosts.size(), 10u);
+  EXPECT_EQ(s.links.size(), 10u + 6u);
+  EXPECT_EQ(s.hosts.back().name, "h9");
+  // Two leaves' worth (8) would leave leaf2 empty.
+  const std::string m = error_of("[topology]\nkind = \"leaf_spine\"\nleaves = 3\n"
+                                 "hosts_per_leaf = 4\nhosts = 8\n");
+  EXPECT_NE(m.find("bad.toml:5:"), std::string::npos) << m;
+  EXPECT_NE(m.find("topology.hosts"), std::string::npos) << m;
+}
+
 TEST(SimScenario, LinkDownIntervals) {
   // kCustom ends inside links[1] (b - s), so these keys are that link's.
   const Scenario s = parse_scenario(std::string(kCustom) + R"(down = [

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -50,6 +51,9 @@ class RouteTable {
              const std::vector<bool>& port_up = {}) const;
 
   size_t size() const { return routes_.size(); }
+  // The ports of the IPv4 /32 route to `host` (an ECMP group in the order
+  // given), or nullptr when there is none.
+  const std::vector<uint16_t>* host_ports(const wire::IpAddress& host) const;
 
  private:
   struct Route {
@@ -58,11 +62,27 @@ class RouteTable {
     uint8_t len = 0;
     std::vector<uint16_t> ports;
   };
-  int choose(const Route& r, const FlowKey& key, uint64_t seed,
+  int choose(const std::vector<uint16_t>& ports, const FlowKey& key, uint64_t seed,
              const std::vector<bool>& port_up) const;
+  // The group of the /32 route to `ip`, or kNoGroup.
+  uint32_t host_group(uint32_t ip) const;
+  uint32_t intern(std::vector<uint16_t> ports);
   std::vector<Route> routes_;  // longest prefix first
   static uint32_t load_be32_host(const uint8_t* p) { return wire::load_be32(p); }
-  std::unordered_map<uint32_t, Route> v4_hosts_;  // /32 fast path
+
+  // IPv4 /32 routes, the fast path: a fabric has one per host in every
+  // switch, so they are kept small. The distinct port sets (a leaf has one
+  // per local host and one ECMP group over its uplinks) are stored once;
+  // hosts whose addresses are dense (a simulated fabric numbers them
+  // 10.0.0.1, .2, ...) map to their group through an array from
+  // `dense_base_`, 4 bytes a host; the rest through a hash map.
+  static constexpr uint32_t kNoGroup = UINT32_MAX;
+  std::vector<std::vector<uint16_t>> groups_;
+  std::map<std::vector<uint16_t>, uint32_t> group_index_;
+  uint32_t dense_base_ = 0;
+  std::vector<uint32_t> dense_;  // group per address from dense_base_, or kNoGroup
+  size_t dense_filled_ = 0;
+  std::unordered_map<uint32_t, uint32_t> sparse_;  // address -> group
 };
 
 }  // namespace droce::fabric

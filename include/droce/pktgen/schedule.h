@@ -54,7 +54,7 @@ enum class Action : uint8_t {
 };
 
 inline constexpr uint32_t kNoTransfer = UINT32_MAX;
-inline constexpr uint32_t kMaxRanks = 4096;
+inline constexpr uint32_t kMaxRanks = 8192;
 inline constexpr uint32_t kMaxChannels = 256;  // the immediate carries 8 bits of channel
 
 struct Transfer {

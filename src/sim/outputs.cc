@@ -1,0 +1,209 @@
+// What a run reports: the Summary (FCT percentiles, drops, marks, PFC,
+// retransmissions, queues), summary.json and the CSV files of
+// write_outputs (docs/SIM.md "Outputs").
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "simulator_impl.h"
+
+namespace droce::sim {
+
+namespace {
+
+uint64_t percentile(std::vector<uint64_t> v, double p) {
+  if (v.empty()) return 0;
+  // Nearest rank: the smallest value with at least p of the samples <= it.
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  rank = std::clamp<size_t>(rank, 1, v.size());
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(rank - 1), v.end());
+  return v[rank - 1];
+}
+
+}  // namespace
+
+Summary Simulator::summary() const {
+  const Impl& m = *impl_;
+  Summary s;
+  s.end_ns = now_;
+  s.all_done = all_done();
+  s.packet_events = events_;
+  std::vector<uint64_t> fcts;
+  for (size_t f = 0; f < flows_.size(); ++f) {
+    const FlowState& st = flows_[f];
+    if (st.done() && st.failed == 0) {
+      ++s.flows_completed;
+      fcts.push_back(st.fct_ns());
+    }
+    if (st.failed) ++s.flows_failed;
+    const Verification v = verification(f);
+    if (v == Verification::kMatched) ++s.flows_verified;
+    if (v == Verification::kCorrupt) ++s.flows_corrupt;
+    const auto& c = m.flows[f].src_qp->counters();
+    const auto& d = m.flows[f].dst_qp->counters();
+    s.retransmits += c.tx_retransmit_packets + d.tx_retransmit_packets;
+    s.timeouts += c.retransmit_timeouts + d.retransmit_timeouts;
+    s.cnps += c.cnps_received + d.cnps_received;
+  }
+  for (const transport::QueuePair* qp : m.workload_qps) {
+    const auto& c = qp->counters();
+    s.retransmits += c.tx_retransmit_packets;
+    s.timeouts += c.retransmit_timeouts;
+    s.cnps += c.cnps_received;
+  }
+  s.fct_p50_ns = percentile(fcts, 0.5);
+  s.fct_p99_ns = percentile(fcts, 0.99);
+  s.fct_max_ns = fcts.empty() ? 0 : *std::max_element(fcts.begin(), fcts.end());
+  size_t qh = 0;
+  for (size_t sw = 0; sw < m.sws.size(); ++sw) {
+    const fabric::Switch& x = *m.sws[sw].sw;
+    for (uint16_t p = 0; p < x.num_ports(); ++p) {
+      const fabric::PortCounters& pc = x.counters(p);
+      s.xoff_sent += pc.tx_xoff;
+      s.xon_sent += pc.tx_xon;
+      s.pfc_rx_switches += pc.rx_pfc;
+      for (uint8_t c = 0; c < fabric::kNumClasses; ++c) {
+        const fabric::QueueCounters& q = pc.queues[c];
+        s.switch_drops += q.drops + q.watchdog_drops;
+        s.ecn_marks += q.ecn_marked;
+        s.switch_paused_ns += x.paused_ns(p, c, now_);
+        s.max_queue_bytes = std::max(s.max_queue_bytes, q.max_bytes);
+        if (q.enq_packets == 0 && q.drops == 0) continue;
+        QueueSummary qs{static_cast<uint32_t>(sw), p, c, q.max_bytes,
+                        percentile(m.queue_len[qh + p * fabric::kNumClasses + c].expand(
+                                       static_cast<uint32_t>(m.sample_times.size())),
+                                   0.99),
+                        q.drops + q.watchdog_drops, q.ecn_marked};
+        s.p99_queue_bytes = std::max(s.p99_queue_bytes, qs.p99_bytes);
+        s.queues.push_back(qs);
+      }
+      s.switch_drops += pc.down_drops + pc.no_route;
+    }
+    qh += x.num_ports() * fabric::kNumClasses;
+  }
+  for (const auto& d : m.dirs) {
+    const auto& lc = d->link.counters();
+    s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
+  }
+  for (const auto& h : m.hosts) {
+    for (size_t p = 0; p < wire::kPfcPriorities; ++p)
+      s.host_paused_ns += h->ep->paused_ns(static_cast<uint8_t>(p), now_);
+    s.acks_without_int += h->ep->counters().cc_acks_without_int;
+  }
+  return s;
+}
+
+std::string missing_int_warning(const Summary& s) {
+  if (s.acks_without_int == 0) return {};
+  return "warning: the congestion control steers by INT, but " +
+         std::to_string(s.acks_without_int) +
+         " ACK(s) carried no INT records (switch INT off: [switch] int.enabled); it ran on "
+         "its initial window";
+}
+
+std::string Simulator::summary_json() const {
+  const Impl& m = *impl_;
+  const Summary s = summary();
+  nlohmann::ordered_json j;
+  j["scenario"] = m.sc.file;
+  j["seed"] = m.sc.run.seed;
+  j["end_ns"] = s.end_ns;
+  j["all_done"] = s.all_done;
+  j["packet_events"] = s.packet_events;
+  j["flows_completed"] = s.flows_completed;
+  j["flows_failed"] = s.flows_failed;
+  j["flows_verified"] = s.flows_verified;
+  j["flows_corrupt"] = s.flows_corrupt;
+  j["fct_ns"] = {{"p50", s.fct_p50_ns}, {"p99", s.fct_p99_ns}, {"max", s.fct_max_ns}};
+  j["drops"] = {{"switch", s.switch_drops}, {"link", s.link_losses}};
+  j["ecn_marks"] = s.ecn_marks;
+  j["pfc"] = {{"xoff_sent", s.xoff_sent},
+              {"xon_sent", s.xon_sent},
+              {"rx_by_switches", s.pfc_rx_switches},
+              {"switch_paused_ns", s.switch_paused_ns},
+              {"host_paused_ns", s.host_paused_ns}};
+  j["retransmits"] = s.retransmits;
+  j["timeouts"] = s.timeouts;
+  j["cnps"] = s.cnps;
+  j["queue_bytes"] = {{"max", s.max_queue_bytes}, {"p99", s.p99_queue_bytes}};
+  auto& flows = j["flows"] = nlohmann::ordered_json::array();
+  for (size_t f = 0; f < flows_.size(); ++f) {
+    const FlowState& st = flows_[f];
+    const FlowSpec& fs = *m.flows[f].spec;
+    flows.push_back({{"name", fs.name},
+                     {"src", fs.src},
+                     {"dst", fs.dst},
+                     {"opcode", std::string(to_string(fs.opcode))},
+                     {"cc", fs.cc},
+                     {"bytes", fs.bytes},
+                     {"start_ns", st.start_ns},
+                     {"finish_ns", st.finish_ns},
+                     {"fct_ns", st.fct_ns()},
+                     {"done", st.done()},
+                     {"failed", st.failed},
+                     {"verified", verify(f)},
+                     {"retransmits", m.flows[f].src_qp->counters().tx_retransmit_packets +
+                                         m.flows[f].dst_qp->counters().tx_retransmit_packets}});
+  }
+  auto& queues = j["queues"] = nlohmann::ordered_json::array();
+  for (const QueueSummary& q : s.queues)
+    queues.push_back({{"switch", m.sc.switches[q.sw].name},
+                      {"port", q.port},
+                      {"peer", m.sws[q.sw].peer[q.port]},
+                      {"tc", q.tc},
+                      {"max_bytes", q.max_bytes},
+                      {"p99_bytes", q.p99_bytes},
+                      {"drops", q.drops},
+                      {"ecn_marked", q.ecn_marked}});
+  return j.dump(2) + "\n";
+}
+
+void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
+  const Impl& m = *impl_;
+  std::filesystem::create_directories(dir);
+  auto open = [&](const std::string& name) {
+    std::ofstream o(std::filesystem::path(dir) / name, std::ios::binary);
+    if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
+    return o;
+  };
+  char buf[256];
+  if (files.flows) {
+    auto o = open("flows.csv");
+    o << "time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n";
+    for (const FlowSample& s : flow_samples())
+      o << s.time_ns << ',' << m.flows[s.flow].spec->name << ',' << s.tx_bytes << ','
+        << s.tx_rate_bps << ',' << s.done_bytes << ',' << s.cc_rate_bps << '\n';
+  }
+  {
+    auto o = open("queues.csv");
+    o << "time_ns,switch,port,peer,tc,bytes\n";
+    for (const QueueSample& s : queue_samples())
+      o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
+        << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
+  }
+  if (files.links) {
+    auto o = open("links.csv");
+    o << "time_ns,link,bytes,utilisation\n";
+    for (const LinkSample& s : link_samples()) {
+      std::snprintf(buf, sizeof buf, "%.6f", s.utilisation);
+      o << s.time_ns << ',' << m.dirs[s.link]->name << ',' << s.bytes << ',' << buf << '\n';
+    }
+  }
+  {
+    auto o = open("fct.csv");
+    o << "flow,src,dst,bytes,start_ns,finish_ns,fct_ns,status\n";
+    for (size_t f = 0; f < flows_.size(); ++f) {
+      const FlowState& st = flows_[f];
+      const FlowSpec& fs = *m.flows[f].spec;
+      o << fs.name << ',' << fs.src << ',' << fs.dst << ',' << fs.bytes << ',' << st.start_ns
+        << ',' << st.finish_ns << ',' << st.fct_ns() << ','
+        << (st.failed ? "failed" : st.done() ? "done" : "running") << '\n';
+    }
+  }
+  open("summary.json") << summary_json();
+}
+
+}  // namespace droce::sim

@@ -1,0 +1,178 @@
+// One reader per section of a scenario file: [run], the defaults, and the
+// explicit nodes, links, flows and outages (any topology kind may add
+// more). Each checks its keys and fails with the file, line and key path.
+#include "scenario_reader.h"
+
+namespace droce::sim {
+
+void read_run(ScenarioParse& p) {
+  const Reader& r = p.r;
+  const toml::table* t = r.table(p.root, "run", "");
+  if (!t) return;
+  RunSpec& run = p.sc.run;
+  r.check_keys(*t, "run", {"duration", "seed", "csv_interval", "stop_when_done", "ecmp",
+                           "reconverge", "resolve_macs"});
+  r.time(*t, "duration", "run", run.duration_ns);
+  r.integer(*t, "seed", "run", run.seed, 0, UINT64_MAX >> 1);
+  r.time(*t, "csv_interval", "run", run.csv_interval_ns);
+  r.boolean(*t, "stop_when_done", "run", run.stop_when_done);
+  r.boolean(*t, "ecmp", "run", p.sc.ecmp);
+  r.boolean(*t, "resolve_macs", "run", run.resolve_macs);
+  if (uint64_t ns = 0; r.time(*t, "reconverge", "run", ns)) run.reconverge_ns = ns;
+}
+
+// [switch], [link], [flow]: what every switch, link and flow starts from.
+void read_defaults(ScenarioParse& p) {
+  const Reader& r = p.r;
+  if (const toml::table* t = r.table(p.root, "switch", ""))
+    read_switch_table(r, *t, "switch", p.switch_default, {"name"});
+  if (const toml::table* t = r.table(p.root, "link", "")) {
+    r.check_keys(*t, "link", kLinkParamKeys);
+    read_link_params(r, *t, "link", p.link_default);
+  }
+  if (const toml::table* t = r.table(p.root, "flow", "")) {
+    r.check_keys(*t, "flow", with(kFlowParamKeys, {"bytes", "start"}));
+    read_flow_params(r, *t, "flow", p.flow_default);
+    r.bytes(*t, "bytes", "flow", p.flow_default.bytes, 1);
+    r.time(*t, "start", "flow", p.flow_default.start_ns);
+  }
+}
+
+namespace {
+
+// The entries of [[key]], or nullptr when there are none.
+const toml::array* array_of_tables(const ScenarioParse& p, std::string_view key) {
+  const toml::node* n = p.root.get(key);
+  if (!n) return nullptr;
+  if (!n->is_array_of_tables())
+    p.r.fail(n->source(), std::string(key), "expected [[" + std::string(key) + "]] tables");
+  return n->as_array();
+}
+
+// A new node's name: present, not empty, not taken.
+std::string require_name(ScenarioParse& p, const toml::table& t, const std::string& path) {
+  std::string n;
+  if (!p.r.str(t, "name", path, n)) p.r.fail(t.source(), path + ".name", "missing");
+  if (n.empty()) p.r.fail(t.get("name")->source(), path + ".name", "must not be empty");
+  if (!p.names.insert(n).second)
+    p.r.fail(t.get("name")->source(), path + ".name", "\"" + n + "\" is defined twice");
+  return n;
+}
+
+// `key` of `t` names an existing host or switch.
+void require_node(const ScenarioParse& p, const toml::table& t, const char* key,
+                  const std::string& path, std::string& out) {
+  if (!p.r.str(t, key, path, out)) p.r.fail(t.source(), path + "." + key, "missing");
+  if (!p.names.count(out))
+    p.r.fail(t.get(key)->source(), path + "." + key, "no host or switch named \"" + out + "\"");
+}
+
+std::string entry(const char* section, size_t i) {
+  return std::string(section) + "[" + std::to_string(i) + "]";
+}
+
+}  // namespace
+
+void read_hosts(ScenarioParse& p) {
+  const toml::array* a = array_of_tables(p, "hosts");
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    const toml::table& t = *a->get(i)->as_table();
+    const std::string path = entry("hosts", i);
+    p.r.check_keys(t, path, {"name"});
+    HostSpec h = p.host_default;
+    h.name = require_name(p, t, path);
+    h.line = static_cast<int>(t.source().begin.line);
+    p.sc.hosts.push_back(h);
+  }
+}
+
+void read_switches(ScenarioParse& p) {
+  const toml::array* a = array_of_tables(p, "switches");
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    const toml::table& t = *a->get(i)->as_table();
+    const std::string path = entry("switches", i);
+    SwitchSpec s = p.switch_default;
+    read_switch_table(p.r, t, path, s, {"name"});
+    s.name = require_name(p, t, path);
+    p.sc.switches.push_back(s);
+  }
+}
+
+void read_links(ScenarioParse& p) {
+  p.link_tables.assign(p.sc.links.size(), nullptr);  // the generated ones
+  const toml::array* a = array_of_tables(p, "links");
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    const toml::table& t = *a->get(i)->as_table();
+    const std::string path = entry("links", i);
+    p.r.check_keys(t, path, with(kLinkParamKeys, {"a", "b", "down"}));
+    LinkSpec l = p.link_default;
+    l.line = static_cast<int>(t.source().begin.line);
+    require_node(p, t, "a", path, l.a);
+    require_node(p, t, "b", path, l.b);
+    if (l.a == l.b) p.r.fail(t.source(), path, "a link needs two different nodes");
+    read_link_params(p.r, t, path, l);
+    read_down_intervals(p.r, t, path, l);
+    p.sc.links.push_back(std::move(l));
+    p.link_tables.push_back(&t);
+  }
+}
+
+void read_flows(ScenarioParse& p) {
+  const Reader& r = p.r;
+  const toml::array* a = array_of_tables(p, "flows");
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    const toml::table& t = *a->get(i)->as_table();
+    const std::string path = entry("flows", i);
+    r.check_keys(t, path, with(kFlowParamKeys, {"name", "src", "dst", "bytes", "start"}));
+    FlowSpec f = p.flow_default;
+    f.line = static_cast<int>(t.source().begin.line);
+    f.name = "flow" + std::to_string(p.sc.flows.size());
+    r.str(t, "name", path, f.name);
+    for (auto [key, out] : {std::pair{"src", &f.src}, std::pair{"dst", &f.dst}}) {
+      if (!r.str(t, key, path, *out)) r.fail(t.source(), path + "." + key, "missing");
+      if (p.sc.host_index(*out) < 0)
+        r.fail(t.get(key)->source(), path + "." + key, "no host named \"" + *out + "\"");
+    }
+    if (f.src == f.dst) r.fail(t.get("dst")->source(), path + ".dst", "same host as src");
+    r.bytes(t, "bytes", path, f.bytes, 1);
+    r.time(t, "start", path, f.start_ns);
+    read_flow_params(r, t, path, f);
+    p.sc.flows.push_back(std::move(f));
+  }
+}
+
+// [[outages]]: down intervals for a link named by its ends, so links of a
+// generated topology can fail too.
+void read_outages(ScenarioParse& p) {
+  const Reader& r = p.r;
+  const toml::array* a = array_of_tables(p, "outages");
+  for (size_t i = 0; a && i < a->size(); ++i) {
+    const toml::table& t = *a->get(i)->as_table();
+    const std::string path = entry("outages", i);
+    r.check_keys(t, path, {"a", "b", "down"});
+    std::string ends[2];
+    require_node(p, t, "a", path, ends[0]);
+    require_node(p, t, "b", path, ends[1]);
+    std::vector<size_t> found;
+    for (size_t l = 0; l < p.sc.links.size(); ++l) {
+      const LinkSpec& ls = p.sc.links[l];
+      if ((ls.a == ends[0] && ls.b == ends[1]) || (ls.a == ends[1] && ls.b == ends[0]))
+        found.push_back(l);
+    }
+    const std::string between = ends[0] + " and " + ends[1];
+    if (found.empty()) r.fail(t.source(), path, "no link between " + between);
+    if (found.size() > 1)
+      r.fail(t.source(), path,
+             std::to_string(found.size()) + " links between " + between +
+                 ": give down on the [[links]] entry of the one to fail");
+    LinkSpec& l = p.sc.links[found[0]];
+    if (!l.down.empty())
+      r.fail(t.source(), path,
+             "the link between " + between + " already has down intervals (its "
+             "[[links]] entry or an earlier [[outages]]); give them all in one place");
+    if (!t.contains("down")) r.fail(t.source(), path + ".down", "missing");
+    read_down_intervals(r, t, path, l);
+  }
+}
+
+}  // namespace droce::sim

@@ -1,0 +1,224 @@
+// The runner's internals, shared by the files that make up Simulator (one
+// concern each):
+//
+//   simulator.cc  building hosts, switches and link directions from a
+//                 Scenario; accessors
+//   event_loop.cc run_until: the next component's event, one step per kind
+//   workload.cc   the scenario's flows (QP pairs, memory, posting, their
+//                 completions) and the programmatic API (connect, post_*)
+//   sampler.cc    the time series: recording changes, rebuilding the rows
+//   outputs.cc    summary, summary.json and the CSV files
+//
+// Routes come from fabric::shortest_path_routes over `graph`.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "droce/fabric/shortest_paths.h"
+#include "droce/sim/simulator.h"
+#include "droce/transport/device.h"
+#include "event_queue.h"
+#include "link_schedule.h"
+#include "sample_log.h"
+
+namespace droce::sim {
+
+// Room for a 4096-byte MTU frame with IPv6 headers, extension headers and
+// an echoed INT stack on an ACK.
+inline constexpr size_t kBufBytes = 4096 + 512;
+// Messages larger than this are not kept whole: offsets wrap in a window
+// of this size and the flow is not verified.
+inline constexpr uint64_t kVerifyWindow = 64ull << 20;
+inline constexpr size_t kTxBatch = 4;
+inline constexpr uint32_t kPacerSlots = 256;
+
+// Seeds and the flows' source patterns: a splitmix64-style mix of two words.
+uint64_t mix(uint64_t a, uint64_t b);
+
+enum class Kind : uint8_t { kHost, kSwitch };
+struct NodeRef {
+  Kind kind = Kind::kHost;
+  uint32_t index = 0;
+  uint16_t port = 0;  // switch port
+};
+
+struct Simulator::Impl {
+  explicit Impl(Simulator& s) : self(s) {}
+  Simulator& self;  // the public state: flows_, now_, events_, handlers
+
+  struct Host {
+    transport::Device device;
+    std::unique_ptr<endpoint::Endpoint> ep;
+    transport::ProtectionDomain* pd = nullptr;
+    transport::CompletionQueue* cq = nullptr;
+    // Completions of QPs made by Simulator::connect (created on first use).
+    transport::CompletionQueue* wcq = nullptr;
+    uint32_t out_link = 0;
+    wire::MacAddress mac{};
+    wire::IpAddress ip;
+    bool resolve_macs = false;  // QPs name peers by IP only
+    // qpn -> (flow << 1) | is_initiator; -1 when unknown.
+    std::vector<int64_t> qp_role;
+  };
+  struct Sw {
+    std::unique_ptr<fabric::Switch> sw;
+    std::vector<uint32_t> out_link;  // per port
+    std::vector<std::string> peer;   // per port
+  };
+  struct Dir {
+    fabric::Link link;
+    uint64_t rate_bps = 0;
+    NodeRef to;
+    std::string name;
+    // Serialisation time of what was sent, for the utilisation samples: a
+    // frame counts in the interval its bits left in, not whole in the one
+    // it arrived in (that read up to a frame per interval above 1).
+    uint64_t busy_ns = 0;
+    uint64_t last_start = 0, last_end = 0;  // the latest frame on the wire
+    explicit Dir(const fabric::LinkConfig& c) : link(c) {}
+    void send(fabric::Packet&& p, uint64_t start, uint64_t end) {
+      // A down link carries no bits: the frame is lost (Link counts it)
+      // and the interval shows no utilisation.
+      if (!link.up()) {
+        link.send(std::move(p), end);
+        return;
+      }
+      busy_ns += end - start;
+      last_start = start;
+      last_end = end;
+      link.send(std::move(p), end);
+    }
+    // Serialisation time up to `t`: one frame at most is still going out.
+    uint64_t busy_by(uint64_t t) const {
+      return last_end > t ? busy_ns - (last_end - std::max(t, last_start)) : busy_ns;
+    }
+  };
+  struct Flow {
+    const FlowSpec* spec = nullptr;
+    uint32_t src = 0, dst = 0, initiator = 0;
+    transport::QueuePair* src_qp = nullptr;
+    transport::QueuePair* dst_qp = nullptr;
+    std::vector<uint8_t> src_mem, dst_mem;
+    transport::MemoryRegion* src_mr = nullptr;
+    transport::MemoryRegion* dst_mr = nullptr;
+    uint64_t msg = 0;       // bytes per message (the last may be shorter)
+    uint64_t slots = 1;     // messages the window holds
+    uint64_t recvs_posted = 0;
+    bool whole = true;      // the window holds the whole flow
+  };
+
+  Scenario sc;
+  std::vector<std::unique_ptr<Host>> hosts;
+  std::vector<Sw> sws;
+  std::vector<std::unique_ptr<Dir>> dirs;
+  std::vector<Flow> flows;
+  std::vector<transport::QueuePair*> workload_qps;  // made by connect()
+  std::vector<size_t> start_order;  // flows by start time
+  size_t next_start = 0;
+  EventQueue events;
+  uint32_t id_switch0 = 0, id_link0 = 0, id_link_state = 0, id_workload = 0, id_sampler = 0,
+           id_reroute = 0;
+  LinkSchedule link_schedule;  // [[links]] down
+  fabric::FabricGraph graph{0, 0};  // what routes are computed on
+  std::deque<uint64_t> reroutes;  // run.reconverge: when routes are recomputed
+  bool pcp_tagged = false;     // some switch classifies by PCP: hosts tag (set_class_marks)
+  std::vector<uint8_t> tracked_tcs;
+
+  // The time series, as changes (sample_log.h). Cumulative counters are
+  // stored and the per-interval deltas taken when rows are rebuilt.
+  std::vector<uint64_t> sample_times;
+  std::vector<ChangeSeries> flow_tx, flow_done, flow_cc;  // per flow
+  std::vector<ChangeSeries> queue_len;  // per (switch, port, class), flattened
+  std::vector<uint8_t> port_was_empty;  // per (switch, port): every class recorded 0
+  std::vector<ChangeSeries> link_bytes, link_busy;  // per link direction
+  // tracked_tcs from an instant on (connect() may add a class mid-run).
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> tracked_from;
+  // How far the public rows have been rebuilt, and the replay state.
+  struct Replay {
+    uint32_t instants = 0;
+    std::vector<ChangeSeries::Reader> a, b, c;
+    std::vector<uint64_t> prev_a, prev_b;
+  };
+  Replay flow_rows, queue_rows, link_rows;
+  bool stopped = false;
+
+  std::vector<fabric::Packet> pool;
+  std::array<fabric::Packet, kTxBatch> staging;
+  std::array<std::span<uint8_t>, kTxBatch> spans;
+  std::array<uint32_t, kTxBatch> lens{};
+  std::array<transport::WorkCompletion, 64> wcs;
+
+  // ---- building (simulator.cc) -------------------------------------------
+  std::vector<fabric::SwitchConfig> switch_configs();
+  void build_hosts();
+  void build_links(std::vector<fabric::SwitchConfig>& cfgs);
+  void build_switches(std::vector<fabric::SwitchConfig>& cfgs);
+  void build_series();
+  void prefill_pool();
+  void schedule_start();
+  // Shortest-path routes over the links that are up now.
+  std::vector<fabric::RouteTable> compute_routes() const;
+
+  // ---- the event loop (event_loop.cc) ------------------------------------
+  void run_host(uint32_t h);
+  void run_switch(uint32_t s);
+  void run_link(uint32_t l);
+  void run_link_changes();
+  void run_reroute();
+  void run_workload();
+  void reschedule_host(uint32_t h);
+  void reschedule_switch(uint32_t s);
+  void reschedule_link(uint32_t l) { schedule(id_link0 + l, dirs[l]->link.next_event_time()); }
+
+  // ---- the workload (workload.cc) ----------------------------------------
+  void build_flows();
+  // Posts what flow f's window allows: messages on the initiator, and for
+  // SEND the matching receive buffers on the sink.
+  void post_more(size_t f);
+  // Completions of host h: the workload CQ's to the handler, the flows'
+  // to their progress (and more messages posted).
+  void poll_cq(uint32_t h);
+  void on_flow_completion(size_t f, const transport::WorkCompletion& wc);
+  uint64_t flow_tx_bytes(size_t f) const { return flows[f].src_qp->counters().tx_bytes; }
+  uint64_t flow_cc_rate_bps(size_t f) const;
+
+  // ---- the sampler (sampler.cc) ------------------------------------------
+  void sample();
+
+  // Pooled packets are kept at kBufBytes so the endpoint can write a frame
+  // straight into one; a frame is then only shrunk to its length. Growing
+  // it back when it returns to the pool writes nothing (FrameBytes). A new
+  // buffer is zeroed once: with payload = "virtual" nothing writes the
+  // payload bytes, and they must still be defined (the ICRC reads them;
+  // runs must not depend on what the heap held).
+  static fabric::Packet fresh() {
+    fabric::Packet p;
+    p.bytes.assign(kBufBytes, 0);
+    return p;
+  }
+  fabric::Packet take() {
+    if (pool.empty()) return fresh();
+    fabric::Packet p = std::move(pool.back());
+    pool.pop_back();
+    return p;
+  }
+  void give(fabric::Packet&& p) {
+    if (p.bytes.capacity() < kBufBytes) return;  // e.g. a switch's PFC frame
+    p.bytes.resize(kBufBytes);
+    pool.push_back(std::move(p));
+  }
+
+  // Never later than an event already filed (a spurious wake-up is harmless,
+  // a lost one is not).
+  void wake(uint32_t id, uint64_t t) { schedule(id, std::min(t, events.at(id))); }
+  void schedule(uint32_t id, uint64_t t) { events.set(id, t); }
+};
+
+}  // namespace droce::sim

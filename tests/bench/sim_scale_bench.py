@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Simulator speed and memory as hosts are added, against the 16-to-1 incast
+in the same command (docs/PERFORMANCE.md "Simulator").
+
+  sim_scale_bench.py DROCE_SIM DROCE_PKTGEN [--ranks 16,64,1024,8192] [--quick]
+
+Runs, each in its own process (so its peak memory is its own):
+
+  reference  droce-sim, 16-to-1 incast at 100 Gb/s (the droce-bench-sim
+             scenario, 32 MiB per sender)
+  idle N     droce-sim, a leaf-spine of N hosts (16 per leaf, 4 spines) and
+             no traffic: memory per idle host
+  perm N     droce-pktgen, a permutation of 1 MiB (every rank writes to one
+             other) on the same leaf-spine: events per second with N hosts
+  ring N     droce-pktgen, ring all-reduce of 1 MiB (up to 1024 ranks, 64
+             with --quick: the ring's 2(N-1) steps of N transfers grow as N
+             squared)
+
+both with DCQCN (ECN keeps the switch buffers short, as in a fabric run
+with congestion control; with none they fill, and a run's memory and time
+are its buffered frames').
+
+and prints packet events per CPU second of the whole process (setup
+included; CPU rather than wall time because the machine is shared), the
+ratio to the reference, and peak resident memory, one row each.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+INCAST = """[run]
+duration = "1s"
+csv_interval = "10us"
+[topology]
+kind = "incast"
+senders = 16
+rate = "100G"
+delay = "1us"
+flow_bytes = "32MiB"
+[switch]
+buffer = "4MiB"
+pfc = { enabled = true, priorities = [3], xoff = "64KiB", xon = "32KiB" }
+[flow]
+cc = "none"
+message = "1MiB"
+verify = false
+"""
+
+SIM_LINE = re.compile(r"(\d+) packet events in ([0-9.]+) s wall")
+PKTGEN_LINE = re.compile(r"virtual in ([0-9.]+) s wall, (\d+) packet events")
+
+
+def run_measured(argv):
+    """Runs argv in its own process: its stdout, peak RSS (KiB) and CPU s."""
+    with tempfile.TemporaryFile(mode="w+") as out, tempfile.TemporaryFile(mode="w+") as errf:
+        p = subprocess.Popen(argv, stdout=out, stderr=errf)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        errf.seek(0)
+        err = errf.read()
+        code = p.returncode
+        if code not in (0, 1):
+            raise RuntimeError(f"{' '.join(argv)} exited {code}: {err.strip()[-400:]}")
+        out.seek(0)
+        return out.read(), usage.ru_maxrss, usage.ru_utime + usage.ru_stime  # KiB, s
+
+
+def leaf_spine(n):
+    leaves = max(1, (n + 15) // 16)
+    return leaves, min(n, 16)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    sim, pktgen = (os.path.abspath(a) for a in args[:2])
+    ranks = [16, 64, 1024, 8192]
+    for a in sys.argv[1:]:
+        if a.startswith("--ranks="):
+            ranks = [int(x) for x in a.split("=", 1)[1].split(",")]
+    quick = "--quick" in sys.argv
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="droce-scale.") as tmp:
+        incast = os.path.join(tmp, "incast.toml")
+        with open(incast, "w") as f:
+            f.write(INCAST)
+        out, rss, cpu = run_measured([sim, incast])
+        ref_events = int(SIM_LINE.search(out).group(1))
+        ref_rate = ref_events / cpu
+        rows.append(("reference: 16-to-1 incast", 17, ref_events, cpu, rss))
+        idle16 = None
+        for n in ranks:
+            leaves, hpl = leaf_spine(n)
+            idle = os.path.join(tmp, f"idle{n}.toml")
+            with open(idle, "w") as f:
+                f.write(f'[run]\nduration = "1us"\n[topology]\nkind = "leaf_spine"\n'
+                        f'leaves = {leaves}\nspines = 4\nhosts_per_leaf = {hpl}\nhosts = {n}\n')
+            _, rss, cpu = run_measured([sim, idle])
+            rows.append(("idle leaf-spine", n, 0, cpu, rss))
+            if idle16 is None:
+                idle16 = (n, rss)
+            common = ["--ranks", str(n), "-b", "1M", "-e", "1M", "-n", "1", "-w", "0",
+                      "--topology", "leaf_spine", "--hosts-per-leaf", str(hpl), "--spines", "4",
+                      "--cc", "dcqcn", "--quiet"]
+            for pattern in ["permutation", "ring"]:
+                if pattern == "ring" and (n > 1024 or (quick and n > 64)):
+                    continue
+                out, rss, cpu = run_measured([pktgen, "--pattern", pattern] + common)
+                events = int(PKTGEN_LINE.search(out).group(2))
+                rows.append((f"{pattern} 1 MiB", n, events, cpu, rss))
+    print("simulator scale: packet events per CPU second against the 16-to-1 incast, "
+          "same command")
+    print(f"{'run':<28} {'hosts':>6} {'events':>12} {'CPU s':>8} {'M ev/s':>8} "
+          f"{'x incast':>8} {'peak MiB':>9} {'KiB/host':>9}")
+    for name, hosts, events, cpu, rss in rows:
+        rate = events / cpu if events and cpu > 0 else 0
+        per_host = ""
+        if name.startswith("idle") and idle16 and hosts > idle16[0]:
+            per_host = f"{(rss - idle16[1]) / (hosts - idle16[0]):.1f}"
+        print(f"{name:<28} {hosts:>6} {events:>12} {cpu:>8.2f} "
+              f"{rate / 1e6 if rate else 0:>8.2f} "
+              f"{rate / ref_rate if rate else 0:>8.2f} {rss / 1024:>9.1f} {per_host:>9}")
+    print("(x incast: the run's events per CPU second over the reference's; KiB/host: peak "
+          "memory over the smallest idle fabric's, per added host)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
