@@ -261,7 +261,15 @@ size_t hand_over(Shard& s, rte_mbuf** mbufs, size_t n) {
 // frames would stop the QPs' transmissions, and with them the retries
 // that end in IBV_WC_RETRY_EXC_ERR: a peer that is gone would never fail.
 bool discard_if_link_down(Shard& s, rte_mbuf** mbufs, size_t n) {
-  if (!s.port->link_is_down.load(std::memory_order_relaxed)) return false;
+  PortState& p = *s.port;
+  if (!p.link_is_down.load(std::memory_order_relaxed)) return false;
+  // The flag is the last link poll's (every 10 ms): a link that has come
+  // up since (a memif peer connecting) carries these frames; a datagram
+  // dropped then would be lost for good.
+  if (const std::optional<bool> up = port_link_up(p.port_id); !up || *up) {
+    p.link_is_down.store(false, std::memory_order_relaxed);
+    return false;
+  }
   rte_pktmbuf_free_bulk(mbufs, static_cast<unsigned>(n));
   s.counters.tx_link_down += n;
   return true;
