@@ -11,6 +11,10 @@ import subprocess
 import sys
 import time
 
+# perftest's result rows, read as the droce-perf tests read droce-perf's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e_perf"))
+from perf_common import rows_after  # noqa: E402,F401
+
 SKIP = 77  # meson: the test was skipped
 
 EAL_COMMON = ["--no-huge", "-m", "512", "--no-pci", "--log-level=lib.eal:warning"]
@@ -152,18 +156,3 @@ BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+"
                        r"BW average\[(MB|Gb)/sec\]\s+MsgRate\[Mpps\]")
 LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
                         r"t_typical\[usec\]")
-
-
-def rows_after(header_re, out):
-    """The numeric rows under perftest's column header (None: no header)."""
-    lines = out.splitlines()
-    for i, line in enumerate(lines):
-        if header_re.search(line):
-            rows = []
-            for row in lines[i + 1:]:
-                cols = row.split()
-                if not cols or not cols[0].isdigit():
-                    break
-                rows.append([float(c) for c in cols])
-            return rows
-    return None
