@@ -35,6 +35,24 @@ def free_tcp_port():
     return port
 
 
+def run_client_then_collect(srv, c_cmd, timeout, env=None):
+    """Runs the client command to its end, then collects the running server
+    `srv`; both bounded by `timeout`, the server killed if it outlives it.
+    Returns (server, client) as (rc, stdout, stderr); rc -1 on a timeout."""
+    try:
+        cli = subprocess.run(c_cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        s_out, s_err = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        s_out, s_err = srv.communicate()
+        return (-1, s_out, s_err), (-1, "", f"timeout after {timeout} s: {c_cmd}")
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
+
+
 def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
              client_args=(), timeout=60, server_prefix=(), client_prefix=(),
              connect="127.0.0.1", wait_for_path=None):
@@ -56,18 +74,7 @@ def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
         while not os.path.exists(wait_for_path) and srv.poll() is None \
                 and time.time() < deadline:
             time.sleep(0.05)
-    try:
-        cli = subprocess.run(c_cmd, capture_output=True, text=True, timeout=timeout)
-        s_out, s_err = srv.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        s_out, s_err = srv.communicate()
-        return (-1, s_out, s_err), (-1, "", f"timeout after {timeout} s: {c_cmd}")
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.wait()
-    return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
+    return run_client_then_collect(srv, c_cmd, timeout)
 
 
 def run_memif_pair(exe, test, app_args, tmp, tag, server_args=(), client_args=(),

@@ -13,7 +13,7 @@ import time
 
 # perftest's result rows, read as the droce-perf tests read droce-perf's.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e_perf"))
-from perf_common import rows_after  # noqa: E402,F401
+from perf_common import rows_after, run_client_then_collect  # noqa: E402,F401
 
 SKIP = 77  # meson: the test was skipped
 
@@ -132,19 +132,7 @@ def run_pair(lib, pair, server_cmd, client_cmd, timeout=90):
     deadline = time.time() + timeout
     while not listening(port) and srv.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    try:
-        cli = subprocess.run(c_cmd, env=env_for(lib, pair.configs["c"]), capture_output=True,
-                             text=True, timeout=timeout)
-        s_out, s_err = srv.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        s_out, s_err = srv.communicate()
-        return (-1, s_out, s_err), (-1, "", f"timeout after {timeout} s: {c_cmd}")
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.wait()
-    return (srv.returncode, s_out, s_err), (cli.returncode, cli.stdout, cli.stderr)
+    return run_client_then_collect(srv, c_cmd, timeout, env=env_for(lib, pair.configs["c"]))
 
 
 def show(res):
