@@ -34,7 +34,7 @@ namespace {
 
 using droce::cc::AckEvent;
 using droce::cc::Algorithm;
-using droce::cc::ConfigError;
+using droce::ConfigError;
 using droce::cc::IntHop;
 
 constexpr int kExitUsage = 2;

@@ -26,7 +26,7 @@
 #include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 #include "droce/wire/ethernet.h"
 #include "droce/cc/registry.h"
 #include "droce/transport/requester.h"
@@ -34,7 +34,7 @@
 namespace {
 
 using namespace droce;
-using engine::ConfigError;
+using droce::ConfigError;
 
 std::atomic<bool> g_quit{false};
 void on_signal(int) { g_quit.store(true); }
@@ -96,7 +96,7 @@ struct Options {
   std::string qpn, peer_qpn, rq_psn = "0", sq_psn = "0", local_mac, peer_mac, local_ip,
       peer_ip, qp_type = "rc", cc = "none";
   uint64_t mtu = 1024;
-  apps::PacketMarks marks{26};  // --dscp ... --pcp
+  options::PacketMarks marks{26};  // --dscp ... --pcp
   std::vector<std::string> cc_params;
   std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0", mr_dump;
   uint32_t recv_wqes = 0, recv_size = 4096;
@@ -133,7 +133,7 @@ uint64_t get_uint(const toml::table& t, const std::string& where, std::string_vi
     return static_cast<uint64_t>(*i);
   }
   if (auto s = n->value<std::string>())
-    return engine::parse_uint(key_path(where, key), *s, max);
+    return options::parse_uint(key_path(where, key), *s, max);
   throw ConfigError(key_path(where, key), "expected an unsigned integer");
 }
 
@@ -152,7 +152,7 @@ void parse_fill(const std::string& option, const std::string& text, MrDef& m) {
   } else if (text == "counter") {
     m.fill = Fill::kCounter;
   } else if (text.rfind("byte:", 0) == 0) {
-    m.fill_byte = static_cast<uint8_t>(engine::parse_uint(option, text.substr(5), 0xFF));
+    m.fill_byte = static_cast<uint8_t>(options::parse_uint(option, text.substr(5), 0xFF));
     m.fill = Fill::kByte;
   } else if (text.rfind("file:", 0) == 0 && text.size() > 5) {
     m.fill_file = text.substr(5);
@@ -184,24 +184,24 @@ uint32_t parse_access(const std::string& option, const toml::array& a) {
 
 void fill_path(QpDef& q, const toml::table& t, const std::string& w) {
   auto& path = q.attr.path;
-  if (auto s = get_str(t, w, "local_mac")) q.local_mac = engine::parse_mac(key_path(w, "local_mac"), *s);
+  if (auto s = get_str(t, w, "local_mac")) q.local_mac = options::parse_mac(key_path(w, "local_mac"), *s);
   if (auto s = get_str(t, w, "peer_mac")) {
-    path.dst_mac = engine::parse_mac(key_path(w, "peer_mac"), *s);
+    path.dst_mac = options::parse_mac(key_path(w, "peer_mac"), *s);
   }
   if (auto s = get_str(t, w, "local_ip")) {
-    path.src_ip = engine::parse_ip(key_path(w, "local_ip"), *s);
+    path.src_ip = options::parse_ip(key_path(w, "local_ip"), *s);
     q.have_local_ip = true;
   }
   if (auto s = get_str(t, w, "peer_ip")) {
-    path.dst_ip = engine::parse_ip(key_path(w, "peer_ip"), *s);
+    path.dst_ip = options::parse_ip(key_path(w, "peer_ip"), *s);
     q.have_peer_ip = true;
   }
   // The same marks, defaults and rules as the --dscp ... --pcp flags.
-  apps::PacketMarks marks{static_cast<uint32_t>(get_uint(t, w, "dscp", 26, 63))};
+  options::PacketMarks marks{static_cast<uint32_t>(get_uint(t, w, "dscp", 26, 63))};
   if (auto s = get_str(t, w, "ecn")) marks.ecn = *s;
   if (t.contains("vlan")) marks.vlan = static_cast<uint32_t>(get_uint(t, w, "vlan", 0, 4095));
   marks.pcp = static_cast<uint32_t>(get_uint(t, w, "pcp", 0, 7));
-  apps::apply_marks(marks, path, key_path(w, "ecn"));
+  options::apply_marks(marks, path, key_path(w, "ecn"));
 }
 
 void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<QpDef>& qps) {
@@ -260,7 +260,7 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       if (t->contains("lcore"))
         q.spec.lcore = static_cast<int>(get_uint(*t, w, "lcore", 0, 1023));
       q.spec.qpn = static_cast<uint32_t>(get_uint(*t, w, "qpn", 0, UINT32_MAX));
-      if (auto s = get_str(*t, w, "type")) q.spec.type = engine::parse_qp_type(key_path(w, "type"), *s);
+      if (auto s = get_str(*t, w, "type")) q.spec.type = options::parse_qp_type(key_path(w, "type"), *s);
       q.spec.caps.max_send_wr = static_cast<uint32_t>(get_uint(*t, w, "max_send_wr", 256, 1u << 20));
       q.spec.caps.max_recv_wr = static_cast<uint32_t>(get_uint(*t, w, "max_recv_wr", 256, 1u << 20));
       if (auto s = get_str(*t, w, "cc")) q.spec.cc = *s;
@@ -280,7 +280,7 @@ void load_config(const std::string& file, std::vector<MrDef>& mrs, std::vector<Q
       at.dest_qpn = static_cast<uint32_t>(get_uint(*t, w, "peer_qpn", 0, 0xFFFFFF));
       at.rq_psn = static_cast<uint32_t>(get_uint(*t, w, "rq_psn", 0, 0xFFFFFF));
       at.sq_psn = static_cast<uint32_t>(get_uint(*t, w, "sq_psn", 0, 0xFFFFFF));
-      at.path_mtu = engine::parse_mtu(key_path(w, "mtu"), get_uint(*t, w, "mtu", 1024, 1u << 20));
+      at.path_mtu = options::parse_mtu(key_path(w, "mtu"), get_uint(*t, w, "mtu", 1024, 1u << 20));
       at.qkey = static_cast<uint32_t>(get_uint(*t, w, "qkey", 0, UINT32_MAX));
       at.ack_every_n = static_cast<uint32_t>(get_uint(*t, w, "ack_every_n", 0, 1u << 20));
       at.min_rnr_timer = static_cast<uint8_t>(get_uint(*t, w, "min_rnr_timer", 12, 31));
@@ -342,10 +342,10 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
   if (!o.mr_size.empty()) {
     MrDef m;
     m.where = "--mr-size";
-    m.length = engine::parse_uint("--mr-size", o.mr_size, UINT64_MAX >> 1);
+    m.length = options::parse_uint("--mr-size", o.mr_size, UINT64_MAX >> 1);
     if (!o.mr_key.empty())
-      m.key = static_cast<uint32_t>(engine::parse_uint("--mr-key", o.mr_key, UINT32_MAX));
-    m.iova = engine::parse_uint("--mr-iova", o.mr_iova, UINT64_MAX >> 1);
+      m.key = static_cast<uint32_t>(options::parse_uint("--mr-key", o.mr_key, UINT32_MAX));
+    m.iova = options::parse_uint("--mr-iova", o.mr_iova, UINT64_MAX >> 1);
     parse_fill("--mr-fill", o.mr_fill, m);
     m.dump = o.mr_dump;
     m.dump_option = "--mr-dump";
@@ -361,8 +361,8 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
   }
   QpDef q;
   q.where = "--qpn";
-  q.spec.qpn = static_cast<uint32_t>(engine::parse_uint("--qpn", o.qpn, UINT32_MAX));
-  q.spec.type = engine::parse_qp_type("--qp-type", o.qp_type);
+  q.spec.qpn = static_cast<uint32_t>(options::parse_uint("--qpn", o.qpn, UINT32_MAX));
+  q.spec.type = options::parse_qp_type("--qp-type", o.qp_type);
   q.spec.cc = o.cc;
   for (const std::string& kv : o.cc_params) {
     const auto eq = kv.find('=');
@@ -372,23 +372,23 @@ void flags_to_defs(const Options& o, std::vector<MrDef>& mrs, std::vector<QpDef>
   }
   auto& at = q.attr;
   if (!o.peer_qpn.empty())
-    at.dest_qpn = static_cast<uint32_t>(engine::parse_uint("--peer-qpn", o.peer_qpn, 0xFFFFFF));
-  at.rq_psn = static_cast<uint32_t>(engine::parse_uint("--rq-psn", o.rq_psn, 0xFFFFFF));
-  at.sq_psn = static_cast<uint32_t>(engine::parse_uint("--sq-psn", o.sq_psn, 0xFFFFFF));
-  at.path_mtu = engine::parse_mtu("--mtu", o.mtu);
-  if (!o.local_mac.empty()) q.local_mac = engine::parse_mac("--local-mac", o.local_mac);
+    at.dest_qpn = static_cast<uint32_t>(options::parse_uint("--peer-qpn", o.peer_qpn, 0xFFFFFF));
+  at.rq_psn = static_cast<uint32_t>(options::parse_uint("--rq-psn", o.rq_psn, 0xFFFFFF));
+  at.sq_psn = static_cast<uint32_t>(options::parse_uint("--sq-psn", o.sq_psn, 0xFFFFFF));
+  at.path_mtu = options::parse_mtu("--mtu", o.mtu);
+  if (!o.local_mac.empty()) q.local_mac = options::parse_mac("--local-mac", o.local_mac);
   if (!o.peer_mac.empty()) {
-    at.path.dst_mac = engine::parse_mac("--peer-mac", o.peer_mac);
+    at.path.dst_mac = options::parse_mac("--peer-mac", o.peer_mac);
   }
   if (!o.local_ip.empty()) {
-    at.path.src_ip = engine::parse_ip("--local-ip", o.local_ip);
+    at.path.src_ip = options::parse_ip("--local-ip", o.local_ip);
     q.have_local_ip = true;
   }
   if (!o.peer_ip.empty()) {
-    at.path.dst_ip = engine::parse_ip("--peer-ip", o.peer_ip);
+    at.path.dst_ip = options::parse_ip("--peer-ip", o.peer_ip);
     q.have_peer_ip = true;
   }
-  apps::apply_marks(o.marks, at.path);
+  options::apply_marks(o.marks, at.path);
   q.recv_count = o.recv_wqes;
   q.recv_length = o.recv_size;
   if (o.recv_wqes) {
@@ -690,7 +690,7 @@ int run(int argc, char** argv) {
   if (!o.capture.empty() && o.ports.size() > 1)
     throw ConfigError("--capture", "one file captures one port; give one --port");
   std::vector<wire::IpAddress> ping_to;
-  for (const std::string& a : o.pings) ping_to.push_back(engine::parse_ip("--ping", a));
+  for (const std::string& a : o.pings) ping_to.push_back(options::parse_ip("--ping", a));
   for (const std::string& name : o.ports) {
     engine::PortConfig pc;
     pc.name = name;
@@ -708,7 +708,7 @@ int run(int argc, char** argv) {
     // (their local_mac, else the port's).
     const auto index = static_cast<uint32_t>(&name - o.ports.data());
     auto& itf = pc.endpoint.interface;
-    for (const std::string& a : o.addresses) itf.addresses.push_back(engine::parse_ip("--address", a));
+    for (const std::string& a : o.addresses) itf.addresses.push_back(options::parse_ip("--address", a));
     for (const QpDef& q : qp_defs) {
       if (q.port != index) continue;
       const wire::PathSpec& path = q.attr.path;
@@ -731,7 +731,7 @@ int run(int argc, char** argv) {
       if (!can)
         throw ConfigError("--ping", fmt::format("{}: port 0 has no {}address to ping from (give "
                                                 "--address or a QP's local_ip)",
-                                                engine::format_ip(dst), dst.v6 ? "" : "IPv4 "));
+                                                options::format_ip(dst), dst.v6 ? "" : "IPv4 "));
     }
     try {
       eng.add_port(pc);
@@ -813,7 +813,7 @@ int run(int argc, char** argv) {
     }
     fmt::print("qp {:#x} on port {}: {} -> {} peer qp {:#x}, rq_psn {:#x}, sq_psn {:#x}, "
                "mtu {}, cc {}\n",
-               h.qpn, q.port, engine::format_ip(path.src_ip), engine::format_ip(path.dst_ip),
+               h.qpn, q.port, options::format_ip(path.src_ip), options::format_ip(path.dst_ip),
                q.attr.dest_qpn, q.attr.rq_psn, q.attr.sq_psn,
                transport::mtu_bytes(q.attr.path_mtu), q.spec.cc);
   }
@@ -843,7 +843,7 @@ int run(int argc, char** argv) {
         next_ping += 1'000'000'000;
       }
       for (const auto& r : eng.ping_replies(0))
-        fmt::print("ping: reply from {} seq={} time={:.1f} us\n", engine::format_ip(r.from),
+        fmt::print("ping: reply from {} seq={} time={:.1f} us\n", options::format_ip(r.from),
                    r.sequence, static_cast<double>(r.rtt_ns) / 1e3);
       std::fflush(stdout);
     }
@@ -887,13 +887,13 @@ int run(int argc, char** argv) {
     }
   }
   completion_log.flush();
-  int rc = engine::kExitOk;
+  int rc = droce::kExitOk;
   // The workers are stopped: the regions hold their final bytes.
   for (MrDump& m : dumps) {
     const bool ok = std::fwrite(m.mr.addr, 1, m.mr.length, m.f) == m.mr.length;
     if (std::fclose(m.f) != 0 || !ok) {
       fmt::print(stderr, "error: mr key {:#x}: writing {} failed\n", m.mr.rkey, m.path);
-      rc = engine::kExitFailure;
+      rc = droce::kExitFailure;
     }
     m.f = nullptr;
   }
@@ -910,10 +910,10 @@ int run(int argc, char** argv) {
     if (missing[i] != 0) {
       fmt::print(stderr, "error: mbuf leak: port {} pool is missing {} mbufs at shutdown\n",
                  i, missing[i]);
-      rc = engine::kExitFailure;
+      rc = droce::kExitFailure;
     }
   }
-  if (rc == engine::kExitOk) fmt::print("mbufs: all pools full at shutdown\n");
+  if (rc == droce::kExitOk) fmt::print("mbufs: all pools full at shutdown\n");
   return rc;
 }
 

@@ -36,7 +36,7 @@
 #include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 #include "droce/telemetry/latency_histogram.h"
 #include "perf/bw_report.h"
 #include "perf/oob.h"
@@ -45,13 +45,13 @@ namespace droce::perf {
 
 namespace {
 
-using engine::ConfigError;
+using droce::ConfigError;
 using transport::Sge;
 using transport::WorkCompletion;
 
-constexpr int kExitOk = engine::kExitOk;
-constexpr int kExitFailure = engine::kExitFailure;
-constexpr int kExitUsage = engine::kExitConfig;
+constexpr int kExitOk = droce::kExitOk;
+constexpr int kExitFailure = droce::kExitFailure;
+constexpr int kExitUsage = droce::kExitConfig;
 constexpr uint64_t kMaxSize = uint64_t{1} << 23;  // -a goes 2..2^23
 constexpr uint16_t kDefaultOobPort = 18515;       // perftest's default
 constexpr uint32_t kMaxClients = 64;              // --clients
@@ -119,59 +119,13 @@ struct Options {
   std::string shard_rx = "auto";  // --shard-rx
   // What the QPs' packets carry: --dscp, --ecn, --vlan, --pcp, the same
   // flags as droce-endpoint's (app_options.h).
-  apps::PacketMarks marks;
+  options::PacketMarks marks;
   std::string capture;  // pcap of what the port sends and receives
 };
 
 bool is_lat(const Options& o) { return o.t->kind == Kind::kLat; }
 
 // ---- addresses ---------------------------------------------------------------
-
-wire::IpAddress parse_ip(const std::string& s, const char* option) {
-  wire::IpAddress a;
-  in_addr v4{};
-  in6_addr v6{};
-  if (::inet_pton(AF_INET, s.c_str(), &v4) == 1) {
-    std::memcpy(a.bytes, &v4, 4);
-  } else if (::inet_pton(AF_INET6, s.c_str(), &v6) == 1) {
-    a.v6 = true;
-    std::memcpy(a.bytes, &v6, 16);
-  } else {
-    throw ConfigError(option, fmt::format("'{}' is not an IPv4 or IPv6 address", s));
-  }
-  return a;
-}
-
-std::string ip_string(const wire::IpAddress& a) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  ::inet_ntop(a.v6 ? AF_INET6 : AF_INET, a.bytes, buf, sizeof(buf));
-  return buf;
-}
-
-std::string mac_string(const wire::MacAddress& m) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3],
-                     m[4], m[5]);
-}
-
-wire::MacAddress parse_mac(const std::string& s) {
-  wire::MacAddress m{};
-  unsigned v[6];
-  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4],
-                  &v[5]) != 6)
-    throw Failure(fmt::format("peer sent a bad MAC '{}'", s));
-  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
-  return m;
-}
-
-ibv_mtu mtu_enum(uint32_t mtu) {
-  switch (mtu) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
-  }
-}
 
 // ---- data pattern ------------------------------------------------------------
 
@@ -274,7 +228,7 @@ class PerfTest {
   // "client 1 (192.168.77.4): " before a server's message about one of
   // several clients; nothing with one peer, so one-client output is as before.
   std::string who(size_t p) const {
-    return multi() ? fmt::format("client {} ({}): ", p, ip_string(peers_[p].ip)) : "";
+    return multi() ? fmt::format("client {} ({}): ", p, options::format_ip(peers_[p].ip)) : "";
   }
 
   [[noreturn]] void fail_timeout(const std::string& what) const {
@@ -360,7 +314,7 @@ std::string local_ip(const Options& o) {
 
 void PerfTest::setup() {
   mac_ = eng_.port_mac(port_);
-  ip_ = parse_ip(local_ip(o_), "ip");
+  ip_ = options::parse_ip("ip", local_ip(o_));
   std::mt19937_64 rng(std::random_device{}());
   peers_.resize(o_.server ? o_.clients.value_or(1) : 1);
   if (client() && o_.threads > 1) {
@@ -402,7 +356,7 @@ void PerfTest::exchange() {
   if (o_.no_peer) {
     Peer& p = peers_[0];
     p.mac = {0x02, 0, 0, 0, 0, 0x02};
-    p.ip = parse_ip(ip_.v6 ? "fd00::2" : "192.168.77.254", "ip");
+    p.ip = options::parse_ip("ip", ip_.v6 ? "fd00::2" : "192.168.77.254");
     for (size_t i = 0; i < p.qps.size(); ++i)
       p.remote.push_back(RemoteQp{static_cast<uint32_t>(0x100 + i), 0, 0x100, 0,
                                   2 * max_size_});
@@ -411,7 +365,7 @@ void PerfTest::exchange() {
   const std::string hello = fmt::format(
       "HELLO v=1 test={} conn={} size={} all={} qps={} mtu={} check={} seed={} mac={} ip={}",
       o_.t->name, o_.connection, size(), o_.all ? 1 : 0, o_.qps, o_.mtu, o_.check ? 1 : 0,
-      seed_, mac_string(mac_), ip_string(ip_));
+      seed_, options::format_mac(mac_), options::format_ip(ip_));
   if (client()) {
     Peer& p = peers_[0];
     p.oob.connect_to(o_.connect, o_.oob_port, o_.timeout);
@@ -440,7 +394,7 @@ void PerfTest::exchange() {
       if (peers_[j].ip == p.ip)
         throw Failure(fmt::format("clients {} and {} both use IP {}: give each client its own "
                                   "--ip",
-                                  j, i, ip_string(p.ip)));
+                                  j, i, options::format_ip(p.ip)));
   }
 }
 
@@ -466,8 +420,9 @@ void PerfTest::hello_from(Peer& p, const std::string& peer) {
     throw Failure("give --check to both sides or to neither");
   // The data seed is the client's.
   if (o_.server) p.seed = kv_u64(kv, "seed");
-  p.mac = parse_mac(kv["mac"]);
-  p.ip = parse_ip(kv["ip"], "ip");
+  if (!options::try_parse_mac(kv["mac"], p.mac))
+    throw Failure(fmt::format("peer sent a bad MAC '{}'", kv["mac"]));
+  p.ip = options::parse_ip("ip", kv["ip"]);
   if (p.ip.v6 != ip_.v6)
     throw Failure("one side uses IPv4 and the other IPv6 (--ip): give both the same family");
 }
@@ -508,9 +463,9 @@ void PerfTest::connect_qps() {
       a.dest_qpn = p.remote[i].qpn;
       a.rq_psn = p.remote[i].psn;
       a.sq_psn = p.qps[i].psn;
-      a.path_mtu = mtu_enum(o_.mtu);
+      a.path_mtu = options::parse_mtu("--mtu", o_.mtu);
       a.timeout = static_cast<uint8_t>(o_.qp_timeout);
-      apps::apply_marks(o_.marks, a.path);
+      options::apply_marks(o_.marks, a.path);
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
                                   std::strerror(rc)));
@@ -553,11 +508,11 @@ void PerfTest::print_addresses() const {
     for (const LocalQp& q : peer.qps)
       fmt::print(" local address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
                  "MAC {} IP {}\n",
-                 q.h.qpn, q.psn, q.mr.rkey, q.mr.iova, mac_string(mac_), ip_string(ip_));
+                 q.h.qpn, q.psn, q.mr.rkey, q.mr.iova, options::format_mac(mac_), options::format_ip(ip_));
     for (const RemoteQp& r : peer.remote)
       fmt::print(" remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} "
                  "MAC {} IP {}\n",
-                 r.qpn, r.psn, r.rkey, r.va, mac_string(peer.mac), ip_string(peer.ip));
+                 r.qpn, r.psn, r.rkey, r.va, options::format_mac(peer.mac), options::format_ip(peer.ip));
   }
   fmt::print("---------------------------------------------------------------------------------------\n");
 }
@@ -905,7 +860,7 @@ void PerfTest::print_server_rows(uint64_t size, uint64_t t_start) const {
   for (size_t i = 0; i < peers_.size(); ++i) {
     const Peer& p = peers_[i];
     fmt::print("{}", bw_row(size, p.report, o_.report_gbits,
-                            fmt::format("     client {} {}", i, ip_string(p.ip))));
+                            fmt::format("     client {} {}", i, options::format_ip(p.ip))));
     total += p.report.msgs;
     t_last = std::max(t_last, p.t_end);
   }
@@ -1275,7 +1230,7 @@ void validate(Options& o) {
   if (o.rx_depth < 1 || o.rx_depth > 16384)
     throw ConfigError("-r/--rx-depth", fmt::format("{} is out of range 1..16384", o.rx_depth));
   if (o.cq_mod < 1) throw ConfigError("-Q/--cq-mod", "must be at least 1");
-  engine::parse_ecn("--ecn", o.marks.ecn);  // refused here, before EAL starts
+  options::parse_ecn("--ecn", o.marks.ecn);  // refused here, before EAL starts
   if (o.timeout <= 0) throw ConfigError("--timeout", "must be positive");
   if (o.t->verb == Verb::kSend && o.connection == "UC" && !o.no_peer)
     throw ConfigError("-c/--connection",
@@ -1369,7 +1324,7 @@ int perf_main(int argc, char** argv) {
     pc.shards = o.shards;
     pc.shard_rx = apps::shard_rx_option(o.shard_rx);
     pc.capture = o.capture;
-    pc.endpoint.interface.addresses = {parse_ip(local_ip(o), "ip")};
+    pc.endpoint.interface.addresses = {options::parse_ip("ip", local_ip(o))};
     const engine::PortIndex port = [&]() -> engine::PortIndex {
       try {
         return eng.add_port(pc);

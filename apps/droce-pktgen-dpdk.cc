@@ -26,7 +26,7 @@
 namespace droce::pktgen {
 namespace {
 
-using engine::ConfigError;
+using droce::ConfigError;
 
 // "key=value,key=value" -> one stream.
 DpdkStream parse_stream(const std::string& text, uint32_t default_id) {
@@ -182,7 +182,7 @@ int run(int argc, char** argv) {
   }
   if (mode != "stream" && mode != "dpdk") {
     fmt::print(stderr, "droce-pktgen-dpdk: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
-    return engine::kExitConfig;
+    return droce::kExitConfig;
   }
   // Without "--" every argument is the app's.
   if (std::none_of(args.begin() + 1, args.end(), [](char* a) { return std::strcmp(a, "--") == 0; }))
@@ -281,7 +281,7 @@ int run(int argc, char** argv) {
   pc.collective = col;
   if (auto errs = validate(pc); !errs.empty()) {
     for (const auto& e : errs) fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.to_string());
-    return engine::kExitConfig;
+    return droce::kExitConfig;
   }
   cc.params.pattern = *pattern_from_string(pattern);
   cc.params.ranks = col.ranks;
@@ -309,15 +309,15 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     rc = droce::pktgen::run(argc, argv);
-  } catch (const droce::engine::ConfigError& e) {
+  } catch (const droce::ConfigError& e) {
     fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
-    rc = droce::engine::kExitConfig;
+    rc = droce::kExitConfig;
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
-    rc = droce::engine::kExitConfig;
+    rc = droce::kExitConfig;
   } catch (const std::exception& e) {
     fmt::print(stderr, "droce-pktgen-dpdk: {}\n", e.what());
-    rc = droce::engine::kExitFailure;
+    rc = droce::kExitFailure;
   }
   droce::engine::cleanup_eal();
   return rc;

@@ -545,7 +545,7 @@ int main(int argc, char** argv) {
   if (list_profiles) {
     try {
       std::cout << cc::describe_profiles(cc::list_profiles());
-    } catch (const cc::ConfigError& e) {
+    } catch (const droce::ConfigError& e) {
       return fail("--list-cc-profiles", e.what());
     }
     return 0;
@@ -591,7 +591,7 @@ int main(int argc, char** argv) {
                                         ", not --cc " + cc_name);
       cc_name = p.algorithm;
       qo.cc_params = p.params;
-    } catch (const cc::ConfigError& e) {
+    } catch (const droce::ConfigError& e) {
       return fail("--cc-profile", e.what());
     }
   }

@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
   setenv("DROCE_VERBS_CONFIG", abs.c_str(), 1);
   try {
     droce::verbs::load_config_from_env();
-  } catch (const droce::verbs::ConfigError& e) {
-    if (e.key() == "DROCE_VERBS_CONFIG")
+  } catch (const droce::ConfigError& e) {
+    if (e.option() == "DROCE_VERBS_CONFIG")
       fmt::print(stderr, "{}: --config: cannot read '{}'\n", kApp, config);
     else
       fmt::print(stderr, "{}: --config: {}: {}\n", kApp, config, e.what());

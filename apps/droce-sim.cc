@@ -94,7 +94,7 @@ int parse_command_line(int argc, char** argv, Options& o) {
   if (o.list) {
     try {
       fmt::print("{}", cc::describe_profiles(cc::list_profiles()));
-    } catch (const cc::ConfigError& e) {
+    } catch (const droce::ConfigError& e) {
       fmt::print(stderr, "droce-sim: --list: {}\n", e.what());
       return 2;
     }
@@ -124,7 +124,7 @@ int parse_command_line(int argc, char** argv, Options& o) {
       }
       o.cc_name = p.algorithm;
       o.profile_params = p.params;
-    } catch (const cc::ConfigError& e) {
+    } catch (const droce::ConfigError& e) {
       fmt::print(stderr, "droce-sim: --cc-profile: {}\n", e.what());
       return 2;
     }
@@ -171,7 +171,7 @@ bool apply_overrides(const Options& o, droce::sim::Scenario& sc) {
       try {
         (void)cc::make_algorithm(f.cc, f.cc_params,
                                  sc.hosts[sc.host_index(f.src)].rate_bps / 8);
-      } catch (const cc::ConfigError& e) {
+      } catch (const droce::ConfigError& e) {
         fmt::print(stderr, "droce-sim: {}: flow {}: {}\n",
                    o.cc_params.empty() ? "--cc" : "--cc-param", f.name, e.what());
         return false;

@@ -39,7 +39,7 @@
 #include "app_options.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 #include "droce/fabric/switch.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/toml_reader.h"
@@ -47,12 +47,12 @@
 namespace droce::switchapp {
 namespace {
 
-using engine::ConfigError;
+using droce::ConfigError;
 using fabric::kGbps;
 using fabric::kKiB;
 
-constexpr int kExitOk = engine::kExitOk;
-constexpr int kExitUsage = engine::kExitConfig;
+constexpr int kExitOk = droce::kExitOk;
+constexpr int kExitUsage = droce::kExitConfig;
 constexpr uint64_t kMinRate = 1'000'000ull;           // 1 Mb/s
 constexpr uint64_t kMaxRate = 1'600'000'000'000ull;   // 1.6 Tb/s
 constexpr uint32_t kTxRetries = 8;
@@ -161,7 +161,7 @@ void parse_prefix(const std::string& option, const std::string& text, RouteSpec&
     return;
   }
   const auto slash = text.find('/');
-  r.prefix = engine::parse_ip(option, text.substr(0, slash));
+  r.prefix = options::parse_ip(option, text.substr(0, slash));
   const unsigned max = r.prefix.v6 ? 128 : 32;
   r.len = static_cast<uint8_t>(max);
   if (slash != std::string::npos) {
@@ -190,7 +190,7 @@ RouteSpec parse_route_spec(const std::string& option, const std::string& text) {
     const auto comma = rest.find(',', start);
     const std::string n =
         rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    r.ports.push_back(static_cast<uint16_t>(engine::parse_uint(option, n, 0xFFFF)));
+    r.ports.push_back(static_cast<uint16_t>(options::parse_uint(option, n, 0xFFFF)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -204,7 +204,7 @@ uint8_t parse_priorities(const std::string& option, const std::string& text) {
     const auto comma = text.find(',', start);
     const std::string n =
         text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    mask |= static_cast<uint8_t>(1u << engine::parse_uint(option, n, 7));
+    mask |= static_cast<uint8_t>(1u << options::parse_uint(option, n, 7));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

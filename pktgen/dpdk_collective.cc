@@ -15,6 +15,7 @@
 
 #include "droce/engine/engine.h"
 #include "droce/pktgen/busbw.h"
+#include "droce/options/values.h"
 #include "droce/pktgen/dpdk_oob.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/verify.h"
@@ -32,28 +33,6 @@ constexpr uint32_t kRecvDepth = 2048;
 uint32_t next_of(uint32_t r, uint32_t n) { return (r + 1) % n; }
 uint32_t prev_of(uint32_t r, uint32_t n) { return (r + n - 1) % n; }
 
-ibv_mtu mtu_enum(uint32_t mtu) {
-  switch (mtu) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    case 4096: return IBV_MTU_4096;
-  }
-  throw engine::ConfigError("--mtu", fmt::format("{} is not one of 256, 512, 1024, 2048, 4096", mtu));
-}
-
-std::string mac_string(const std::array<uint8_t, 6>& m) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
-}
-wire::MacAddress parse_mac(const std::string& s) {
-  wire::MacAddress m{};
-  unsigned v[6];
-  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
-    throw OobError(fmt::format("bad MAC '{}' from a peer", s));
-  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
-  return m;
-}
 uint64_t u64(const std::string& line, const std::string& key) {
   return std::stoull(kv_get(line, key), nullptr, 0);
 }
@@ -135,7 +114,7 @@ void Runner::setup(uint64_t max_total) {
 
   // Exchange: my next-link QPs pair with rank+1's prev-link QPs.
   auto describe = [&](const Link& l, const char* tag) {
-    std::string s = fmt::format(" {}_mac={} {}_rkey={} {}_va={}", tag, mac_string(eng_.port_mac(l.port)),
+    std::string s = fmt::format(" {}_mac={} {}_rkey={} {}_va={}", tag, options::format_mac(eng_.port_mac(l.port)),
                                 tag, l.mr.rkey, tag, l.mr.iova);
     for (size_t i = 0; i < l.qps.size(); ++i)
       s += fmt::format(" {}_qpn{}={} {}_psn{}={}", tag, i, l.qps[i].qpn, tag, i, l.psn[i]);
@@ -151,7 +130,11 @@ void Runner::setup(uint64_t max_total) {
     for (size_t i = 0; i < l.qps.size(); ++i) {
       transport::QpAttr a;
       a.path.src_mac = eng_.port_mac(l.port);
-      a.path.dst_mac = parse_mac(kv_get(peer, fmt::format("{}_mac", peer_tag)));
+      {
+        const std::string mac = kv_get(peer, fmt::format("{}_mac", peer_tag));
+        if (!options::try_parse_mac(mac, a.path.dst_mac))
+          throw OobError(fmt::format("bad MAC '{}' from a peer", mac));
+      }
       a.path.src_ip = wire::IpAddress::v4(0x0A000001u + r_);
       a.path.dst_ip = wire::IpAddress::v4(0x0A000001u + peer_rank);
       const uint32_t peer_qpn = static_cast<uint32_t>(u64(peer, fmt::format("{}_qpn{}", peer_tag, i)));
@@ -159,7 +142,7 @@ void Runner::setup(uint64_t max_total) {
       a.dest_qpn = peer_qpn;
       a.rq_psn = static_cast<uint32_t>(u64(peer, fmt::format("{}_psn{}", peer_tag, i)));
       a.sq_psn = l.psn[i];
-      a.path_mtu = mtu_enum(c_.mtu);
+      a.path_mtu = options::parse_mtu("--mtu", c_.mtu);
       if (int rc = eng_.connect_qp(l.qps[i], a); rc != 0)
         throw std::runtime_error(fmt::format("QP {:#x}: connect failed: {}", l.qps[i].qpn, std::strerror(rc)));
     }
@@ -332,9 +315,9 @@ int Runner::run() {
     p.bytes = size;
     const Schedule s = make_schedule(p);
     if (auto err = check_ring_topology(s); !err.empty())
-      throw engine::ConfigError("--pattern", err);
+      throw droce::ConfigError("--pattern", err);
     if (s.transfers.size() > kIdMask)
-      throw engine::ConfigError("--chunk", "more than 2^24 transfers per iteration");
+      throw droce::ConfigError("--chunk", "more than 2^24 transfers per iteration");
     dependents_.assign(s.transfers.size(), {});
     needers_.assign(s.transfers.size(), {});
     for (const Transfer& t : s.transfers)
@@ -404,7 +387,7 @@ std::string check_ring_topology(const Schedule& s) {
 
 int run_collective(const CollectiveRunConfig& c) {
   if (c.rank >= c.params.ranks)
-    throw engine::ConfigError("--rank", fmt::format("{} is not below --ranks {}", c.rank, c.params.ranks));
+    throw droce::ConfigError("--rank", fmt::format("{} is not below --ranks {}", c.rank, c.params.ranks));
   engine::EngineConfig ec;
   ec.idle_sleep_us = c.idle_sleep_us;
   ec.telemetry = false;

@@ -26,7 +26,7 @@ sockaddr_in make_addr(const std::string& host, uint16_t port, const char* option
   a.sin_port = htons(port);
   const std::string h = host == "localhost" ? "127.0.0.1" : host;
   if (::inet_pton(AF_INET, h.c_str(), &a.sin_addr) != 1)
-    throw engine::ConfigError(option, fmt::format("'{}' is not an IPv4 address", host));
+    throw droce::ConfigError(option, fmt::format("'{}' is not an IPv4 address", host));
   return a;
 }
 
@@ -147,7 +147,7 @@ Listener::Listener(const std::string& bind, uint16_t port, int backlog)
     const std::string err = std::strerror(errno);
     ::close(fd_);
     fd_ = -1;
-    throw engine::ConfigError("port", fmt::format("cannot listen on {}: {}", where_, err));
+    throw droce::ConfigError("port", fmt::format("cannot listen on {}: {}", where_, err));
   }
 }
 

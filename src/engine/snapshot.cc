@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 #include "engine_impl.h"
 
 namespace droce::engine {
@@ -49,7 +49,7 @@ void Engine::Impl::fill_snapshot(Worker& w, std::vector<PortSnapshot>& parts,
       ps.link_up = sh->link_up;
       ps.neighbours.clear();
       sh->ep->interface().neighbours().for_each([&](const endpoint::Neighbour& n) {
-        ps.neighbours.push_back({format_ip(n.ip), format_mac(n.mac), endpoint::to_string(n.state)});
+        ps.neighbours.push_back({options::format_ip(n.ip), options::format_mac(n.mac), endpoint::to_string(n.state)});
       });
     }
     ps.next_deadline_ns = sh->ep->next_deadline();

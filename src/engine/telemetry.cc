@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 #include "engine_impl.h"
 
 namespace droce::engine {

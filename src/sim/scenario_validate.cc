@@ -71,7 +71,7 @@ void check_flow_cc(const Scenario& sc) {
     try {
       const uint64_t rate = sc.hosts[sc.host_index(f.src)].rate_bps / 8;
       (void)cc::make_algorithm(f.cc, f.cc_params, rate);
-    } catch (const cc::ConfigError& e) {
+    } catch (const droce::ConfigError& e) {
       throw ScenarioError(sc.file + ":" + std::to_string(f.line) + ":1: flow " + f.name +
                           ": cc: " + e.what());
     }

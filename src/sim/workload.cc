@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "droce/cc/registry.h"
+#include "droce/transport/requester.h"
 #include "simulator_impl.h"
 
 namespace droce::sim {
@@ -35,16 +36,6 @@ void fill_pattern(std::vector<uint8_t>& mem, uint64_t f) {
   }
 }
 
-ibv_mtu to_ibv_mtu(uint32_t mtu) {
-  switch (mtu) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
-  }
-}
-
 constexpr uint32_t kAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
@@ -66,7 +57,7 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
   set_class_marks(attr.path, o.dscp, pcp_tagged);
   attr.path.udp_src_port = wire::udp_src_port_entropy(qp.qpn(), peer_qp.qpn());
   attr.dest_qpn = peer_qp.qpn();
-  attr.path_mtu = to_ibv_mtu(o.mtu);
+  attr.path_mtu = transport::mtu_code(o.mtu).value_or(IBV_MTU_4096);
   attr.recovery = o.recovery;
   attr.timeout = o.timeout;
   attr.retry_cnt = o.retry_cnt;
@@ -74,7 +65,7 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
   std::unique_ptr<cc::Algorithm> algo;
   try {
     algo = cc::make_algorithm(o.cc, o.cc_params, line_rate_bytes);
-  } catch (const cc::ConfigError& err) {
+  } catch (const droce::ConfigError& err) {
     throw ScenarioError(who + ": cc: " + err.what());
   }
   // The DCQCN notification point (this QP as a receiver) paces CNPs by the

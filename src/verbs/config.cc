@@ -1,7 +1,6 @@
 // libdroce-verbs' TOML configuration (include/droce/verbs/config.h).
 #include "droce/verbs/config.h"
 
-#include <arpa/inet.h>
 #include <toml++/toml.h>
 
 #include <cstdlib>
@@ -9,41 +8,9 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "droce/options/values.h"
+
 namespace droce::verbs {
-
-bool parse_ip_text(std::string_view text, wire::IpAddress& out) {
-  const std::string s(text);
-  wire::IpAddress ip;
-  if (inet_pton(AF_INET, s.c_str(), ip.bytes) == 1) {
-    ip.v6 = false;
-  } else if (inet_pton(AF_INET6, s.c_str(), ip.bytes) == 1) {
-    ip.v6 = true;
-  } else {
-    return false;
-  }
-  out = ip;
-  return true;
-}
-
-bool parse_mac_text(std::string_view text, wire::MacAddress& out) {
-  if (text.size() != 17) return false;
-  wire::MacAddress mac{};
-  for (size_t i = 0; i < 6; ++i) {
-    if (i > 0 && text[i * 3 - 1] != ':' && text[i * 3 - 1] != '-') return false;
-    unsigned v = 0;
-    for (size_t j = 0; j < 2; ++j) {
-      const char c = text[i * 3 + j];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else return false;
-    }
-    mac[i] = static_cast<uint8_t>(v);
-  }
-  out = mac;
-  return true;
-}
 
 namespace {
 
@@ -135,7 +102,7 @@ Config parse_config(std::string_view text, const std::string& source) {
   const std::vector<std::string> addrs = get_strings(t, "addresses");
   for (size_t i = 0; i < addrs.size(); ++i) {
     wire::IpAddress ip;
-    if (!parse_ip_text(addrs[i], ip))
+    if (!options::try_parse_ip(addrs[i], ip))
       throw ConfigError("addresses[" + std::to_string(i) + "]",
                         "'" + addrs[i] + "' is not an IPv4 or IPv6 address");
     c.addresses.push_back(ip);
@@ -173,9 +140,9 @@ Config parse_config(std::string_view text, const std::string& source) {
     for (auto&& [k, v] : *nt) {
       const std::string key = "neighbours.\"" + std::string(k.str()) + "\"";
       Neighbour nb;
-      if (!parse_ip_text(k.str(), nb.ip))
+      if (!options::try_parse_ip(k.str(), nb.ip))
         throw ConfigError(key, "the key must be an IPv4 or IPv6 address");
-      if (!v.is_string() || !parse_mac_text(v.as_string()->get(), nb.mac))
+      if (!v.is_string() || !options::try_parse_mac(v.as_string()->get(), nb.mac))
         throw ConfigError(key, "expected a MAC address such as \"02:00:00:00:00:01\"");
       c.neighbours.push_back(nb);
     }

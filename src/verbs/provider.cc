@@ -58,13 +58,13 @@ T* fail_null(int err) {
   return nullptr;
 }
 
-// Runs a control-plane call; an engine::ConfigError (the engine refused
+// Runs a control-plane call; an droce::ConfigError (the engine refused
 // the request) becomes EINVAL.
 template <class F>
 int control(F&& f) {
   try {
     return f();
-  } catch (const engine::ConfigError& e) {
+  } catch (const droce::ConfigError& e) {
     std::fprintf(stderr, "libdroce-verbs: %s\n", e.what());
     return EINVAL;
   } catch (const std::exception& e) {

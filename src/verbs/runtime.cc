@@ -43,7 +43,7 @@ bool ensure_config(Runtime& rt) {
     } catch (const ConfigError& e) {
       // A key of the file: say which file.
       const char* path = std::getenv("DROCE_VERBS_CONFIG");
-      if (e.key() == "DROCE_VERBS_CONFIG" || !path || e.key() == path)
+      if (e.option() == "DROCE_VERBS_CONFIG" || !path || e.option() == path)
         complain(e.what());
       else
         complain(std::string(path) + ": " + e.what());
@@ -74,7 +74,7 @@ bool ensure_engine(Runtime& rt) {
   const bool have_mask = sched_getaffinity(0, sizeof saved, &saved) == 0;
   try {
     engine::init_eal(static_cast<int>(args.size()), argv.data());
-  } catch (const engine::ConfigError& e) {
+  } catch (const droce::ConfigError& e) {
     if (have_mask) sched_setaffinity(0, sizeof saved, &saved);
     complain(std::string("eal: ") + e.what());
     errno = EINVAL;
@@ -101,7 +101,7 @@ bool ensure_engine(Runtime& rt) {
     if (!c.wait_for.empty()) {
       while (::access(c.wait_for.c_str(), F_OK) != 0) {
         if (std::chrono::steady_clock::now() >= deadline)
-          throw engine::ConfigError("wait_for", "'" + c.wait_for + "' did not appear within " +
+          throw droce::ConfigError("wait_for", "'" + c.wait_for + "' did not appear within " +
                                                     std::to_string(c.start_timeout_ms) + " ms");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -114,13 +114,13 @@ bool ensure_engine(Runtime& rt) {
       try {
         eng->start();  // a port that started stays started
         break;
-      } catch (const engine::ConfigError& e) {
+      } catch (const droce::ConfigError& e) {
         if (e.option() != "port" || std::chrono::steady_clock::now() >= deadline) throw;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
     rt.eng = std::move(eng);
-  } catch (const engine::ConfigError& e) {
+  } catch (const droce::ConfigError& e) {
     complain(e.what());
     errno = EINVAL;
     return false;

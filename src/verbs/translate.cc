@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "droce/transport/device.h"
+#include "droce/transport/requester.h"
 #include "droce/wire/ethernet.h"
 
 namespace droce::verbs {
@@ -110,22 +111,11 @@ void fill_device_attr(ibv_device_attr& a, const wire::MacAddress& mac) {
   a.phys_port_cnt = 1;
 }
 
-ibv_mtu mtu_enum(uint32_t bytes) {
-  switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    case 4096: return IBV_MTU_4096;
-    default: return static_cast<ibv_mtu>(0);
-  }
-}
-
 void fill_port_attr(ibv_port_attr& a, uint32_t mtu, bool link_up, double rate_gbps) {
   a = ibv_port_attr{};
   a.state = link_up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   a.max_mtu = IBV_MTU_4096;
-  a.active_mtu = mtu_enum(mtu);
+  a.active_mtu = transport::mtu_code(mtu).value_or(static_cast<ibv_mtu>(0));
   a.gid_tbl_len = kGidTableLen;
   a.port_cap_flags = 0;
   a.max_msg_sz = static_cast<uint32_t>(transport::kMaxMessageBytes);
@@ -292,7 +282,7 @@ transport::QpAttr to_transport_attr(const ibv_qp_attr& s, uint32_t port_mtu,
   a.path = path;
   a.dest_qpn = s.dest_qp_num & transport::kQpnMask;
   a.rq_psn = s.rq_psn & wire::kPsnMask;
-  const ibv_mtu port = mtu_enum(port_mtu);
+  const ibv_mtu port = transport::mtu_code(port_mtu).value_or(static_cast<ibv_mtu>(0));
   a.path_mtu = s.path_mtu >= IBV_MTU_256 && s.path_mtu <= port ? s.path_mtu : port;
   a.max_dest_rd_atomic = static_cast<uint8_t>(
       std::clamp<int>(s.max_dest_rd_atomic, 1, kMaxRdAtomic));

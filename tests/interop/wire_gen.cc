@@ -12,7 +12,6 @@
 // 0..3, the payload is "payload_hex" or "payload_len" (bytes i % 251), and
 // "name" names the raw file. Unknown keys are an error so that a typo in a
 // test can not silently build a different packet. Exit 1 on any bad spec.
-#include <arpa/inet.h>
 #include <pcap/pcap.h>
 
 #include <cstdio>
@@ -25,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "droce/options/values.h"
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 
@@ -35,20 +35,14 @@ using nlohmann::json;
 
 wire::MacAddress parse_mac(const std::string& s) {
   wire::MacAddress m{};
-  unsigned v[6];
-  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3],
-                  &v[4], &v[5]) != 6)
-    throw std::runtime_error("bad MAC '" + s + "'");
-  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
+  if (!options::try_parse_mac(s, m)) throw std::runtime_error("bad MAC '" + s + "'");
   return m;
 }
 
 wire::IpAddress parse_ip(const std::string& s) {
   wire::IpAddress a;
-  if (inet_pton(AF_INET, s.c_str(), a.bytes) == 1) return a;
-  a.v6 = true;
-  if (inet_pton(AF_INET6, s.c_str(), a.bytes) == 1) return a;
-  throw std::runtime_error("bad IP address '" + s + "'");
+  if (!options::try_parse_ip(s, a)) throw std::runtime_error("bad IP address '" + s + "'");
+  return a;
 }
 
 std::vector<uint8_t> parse_hex(const std::string& s) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "droce/options/values.h"
 #include "droce/wire/ethernet.h"
 
 namespace droce::verbs {
@@ -17,7 +18,7 @@ const wire::MacAddress kMac{0x02, 0x00, 0x00, 0xaa, 0xbb, 0xcc};
 
 wire::IpAddress ip(const char* text) {
   wire::IpAddress a;
-  EXPECT_TRUE(parse_ip_text(text, a)) << text;
+  EXPECT_TRUE(options::try_parse_ip(text, a)) << text;
   return a;
 }
 

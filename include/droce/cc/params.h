@@ -13,14 +13,9 @@
 #include <utility>
 #include <vector>
 
-namespace droce::cc {
+#include "droce/config_error.h"
 
-// Invalid user configuration (unknown algorithm or parameter, bad number,
-// value out of range). Apps print what() and exit with code 2.
-class ConfigError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
+namespace droce::cc {
 
 using ParamMap = std::map<std::string, std::string, std::less<>>;
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "droce/cc/params.h"
+#include "droce/config_error.h"
 #include "droce/endpoint/counters.h"
 #include "droce/endpoint/endpoint.h"
 #include "droce/transport/counters.h"
@@ -52,24 +53,6 @@
 #include "droce/transport/wqe.h"
 
 namespace droce::engine {
-
-// Invalid user input (CLI / config / a request the engine cannot satisfy).
-// `option` names the option or config key at fault; apps print
-// "error: <what()>" and exit with kExitConfig.
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(std::string option, const std::string& message)
-      : std::runtime_error(option.empty() ? message : option + ": " + message),
-        option_(std::move(option)) {}
-  const std::string& option() const { return option_; }
-
- private:
-  std::string option_;
-};
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;  // runtime failure (e.g. mbuf leak detected)
-constexpr int kExitConfig = 2;   // bad configuration or usage
 
 // rte_eal_init on [EAL options] -- [app options]. Returns the index in argv
 // of the app's arguments: argv[ret] is the program name, followed by the

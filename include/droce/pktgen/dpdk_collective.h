@@ -39,7 +39,7 @@ struct CollectiveRunConfig {
 std::string check_ring_topology(const Schedule& s);
 
 // Runs every size; rank 0 prints the nccl-tests table. Returns the exit
-// code (0, 1 when #wrong > 0). Throws engine::ConfigError / OobError /
+// code (0, 1 when #wrong > 0). Throws droce::ConfigError / OobError /
 // std::runtime_error on failures.
 int run_collective(const CollectiveRunConfig& config);
 

@@ -3,7 +3,10 @@
 // (src/transport/requester.cc).
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
+#include <optional>
 
 namespace droce::transport {
 
@@ -36,5 +39,12 @@ constexpr uint8_t kRnrRetryInfinite = 7;
 constexpr uint32_t mtu_bytes(int ibv_mtu_code) {
   return (ibv_mtu_code >= 1 && ibv_mtu_code <= 5) ? (128u << ibv_mtu_code) : 0;
 }
+// The ibv_mtu code of a path MTU in bytes; nullopt unless 256..4096, a power of two.
+constexpr std::optional<ibv_mtu> mtu_code(uint32_t bytes) {
+  for (int code = IBV_MTU_256; code <= IBV_MTU_4096; ++code)
+    if (mtu_bytes(code) == bytes) return static_cast<ibv_mtu>(code);
+  return std::nullopt;
+}
+static_assert(mtu_code(1024) == IBV_MTU_1024 && !mtu_code(1500));
 
 }  // namespace droce::transport

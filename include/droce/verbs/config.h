@@ -10,21 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "droce/config_error.h"
 #include "droce/wire/headers.h"
 #include "droce/wire/packet.h"
 
 namespace droce::verbs {
-
-// A configuration mistake; `key()` names the key (or the variable).
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(std::string key, const std::string& message)
-      : std::runtime_error(key + ": " + message), key_(std::move(key)) {}
-  const std::string& key() const { return key_; }
-
- private:
-  std::string key_;
-};
 
 // An address the application reaches, with the MAC to send to: verbs
 // names a peer by its GID only.
@@ -86,10 +76,5 @@ Config parse_config(std::string_view text, const std::string& source);
 // The file named by DROCE_VERBS_CONFIG (ConfigError("DROCE_VERBS_CONFIG")
 // when unset or unreadable).
 Config load_config_from_env();
-
-// Text forms (inet_pton / "02:00:00:00:00:01"); false when they do not
-// parse.
-bool parse_ip_text(std::string_view text, wire::IpAddress& out);
-bool parse_mac_text(std::string_view text, wire::MacAddress& out);
 
 }  // namespace droce::verbs

@@ -58,8 +58,6 @@ void fill_device_attr(ibv_device_attr& a, const wire::MacAddress& mac);
 // `link_up`: the port's link; `mtu`: its active MTU in bytes; `rate_gbps`:
 // the emulated link rate (0 = unlimited, reported as 100 Gb/s).
 void fill_port_attr(ibv_port_attr& a, uint32_t mtu, bool link_up, double rate_gbps);
-// 256..4096 bytes -> IBV_MTU_*; 0 for anything else.
-ibv_mtu mtu_enum(uint32_t bytes);
 
 // ---- memory regions
 

@@ -1,4 +1,4 @@
-#include "droce/engine/options.h"
+#include "droce/options/values.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -6,7 +6,9 @@
 #include <charconv>
 #include <cstring>
 
-namespace droce::engine {
+#include "droce/transport/requester.h"
+
+namespace droce::options {
 
 namespace {
 [[noreturn]] void bad(std::string_view option, std::string_view text, std::string_view want) {
@@ -14,53 +16,56 @@ namespace {
 }
 }  // namespace
 
-wire::MacAddress parse_mac(std::string_view option, std::string_view text) {
+bool try_parse_mac(std::string_view text, wire::MacAddress& out) {
+  if (text.size() != 17) return false;
   wire::MacAddress mac{};
-  size_t pos = 0;
   for (size_t i = 0; i < 6; ++i) {
-    if (i > 0) {
-      if (pos >= text.size() || (text[pos] != ':' && text[pos] != '-'))
-        bad(option, text, "a MAC address like 02:00:00:00:00:01");
-      ++pos;
-    }
+    if (i > 0 && text[i * 3 - 1] != ':' && text[i * 3 - 1] != '-') return false;
     unsigned v = 0;
-    const char* b = text.data() + pos;
-    const char* e = text.data() + std::min(text.size(), pos + 2);
-    auto [p, ec] = std::from_chars(b, e, v, 16);
-    if (ec != std::errc() || p - b != 2) bad(option, text, "a MAC address like 02:00:00:00:00:01");
+    const char* b = text.data() + i * 3;
+    auto [p, ec] = std::from_chars(b, b + 2, v, 16);
+    if (ec != std::errc() || p != b + 2) return false;
     mac[i] = static_cast<uint8_t>(v);
-    pos += 2;
   }
-  if (pos != text.size()) bad(option, text, "a MAC address like 02:00:00:00:00:01");
-  return mac;
+  out = mac;
+  return true;
 }
 
-wire::IpAddress parse_ip(std::string_view option, std::string_view text) {
+bool try_parse_ip(std::string_view text, wire::IpAddress& out) {
   const std::string s(text);
   wire::IpAddress ip;
   in_addr a4{};
   if (inet_pton(AF_INET, s.c_str(), &a4) == 1) {
     std::memcpy(ip.bytes, &a4, 4);
-    return ip;
+    out = ip;
+    return true;
   }
   in6_addr a6{};
   if (inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
     ip.v6 = true;
     std::memcpy(ip.bytes, &a6, 16);
-    return ip;
+    out = ip;
+    return true;
   }
-  bad(option, text, "an IPv4 or IPv6 address");
+  return false;
+}
+
+wire::MacAddress parse_mac(std::string_view option, std::string_view text) {
+  wire::MacAddress mac{};
+  if (!try_parse_mac(text, mac)) bad(option, text, "a MAC address like 02:00:00:00:00:01");
+  return mac;
+}
+
+wire::IpAddress parse_ip(std::string_view option, std::string_view text) {
+  wire::IpAddress ip;
+  if (!try_parse_ip(text, ip)) bad(option, text, "an IPv4 or IPv6 address");
+  return ip;
 }
 
 ibv_mtu parse_mtu(std::string_view option, uint64_t bytes) {
-  switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    case 4096: return IBV_MTU_4096;
-    default: bad(option, std::to_string(bytes), "an MTU: 256, 512, 1024, 2048 or 4096");
-  }
+  if (bytes <= UINT32_MAX)
+    if (const auto m = transport::mtu_code(static_cast<uint32_t>(bytes))) return *m;
+  bad(option, std::to_string(bytes), "an MTU: 256, 512, 1024, 2048 or 4096");
 }
 
 wire::Ecn parse_ecn(std::string_view option, std::string_view text) {
@@ -95,6 +100,16 @@ uint64_t parse_uint(std::string_view option, std::string_view text, uint64_t max
   return v;
 }
 
+void apply_marks(const PacketMarks& m, wire::PathSpec& path, const std::string& ecn_option) {
+  path.dscp = static_cast<uint8_t>(m.dscp);
+  path.ecn = parse_ecn(ecn_option, m.ecn);
+  path.pcp = static_cast<uint8_t>(m.pcp);
+  if (m.vlan || m.pcp != 0) {
+    path.vlan = true;
+    path.vlan_id = static_cast<uint16_t>(m.vlan.value_or(0));
+  }
+}
+
 std::string format_mac(const wire::MacAddress& m) {
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3],
                      m[4], m[5]);
@@ -106,4 +121,4 @@ std::string format_ip(const wire::IpAddress& ip) {
   return buf;
 }
 
-}  // namespace droce::engine
+}  // namespace droce::options
