@@ -3,11 +3,9 @@
 // frames out through the TX queue (or the ring to the polling shard),
 // frames of other shards' QPs handed over by ring, PFC shared between a
 // port's shards, the link polled.
-#include <pcap/pcap.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_pause.h>
-#include <sys/time.h>
 
 #include <algorithm>
 
@@ -33,16 +31,13 @@ namespace {
 
 void capture(Shard& s, const uint8_t* data, uint32_t len) {
   PortState& p = *s.port;
-  if (!p.dumper) return;
-  pcap_pkthdr h{};
-  gettimeofday(&h.ts, nullptr);
-  h.caplen = len;
-  h.len = len;
+  if (!p.capture) return;
+  const uint64_t wall = telemetry::PcapWriter::wall_now_ns();
   if (p.sharded()) {
     std::lock_guard lock(p.capture_mu);
-    pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
+    p.capture->write({data, len}, wall);
   } else {
-    pcap_dump(reinterpret_cast<u_char*>(p.dumper), &h, data);
+    p.capture->write({data, len}, wall);
   }
   ++s.counters.captured;
 }
@@ -178,7 +173,7 @@ bool poll_rx(Shard& s, uint64_t now) {
   const bool sharded = p.sharded();
   // Tested once a burst: capture() is a call, and a call per frame showed
   // on the 64 B receive path.
-  const bool capturing = p.dumper != nullptr;
+  const bool capturing = p.capture != nullptr;
   size_t nfree = 0;
   size_t mine = 0;
   for (uint16_t i = 0; i < n; ++i) {

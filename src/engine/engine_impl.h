@@ -4,7 +4,6 @@
 // src/engine includes it.
 #pragma once
 
-#include <pcap/pcap.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
@@ -24,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "droce/telemetry/pcap_writer.h"
 #include "droce/endpoint/doorbell.h"
 #include "droce/engine/engine.h"
 #include "droce/transport/device.h"
@@ -217,8 +217,7 @@ struct PortState {
   // it): frames sent then are discarded, as a NIC's MAC discards them.
   std::atomic<bool> link_is_down{false};
   std::mutex capture_mu;  // shards transmit on several lcores
-  pcap_t* pcap_dead = nullptr;
-  pcap_dumper_t* dumper = nullptr;
+  std::unique_ptr<telemetry::PcapWriter> capture;  // --capture
   bool started = false;
   bool closed = false;
   bool sharded() const { return shards.size() > 1; }

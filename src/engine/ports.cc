@@ -5,7 +5,6 @@
 #define ALLOW_EXPERIMENTAL_API
 #endif
 
-#include <pcap/pcap.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
@@ -196,13 +195,10 @@ PortIndex Engine::add_port(const PortConfig& config) {
                                             rte_strerror(-rc)));
 
   if (!config.capture.empty()) {
-    p->pcap_dead = pcap_open_dead(DLT_EN10MB, 65535);
-    p->dumper = pcap_dump_open(p->pcap_dead, config.capture.c_str());
-    if (!p->dumper) {
-      const std::string err = pcap_geterr(p->pcap_dead);
-      pcap_close(p->pcap_dead);
-      p->pcap_dead = nullptr;
-      throw ConfigError("capture", fmt::format("cannot write '{}': {}", config.capture, err));
+    try {
+      p->capture = std::make_unique<telemetry::PcapWriter>(config.capture);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError("capture", e.what());
     }
   }
 
@@ -392,14 +388,7 @@ void Engine::close_ports() {
     });
     p->closed = true;
     p->started = false;
-    if (p->dumper) {
-      pcap_dump_close(p->dumper);
-      p->dumper = nullptr;
-    }
-    if (p->pcap_dead) {
-      pcap_close(p->pcap_dead);
-      p->pcap_dead = nullptr;
-    }
+    if (p->capture) p->capture->close();
   }
   im.ports_closed = true;
   // Mempool counts after closing (the snapshot above was taken before).
