@@ -20,29 +20,9 @@
 namespace droce::apps {
 
 // Parses `argv` with `cli`, then runs `then` (the app's checks; may throw
-// droce::ConfigError). Returns -1 to go on, or the exit status to return:
-// 0 after --help, kExitConfig after a bad option (its message, and for a
-// CLI11 error a hint naming --help).
-template <class Then>
-int parse_options(CLI::App& cli, std::vector<char*>& argv, std::string_view app, Then&& then) {
-  try {
-    cli.parse(static_cast<int>(argv.size()), argv.data());
-    then();
-  } catch (const CLI::CallForHelp& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    fmt::print(stderr, "run '{} -- --help' for the options\n", app);
-    return droce::kExitConfig;
-  } catch (const droce::ConfigError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return droce::kExitConfig;
-  }
-  return -1;
-}
-
-// parse_options in the apps' one voice (cli_error.h): every message starts
-// with the app's name, "<app>: <option>: <problem>".
+// ConfigError). Returns -1 to go on, or the exit status to return: 0 after
+// --help, kExitConfig after a bad option, whose message starts with the
+// app's name (cli_error.h): "<app>: <option>: <problem>".
 template <class Then>
 int parse_options_named(CLI::App& cli, std::vector<char*>& argv, std::string_view app,
                         Then&& then) {
@@ -58,9 +38,10 @@ int parse_options_named(CLI::App& cli, std::vector<char*>& argv, std::string_vie
   return -1;
 }
 
-// engine::run_app in the same voice: a ConfigError prints "<app>: <option>:
-// <message>" and gives kExitConfig, any other exception "<app>: <what>" and
-// kExitFailure; EAL is cleaned up either way.
+// Runs `body` (which returns the exit status) in the same voice: a
+// ConfigError prints "<app>: <option>: <message>" and gives kExitConfig, any
+// other exception "<app>: <what>" and kExitFailure; EAL is cleaned up either
+// way.
 template <class Body>
 int run_app_named(std::string_view app, Body&& body) {
   int status = droce::kExitFailure;

@@ -1304,13 +1304,13 @@ int perf_main(int argc, char** argv) {
   cli.add_option("--shard-rx", o.shard_rx,
                  "how shards receive: auto (an RX queue each where the NIC has RSS on UDP), "
                  "queues (an RX queue each) or one (one queue, handed over)");
-  if (const int rc = apps::parse_options(cli, app_argv, "droce-perf", [&] { validate(o); });
+  if (const int rc = apps::parse_options_named(cli, app_argv, "droce-perf", [&] { validate(o); });
       rc >= 0)
     return rc;
 
   // Short sleeps really are short (the default slack is 50 us).
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  return engine::run_app([&] {
+  return apps::run_app_named("droce-perf", [&] {
     int status = kExitOk;
     engine::init_eal(static_cast<int>(args.eal.size()), args.eal.data());
     engine::EngineConfig ec;

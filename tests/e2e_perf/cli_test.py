@@ -54,7 +54,8 @@ for what, args, needle in CASES:
     r = subprocess.run([exe, *EAL, "--", *args], capture_output=True, text=True,
                        timeout=30)
     c.ok(r.returncode == 2, f"{what}: exit code 2 (got {r.returncode})")
-    c.ok(needle in r.stderr and "error" in r.stderr,
+    # One voice (docs/DESIGN.md "Error handling"): "droce-perf: <option>: <problem>".
+    c.ok(needle in r.stderr and r.stderr.startswith("droce-perf: "),
          f"{what}: message names '{needle}' ({r.stderr.strip()[:200]!r})")
     c.ok("EAL:" not in r.stderr, f"{what}: refused before EAL starts")
 
