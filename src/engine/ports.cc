@@ -46,11 +46,12 @@ uint16_t queues_for_shards(std::string_view dir, uint16_t available, size_t nsha
   return (insist || automatic) && available >= nshards ? static_cast<uint16_t>(nshards) : 1;
 }
 
-PortIndex Engine::add_port(const PortConfig& config) {
-  Impl& im = *impl_;
-  auto p = std::make_unique<PortState>();
-  p->index = static_cast<PortIndex>(im.ports.size());
-  p->cfg = config;
+namespace {
+
+// The ethdev `config.name` names (its name, or its id), once per engine,
+// with the port's own options checked.
+void open_port(Engine::Impl& im, PortState& port, const PortConfig& config) {
+  PortState* p = &port;
   uint16_t id = 0;
   if (rte_eth_dev_get_port_by_name(config.name.c_str(), &id) != 0) {
     char* end = nullptr;
@@ -77,7 +78,11 @@ PortIndex Engine::add_port(const PortConfig& config) {
                                   UINT16_MAX - RTE_PKTMBUF_HEADROOM));
   if (config.cq_depth == 0) throw ConfigError("cq-depth", "must be at least 1");
 
-  // Worker lcores: the one polling RX first, then the other shards'.
+}
+
+// Worker lcores for the port's shards: the one polling RX first, then the
+// other shards'.
+std::vector<Worker*> shard_workers_for(Engine::Impl& im, const PortConfig& config) {
   const auto worker_at = [&](int lcore, const char* option) -> size_t {
     for (size_t i = 0; i < im.workers.size(); ++i)
       if (!im.workers[i]->use_thread && im.workers[i]->lcore == static_cast<unsigned>(lcore))
@@ -111,9 +116,17 @@ PortIndex Engine::add_port(const PortConfig& config) {
     for (size_t k = 0; k < config.shards; ++k)
       shard_workers.push_back(im.workers[(first + k) % im.workers.size()].get());
   }
-  const size_t nshards = shard_workers.size();
+  return shard_workers;
 
-  // Device and queues.
+}
+
+// The device configured with its queues (a TX and an RX queue per shard
+// where PortConfig::shard_tx / shard_rx ask for them and the PMD has them);
+// the descriptor counts it takes are returned in rx_desc / tx_desc.
+void configure_device(PortState& port, const PortConfig& config, size_t nshards,
+                      uint16_t& rx_desc, uint16_t& tx_desc) {
+  PortState* p = &port;
+  const uint16_t id = p->port_id;
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(id, &info); rc != 0)
     throw ConfigError("port", fmt::format("'{}': cannot read device info: {}", p->name,
@@ -152,11 +165,20 @@ PortIndex Engine::add_port(const PortConfig& config) {
   if (int rc = rte_eth_dev_configure(id, p->rx_queues, p->tx_queues, &conf); rc != 0)
     throw ConfigError("port", fmt::format("'{}': rte_eth_dev_configure: {}", p->name,
                                           rte_strerror(-rc)));
-  uint16_t rx_desc = config.rx_desc, tx_desc = config.tx_desc;
+  rx_desc = config.rx_desc;
+  tx_desc = config.tx_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(id, &rx_desc, &tx_desc);
   p->socket = rte_eth_dev_socket_id(id);
   if (p->socket < 0) p->socket = SOCKET_ID_ANY;
 
+}
+
+// The port's mbuf pool and its queues set up from it. Returns the size of
+// the shards' rings.
+uint32_t create_pool_and_queues(PortState& port, const PortConfig& config, size_t nshards,
+                                uint16_t rx_desc, uint16_t tx_desc) {
+  PortState* p = &port;
+  const uint16_t id = p->port_id;
   // Pool: descriptors on both rings, the RX burst, the TX stash, and the
   // per-lcore caches, plus slack; per extra shard its TX queue or ring,
   // its RX ring (or queue and ring) and its own burst and stash.
@@ -202,6 +224,71 @@ PortIndex Engine::add_port(const PortConfig& config) {
     }
   }
 
+  return ring_size;
+}
+
+// Shard k of the port: its endpoint, buffers, and the rings that carry its
+// frames to and from the lcore that polls the port (docs/ENGINE.md
+// "Sharding").
+std::unique_ptr<Shard> make_shard(PortState& port, const PortConfig& config,
+                                  const endpoint::EndpointConfig& ep_cfg, size_t k,
+                                  size_t nshards, Worker* worker, uint32_t ring_size) {
+  PortState* p = &port;
+  auto sh = std::make_unique<Shard>();
+  sh->port = p;
+  sh->index = static_cast<uint32_t>(k);
+  sh->worker = worker;
+  sh->rate = ep_cfg.port_rate_bytes_per_sec;
+  sh->device = std::make_unique<transport::Device>();
+  sh->ep = std::make_unique<endpoint::Endpoint>(*sh->device, ep_cfg);
+  sh->pd = sh->device->alloc_pd();
+  sh->stash.assign(config.burst, nullptr);
+  sh->held.assign(2 * size_t{config.burst}, nullptr);
+  sh->rx.assign(config.burst, nullptr);
+  sh->rx_frames.assign(config.burst, {});
+  sh->bufs.assign(config.burst, {});
+  sh->lens.assign(config.burst, 0);
+  sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;
+  sh->rx_queue = k < p->rx_queues ? static_cast<int>(k) : -1;
+  if (sh->rx_queue >= 0) {
+    sh->rx_free.assign(config.burst, nullptr);
+    sh->dispatch_batch.resize(nshards > 1 ? nshards : 0);
+    for (auto& b : sh->dispatch_batch) b.reserve(config.burst);
+  }
+  if (k > 0 || p->rx_queues > 1) {
+    constexpr unsigned kSpSc = RING_F_SP_ENQ | RING_F_SC_DEQ;
+    const std::string rx_name = fmt::format("droce_p{}s{}_rx", p->index, k);
+    sh->rx_ring = rte_ring_create(rx_name.c_str(), ring_size, p->socket,
+                                  p->rx_queues > 1 ? RING_F_SC_DEQ : kSpSc);
+    if (k > 0 && sh->tx_queue < 0) {
+      const std::string tx_name = fmt::format("droce_p{}s{}_tx", p->index, k);
+      sh->tx_ring = rte_ring_create(tx_name.c_str(), ring_size, p->socket, kSpSc);
+    }
+    if (!sh->rx_ring || (k > 0 && sh->tx_queue < 0 && !sh->tx_ring)) {
+      rte_ring_free(sh->rx_ring);
+      rte_ring_free(sh->tx_ring);
+      throw ConfigError("shards", fmt::format("cannot create the rings of shard {} of port "
+                                              "'{}': {} (more EAL memory: -m)",
+                                              k, p->name, rte_strerror(rte_errno)));
+    }
+  }
+  return sh;
+}
+
+}  // namespace
+
+PortIndex Engine::add_port(const PortConfig& config) {
+  Impl& im = *impl_;
+  auto p = std::make_unique<PortState>();
+  p->index = static_cast<PortIndex>(im.ports.size());
+  p->cfg = config;
+  open_port(im, *p, config);
+  const std::vector<Worker*> shard_workers = shard_workers_for(im, config);
+  const size_t nshards = shard_workers.size();
+  uint16_t rx_desc = 0, tx_desc = 0;
+  configure_device(*p, config, nshards, rx_desc, tx_desc);
+  const uint32_t ring_size = create_pool_and_queues(*p, config, nshards, rx_desc, tx_desc);
+  const uint16_t id = p->port_id;
   p->line_rate = config.endpoint.port_rate_bytes_per_sec
                      ? config.endpoint.port_rate_bytes_per_sec
                      : 400'000'000'000ull / 8;
@@ -219,45 +306,7 @@ PortIndex Engine::add_port(const PortConfig& config) {
     // RoCEv2 stay on the lcore that polls them, which is its lcore unless
     // every shard polls a queue of its own.
     if (k == 1) ep_cfg.interface.addresses.clear();
-    auto sh = std::make_unique<Shard>();
-    sh->port = p.get();
-    sh->index = static_cast<uint32_t>(k);
-    sh->worker = shard_workers[k];
-    sh->rate = ep_cfg.port_rate_bytes_per_sec;
-    sh->device = std::make_unique<transport::Device>();
-    sh->ep = std::make_unique<endpoint::Endpoint>(*sh->device, ep_cfg);
-    sh->pd = sh->device->alloc_pd();
-    sh->stash.assign(config.burst, nullptr);
-    sh->held.assign(2 * size_t{config.burst}, nullptr);
-    sh->rx.assign(config.burst, nullptr);
-    sh->rx_frames.assign(config.burst, {});
-    sh->bufs.assign(config.burst, {});
-    sh->lens.assign(config.burst, 0);
-    sh->tx_queue = k < p->tx_queues ? static_cast<int>(k) : -1;
-    sh->rx_queue = k < p->rx_queues ? static_cast<int>(k) : -1;
-    if (sh->rx_queue >= 0) {
-      sh->rx_free.assign(config.burst, nullptr);
-      sh->dispatch_batch.resize(nshards > 1 ? nshards : 0);
-      for (auto& b : sh->dispatch_batch) b.reserve(config.burst);
-    }
-    if (k > 0 || p->rx_queues > 1) {
-      constexpr unsigned kSpSc = RING_F_SP_ENQ | RING_F_SC_DEQ;
-      const std::string rx_name = fmt::format("droce_p{}s{}_rx", p->index, k);
-      sh->rx_ring = rte_ring_create(rx_name.c_str(), ring_size, p->socket,
-                                    p->rx_queues > 1 ? RING_F_SC_DEQ : kSpSc);
-      if (k > 0 && sh->tx_queue < 0) {
-        const std::string tx_name = fmt::format("droce_p{}s{}_tx", p->index, k);
-        sh->tx_ring = rte_ring_create(tx_name.c_str(), ring_size, p->socket, kSpSc);
-      }
-      if (!sh->rx_ring || (k > 0 && sh->tx_queue < 0 && !sh->tx_ring)) {
-        rte_ring_free(sh->rx_ring);
-        rte_ring_free(sh->tx_ring);
-        throw ConfigError("shards", fmt::format("cannot create the rings of shard {} of port "
-                                                "'{}': {} (more EAL memory: -m)",
-                                                k, p->name, rte_strerror(rte_errno)));
-      }
-    }
-    p->shards.push_back(std::move(sh));
+    p->shards.push_back(make_shard(*p, config, ep_cfg, k, nshards, shard_workers[k], ring_size));
   }
   p->tx_from_rings.assign(config.burst, nullptr);
 
