@@ -39,6 +39,7 @@
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "droce/sim/topology.h"
+#include "pktgen_sim/testbed.h"
 #include "sim_executor.h"
 #include "cli_error.h"
 
@@ -50,6 +51,7 @@ namespace {
 
 using namespace droce;
 using pktgen::SimExecutor;
+using namespace pktgen_app;
 
 constexpr int kUsage = 2;
 constexpr uint32_t kMaxSimRanks = 8192;
@@ -77,70 +79,6 @@ int exec_dpdk(char** argv, const std::string& mode) {
                             "configure with DPDK)");
 }
 
-// nccl-tests' sizes (pktgen::parse_size, as droce-pktgen-dpdk takes them);
-// also the simulator's spellings (MB, ...).
-bool parse_size(const std::string& s, uint64_t& out) {
-  return pktgen::parse_size(s, out) || sim::parse_bytes(s, out);
-}
-
-// "1%", "0.01" -> 0.01; must be in [0, 1).
-bool parse_probability(std::string s, double& out) {
-  bool pct = !s.empty() && s.back() == '%';
-  if (pct) s.pop_back();
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
-  out = pct ? v / 100 : v;
-  return out >= 0 && out < 1;
-}
-
-struct Straggler {
-  uint32_t rank = 0;
-  uint64_t rate_bps = 0;  // 0: unchanged
-  std::optional<double> loss;
-};
-
-struct Background {
-  uint32_t src = 0, dst = 0;
-  uint64_t bytes = 1ull << 40;
-};
-
-std::string fmt_rate(uint64_t bps) { return fmt::format("{:g}G", static_cast<double>(bps) / 1e9); }
-
-// The generated topologies as scenario text (docs/SIM.md), so switches and
-// links get the simulator's documented defaults.
-std::string topology_toml(const std::string& kind, uint32_t ranks, uint64_t link_bps,
-                          uint64_t delay_ns, uint32_t hosts_per_leaf, uint32_t spines,
-                          double oversub, bool pfc, bool int_on, uint64_t seed,
-                          uint64_t interval_ns) {
-  std::string t;
-  t += fmt::format("[run]\nseed = {}\ncsv_interval = {}\nstop_when_done = false\nduration = \"1s\"\n",
-                   seed, interval_ns);
-  t += fmt::format("[switch]\npfc.enabled = {}\nint.enabled = {}\n", pfc ? "true" : "false",
-                   int_on ? "true" : "false");
-  // ECN marks well before PFC pauses: RED from 100 KiB to 400 KiB at
-  // 100 G (the HPCC paper's DCQCN setting), scaled with the link rate. The
-  // simulator's own defaults (400 KiB..1.6 MiB at 100 G) sit above what
-  // 96 KiB of XOFF per ingress lets build, so DCQCN never saw a mark.
-  const uint64_t kmin = std::max<uint64_t>(link_bps / 1'000'000'000 * 1024, 4096);
-  t += fmt::format("ecn.kmin = {}\necn.kmax = {}\n", kmin, 4 * kmin);
-  t += fmt::format("[link]\nrate = {}\ndelay = {}\n", link_bps, delay_ns);
-  if (kind == "single_switch") {
-    for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[hosts]]\nname = \"h{}\"\n", r);
-    t += "[[switches]]\nname = \"s0\"\n";
-    for (uint32_t r = 0; r < ranks; ++r) t += fmt::format("[[links]]\na = \"h{}\"\nb = \"s0\"\n", r);
-  } else {
-    // The scenario's own leaf-spine generator (sim/topology.h); the last
-    // leaf takes the ranks left over.
-    const uint32_t leaves = (ranks + hosts_per_leaf - 1) / hosts_per_leaf;
-    t += fmt::format(
-        "[topology]\nkind = \"leaf_spine\"\nleaves = {}\nspines = {}\nhosts_per_leaf = {}\n"
-        "hosts = {}\nspine_rate = {}\n",
-        leaves, spines, hosts_per_leaf, ranks,
-        sim::leaf_spine_uplink_rate(hosts_per_leaf, link_bps, spines, oversub));
-  }
-  return t;
-}
 
 void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks, uint64_t interval_ns,
                 const std::vector<std::pair<uint64_t, pktgen::SizeRun>>& runs) {
@@ -193,21 +131,6 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
   }
 }
 
-// Everything a run takes from the command line, validated.
-struct Setup {
-  pktgen::CollectiveConfig c;
-  std::vector<std::string> ccs;  // one run each, in order
-  sim::QpOptions qo;             // cc and INT-dependent fields set per run
-  std::string int_mode = "auto", ack_every = "auto", topology, recovery;
-  uint64_t link_bps = 0, delay_ns = 0, interval_ns = 0, sim_seed = 1;
-  uint32_t hosts_per_leaf = 4, spines = 2, mtu = 4096;
-  double oversub = 1, loss = 0;
-  bool verify = false, pfc = false, quiet = false;
-  std::vector<Straggler> strag;
-  std::vector<Background> bgs;
-  std::vector<std::string> stragglers, backgrounds;  // as given, for JSON
-};
-
 // One CC's run of the whole sweep.
 struct CcRun {
   std::string cc;
@@ -222,68 +145,6 @@ struct CcRun {
   int64_t wrong = 0;
 };
 
-// INT and ACK coalescing for `cc` as --int and --ack-every say; false when
-// --ack-every is not a count (reported by the caller).
-bool int_and_acks(const Setup& st, const std::string& cc, bool& int_on, uint32_t& ack_every_n) {
-  int_on = st.int_mode == "on" || (st.int_mode == "auto" && cc::find_algorithm(cc)->needs_int);
-  if (st.ack_every == "auto") {
-    ack_every_n = int_on ? 1 : 0;  // INT feedback on every ACK, as HPCC's receivers send
-    return true;
-  }
-  uint64_t n = 0;
-  if (!parse_size(st.ack_every, n) || n > (1u << 20)) return false;
-  ack_every_n = static_cast<uint32_t>(n);
-  return true;
-}
-
-// The testbed for one run: generated or from a file, with the stragglers,
-// loss and background flows applied. Throws sim::ScenarioError.
-sim::Scenario make_testbed(const Setup& st, const sim::QpOptions& qo, bool int_on) {
-  const pktgen::CollectiveConfig& c = st.c;
-  sim::Scenario sc;
-  if (st.topology == "single_switch" || st.topology == "leaf_spine") {
-    sc = sim::parse_scenario(topology_toml(st.topology, c.ranks, st.link_bps, st.delay_ns,
-                                           st.hosts_per_leaf, st.spines, st.oversub, st.pfc,
-                                           int_on, st.sim_seed, st.interval_ns),
-                             "--topology " + st.topology);
-  } else {
-    sc = sim::load_scenario(st.topology);
-    sc.run.stop_when_done = false;
-    sc.run.csv_interval_ns = st.interval_ns;
-    sc.run.seed = st.sim_seed;
-    // The file's own INT setting stands unless --int says otherwise.
-    if (st.int_mode != "auto" || int_on)
-      for (auto& sw : sc.switches) sw.cfg.int_cfg.enabled = int_on;
-  }
-  if (st.loss > 0)
-    for (auto& l : sc.links) l.link.impairments.loss = st.loss;
-  for (const Straggler& sg : st.strag) {
-    const std::string& name = sc.hosts.at(sg.rank).name;
-    if (sg.rate_bps) sc.hosts[sg.rank].rate_bps = sg.rate_bps;
-    for (auto& l : sc.links)
-      if (l.a == name || l.b == name) {
-        if (sg.rate_bps) l.rate_bps = sg.rate_bps;
-        if (sg.loss) l.link.impairments.loss = *sg.loss;
-      }
-  }
-  for (size_t i = 0; i < st.bgs.size(); ++i) {
-    sim::FlowSpec f;
-    f.name = fmt::format("bg{}", i);
-    f.src = sc.hosts.at(st.bgs[i].src).name;
-    f.dst = sc.hosts.at(st.bgs[i].dst).name;
-    f.bytes = st.bgs[i].bytes;
-    f.message_bytes = 1 << 20;
-    f.max_outstanding = 4;
-    f.cc = qo.cc;
-    f.cc_params = qo.cc_params;
-    f.recovery = qo.recovery;
-    f.mtu = st.mtu;
-    f.ack_every_n = qo.ack_every_n;
-    f.verify = false;
-    sc.flows.push_back(f);
-  }
-  return sc;
-}
 
 // Runs the sweep under `cc`, printing nccl-tests' table and the tail
 // latencies to `out`, and the time series into `csv_dir` unless empty.
@@ -466,19 +327,9 @@ std::string plot(const std::string& dir) {
   return fmt::format("{} exited with status {}", script.string(), WEXITSTATUS(status));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // --mode dpdk|stream belongs to droce-pktgen-dpdk: hand over before parsing.
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i], mode;
-    if (a == "--mode" && i + 1 < argc) mode = argv[i + 1];
-    if (a.rfind("--mode=", 0) == 0) mode = a.substr(7);
-    if (mode == "dpdk" || mode == "stream") return exec_dpdk(argv, mode);
-  }
-
+// The command line as given, and the Setup checked from it.
+struct Args {
   pktgen::PktgenConfig cfg;
-  pktgen::CollectiveConfig& c = cfg.collective;
   Setup st;
   std::string mode = "sim", minb = "32M", maxb = "32M", stepb = "0", chunk = "0";
   std::string link_rate = "100G", delay = "500ns", cc_name = "none", recovery = "gbn";
@@ -487,37 +338,44 @@ int main(int argc, char** argv) {
   std::string cc_profile;
   bool plot_pngs = false, list_profiles = false;
   std::string json_file, csv_dir;
+  CLI::Option* cc_opt = nullptr;
+};
 
-  CLI::App app{"droce-pktgen: collective replay over RoCEv2 RC QPs in virtual time"};
-  app.add_option("--mode", mode, "sim (default); dpdk|stream run droce-pktgen-dpdk");
+// What a check returns to let main() go on; anything else is the exit status.
+constexpr int kGoOn = -1;
+
+void add_options(CLI::App& app, Args& a) {
+  pktgen::CollectiveConfig& c = a.cfg.collective;
+  Setup& st = a.st;
+  app.add_option("--mode", a.mode, "sim (default); dpdk|stream run droce-pktgen-dpdk");
   app.add_option("--pattern", c.pattern, "ring|halving_doubling|tree|all_gather|reduce_scatter|"
                                          "all_to_all|incast|permutation");
   app.add_option("--ranks", c.ranks, "number of ranks, 2..8192");
-  app.add_option("-b,--minbytes", minb, "smallest size (B, or K/M/G)");
-  app.add_option("-e,--maxbytes", maxb, "largest size");
+  app.add_option("-b,--minbytes", a.minb, "smallest size (B, or K/M/G)");
+  app.add_option("-e,--maxbytes", a.maxb, "largest size");
   app.add_option("-f,--stepfactor", c.step_factor, "size multiplication factor");
-  app.add_option("-i,--stepbytes", stepb, "size increment when -f is 1");
+  app.add_option("-i,--stepbytes", a.stepb, "size increment when -f is 1");
   app.add_option("-n,--iters", c.iters, "timed iterations per size");
   app.add_option("-w,--warmup_iters", c.warmup_iters, "warm-up iterations per size");
   app.add_option("--channels", c.channels, "QPs per rank pair");
-  app.add_option("--chunk", chunk, "pipelining chunk per channel (0: one per step)");
+  app.add_option("--chunk", a.chunk, "pipelining a.chunk per channel (0: one per step)");
   app.add_option("--root", c.root, "incast root rank");
   app.add_option("--seed", c.seed, "permutation seed");
   app.add_flag("--verify", st.verify, "real float32 data; #wrong checked on the last iteration of each size");
-  app.add_option("--link-rate", link_rate, "host link rate (100G)");
-  app.add_option("--delay", delay, "propagation delay per link (500ns)");
-  app.add_option("--cc", cc_name,
+  app.add_option("--link-rate", a.link_rate, "host link rate (100G)");
+  app.add_option("--delay", a.delay, "propagation a.delay per link (500ns)");
+  app.add_option("--cc", a.cc_name,
                  "congestion control: " + cc::algorithm_names() +
                      "; several (dcqcn,hpcc) or all: one run each, then a table side by side");
-  auto* cc_opt = app.get_option("--cc");
-  app.add_option("--cc-profile", cc_profile,
+  a.cc_opt = app.get_option("--cc");
+  app.add_option("--cc-profile", a.cc_profile,
                  "a named CC profile (--list-cc-profiles) or a profile file: its algorithm and "
                  "parameters, before --cc-param");
-  app.add_flag("--list-cc-profiles", list_profiles, "list the named CC profiles and exit");
-  app.add_option("--cc-param", cc_params, "KEY=VALUE of the algorithm, repeatable");
-  app.add_option("--recovery", recovery, "gbn|sr (go-back-N or selective repeat)");
+  app.add_flag("--list-cc-profiles", a.list_profiles, "list the named CC profiles and exit");
+  app.add_option("--cc-param", a.cc_params, "KEY=VALUE of the algorithm, repeatable");
+  app.add_option("--recovery", a.recovery, "gbn|sr (go-back-N or selective repeat)");
   app.add_option("--mtu", st.mtu, "path MTU 256..4096");
-  app.add_option("--topology", topology, "single_switch|leaf_spine|FILE.toml");
+  app.add_option("--topology", a.topology, "single_switch|leaf_spine|FILE.toml");
   app.add_option("--hosts-per-leaf", st.hosts_per_leaf, "leaf_spine: hosts per leaf (4)");
   app.add_option("--spines", st.spines, "leaf_spine: spine switches (2)");
   app.add_option("--oversubscription", st.oversub, "leaf_spine: host/uplink bandwidth (1)");
@@ -527,90 +385,91 @@ int main(int argc, char** argv) {
   app.add_option("--ack-every", st.ack_every,
                  "responder ACKs every N packets (0: only when asked, AckReq); auto: 1 when "
                  "INT is on, else 0");
-  app.add_option("--loss", loss_text, "packet loss on every link (0.01 or 1%)");
-  app.add_option("--straggler", stragglers, "RANK:rate=25G or RANK:loss=1% (repeatable)");
-  app.add_option("--background", backgrounds, "SRC-DST[:BYTES]: a competing WRITE flow (repeatable)");
+  app.add_option("--loss", a.loss_text, "packet loss on every link (0.01 or 1%)");
+  app.add_option("--straggler", a.stragglers, "RANK:rate=25G or RANK:loss=1% (repeatable)");
+  app.add_option("--background", a.backgrounds, "SRC-DST[:BYTES]: a competing WRITE flow (repeatable)");
   app.add_option("--sim-seed", st.sim_seed, "simulator seed (links, switches)");
-  app.add_option("--sample-interval", interval, "time series interval (10us)");
-  app.add_option("--json", json_file, "write results as JSON ('-' = stdout, table to stderr)");
-  app.add_option("--csv", csv_dir, "write time series CSVs into DIR (DIR/CC/ for several --cc)");
-  app.add_flag("--plot", plot_pngs, "PNG plots into the --csv DIR (matplotlib)");
+  app.add_option("--sample-interval", a.interval, "time series a.interval (10us)");
+  app.add_option("--json", a.json_file, "write results as JSON ('-' = stdout, table to stderr)");
+  app.add_option("--csv", a.csv_dir, "write time series CSVs into DIR (DIR/CC/ for several --cc)");
+  app.add_flag("--plot", a.plot_pngs, "PNG plots into the --csv DIR (matplotlib)");
   app.add_flag("-q,--quiet", st.quiet, "no progress lines on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return apps::cli_exit(app, e, "droce-pktgen");
-  }
+}
 
-  if (list_profiles) {
-    try {
-      std::cout << cc::describe_profiles(cc::list_profiles());
-    } catch (const droce::ConfigError& e) {
-      return fail("--list-cc-profiles", e.what());
-    }
-    return 0;
-  }
-  // ---- Validation: everything is checked before anything runs ----------
-  if (mode != "sim") return fail("--mode", "'" + mode + "': accepted: sim, dpdk, stream");
-  if (!parse_size(minb, c.min_bytes)) return fail("-b/--minbytes", "'" + minb + "' is not a size");
-  if (!parse_size(maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + maxb + "' is not a size");
-  if (!parse_size(stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + stepb + "' is not a size");
-  if (!parse_size(chunk, c.chunk_bytes)) return fail("--chunk", "'" + chunk + "' is not a size");
+// Sizes, ranks, rates, times, loss, MTU, recovery.
+int check_run_options(Args& a) {
+  [[maybe_unused]] pktgen::PktgenConfig& cfg = a.cfg;
+  [[maybe_unused]] pktgen::CollectiveConfig& c = cfg.collective;
+  [[maybe_unused]] Setup& st = a.st;
+  [[maybe_unused]] sim::QpOptions& qo = st.qo;
+  if (a.mode != "sim") return fail("--mode", "'" + a.mode + "': accepted: sim, dpdk, stream");
+  if (!parse_size(a.minb, c.min_bytes)) return fail("-b/--minbytes", "'" + a.minb + "' is not a size");
+  if (!parse_size(a.maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + a.maxb + "' is not a size");
+  if (!parse_size(a.stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + a.stepb + "' is not a size");
+  if (!parse_size(a.chunk, c.chunk_bytes)) return fail("--chunk", "'" + a.chunk + "' is not a size");
   if (c.ranks > kMaxSimRanks)
-    return fail("--ranks", fmt::format("{} is more than --mode sim runs (2..{})", c.ranks, kMaxSimRanks));
+    return fail("--ranks", fmt::format("{} is more than --a.mode sim runs (2..{})", c.ranks, kMaxSimRanks));
   if (const auto errs = pktgen::validate(cfg); !errs.empty()) {
     for (const auto& e : errs) std::cerr << "droce-pktgen: " << e.to_string() << "\n";
     return kUsage;
   }
   st.c = c;
-  if (!sim::parse_rate_bps(link_rate, st.link_bps) || st.link_bps < 1'000'000 ||
+  if (!sim::parse_rate_bps(a.link_rate, st.link_bps) || st.link_bps < 1'000'000 ||
       st.link_bps > 1'600'000'000'000ull)
-    return fail("--link-rate", "'" + link_rate + "': a rate 1M..1.6T (100G, 25Gbps)");
-  if (!sim::parse_time_ns(delay, st.delay_ns)) return fail("--delay", "'" + delay + "' is not a time");
-  if (!sim::parse_time_ns(interval, st.interval_ns) || st.interval_ns < 1000)
-    return fail("--sample-interval", "'" + interval + "': a time of at least 1us");
-  if (!parse_probability(loss_text, st.loss))
-    return fail("--loss", "'" + loss_text + "': a probability in [0, 1) (0.01 or 1%)");
-  sim::QpOptions& qo = st.qo;
+    return fail("--link-rate", "'" + a.link_rate + "': a rate 1M..1.6T (100G, 25Gbps)");
+  if (!sim::parse_time_ns(a.delay, st.delay_ns)) return fail("--delay", "'" + a.delay + "' is not a time");
+  if (!sim::parse_time_ns(a.interval, st.interval_ns) || st.interval_ns < 1000)
+    return fail("--sample-interval", "'" + a.interval + "': a time of at least 1us");
+  if (!parse_probability(a.loss_text, st.loss))
+    return fail("--loss", "'" + a.loss_text + "': a probability in [0, 1) (0.01 or 1%)");
   qo.mtu = st.mtu;
   if (st.mtu != 256 && st.mtu != 512 && st.mtu != 1024 && st.mtu != 2048 && st.mtu != 4096)
     return fail("--mtu", fmt::format("{}: accepted 256, 512, 1024, 2048, 4096", st.mtu));
-  st.recovery = recovery;
-  if (recovery == "gbn" || recovery == "go_back_n") {
+  st.recovery = a.recovery;
+  if (a.recovery == "gbn" || a.recovery == "go_back_n") {
     qo.recovery = transport::Recovery::kGoBackN;
-  } else if (recovery == "sr" || recovery == "selective_repeat") {
+  } else if (a.recovery == "sr" || a.recovery == "selective_repeat") {
     qo.recovery = transport::Recovery::kSelectiveRepeat;
   } else {
-    return fail("--recovery", "'" + recovery + "': accepted gbn, sr");
+    return fail("--recovery", "'" + a.recovery + "': accepted gbn, sr");
   }
-  if (!cc_profile.empty()) {
+  return kGoOn;
+}
+
+// The CC runs: a profile, parameters, one or several algorithms, INT and ACKs.
+int check_cc(Args& a) {
+  [[maybe_unused]] pktgen::PktgenConfig& cfg = a.cfg;
+  [[maybe_unused]] pktgen::CollectiveConfig& c = cfg.collective;
+  [[maybe_unused]] Setup& st = a.st;
+  [[maybe_unused]] sim::QpOptions& qo = st.qo;
+  if (!a.cc_profile.empty()) {
     try {
-      const cc::Profile p = cc::load_profile(cc_profile);
-      if (cc_opt->count() > 0 && cc_name != p.algorithm)
+      const cc::Profile p = cc::load_profile(a.cc_profile);
+      if (a.cc_opt->count() > 0 && a.cc_name != p.algorithm)
         return fail("--cc-profile", "profile '" + p.name + "' is for " + p.algorithm +
-                                        ", not --cc " + cc_name);
-      cc_name = p.algorithm;
+                                        ", not --cc " + a.cc_name);
+      a.cc_name = p.algorithm;
       qo.cc_params = p.params;
     } catch (const droce::ConfigError& e) {
       return fail("--cc-profile", e.what());
     }
   }
-  for (const std::string& kv : cc_params) {
+  for (const std::string& kv : a.cc_params) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return fail("--cc-param", "'" + kv + "': KEY=VALUE");
     qo.cc_params[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (cc_name == "all") {
+  if (a.cc_name == "all") {
     for (const cc::AlgorithmInfo* info : cc::algorithms()) st.ccs.emplace_back(info->name);
   } else {
     for (size_t from = 0;;) {
-      const size_t comma = cc_name.find(',', from);
-      st.ccs.push_back(cc_name.substr(from, comma - from));
+      const size_t comma = a.cc_name.find(',', from);
+      st.ccs.push_back(a.cc_name.substr(from, comma - from));
       if (comma == std::string::npos) break;
       from = comma + 1;
     }
   }
-  if (st.ccs.size() > 1 && !cc_params.empty())
+  if (st.ccs.size() > 1 && !a.cc_params.empty())
     return fail("--cc-param", "applies to one --cc, not to several");
   for (const std::string& name : st.ccs) {
     if (std::count(st.ccs.begin(), st.ccs.end(), name) > 1)
@@ -618,7 +477,7 @@ int main(int argc, char** argv) {
     try {
       (void)cc::make_algorithm(name, qo.cc_params, st.link_bps / 8);
     } catch (const std::exception& e) {
-      return fail(cc_params.empty() ? "--cc" : "--cc/--cc-param", e.what());
+      return fail(a.cc_params.empty() ? "--cc" : "--cc/--cc-param", e.what());
     }
   }
   if (st.int_mode != "auto" && st.int_mode != "on" && st.int_mode != "off")
@@ -629,8 +488,17 @@ int main(int argc, char** argv) {
     if (!int_and_acks(st, st.ccs[0], int_on, n))
       return fail("--ack-every", "'" + st.ack_every + "': auto or a packet count 0..1048576");
   }
-  st.stragglers = stragglers;
-  for (const std::string& sarg : stragglers) {
+  return kGoOn;
+}
+
+// --straggler and --background.
+int check_stragglers_and_backgrounds(Args& a) {
+  [[maybe_unused]] pktgen::PktgenConfig& cfg = a.cfg;
+  [[maybe_unused]] pktgen::CollectiveConfig& c = cfg.collective;
+  [[maybe_unused]] Setup& st = a.st;
+  [[maybe_unused]] sim::QpOptions& qo = st.qo;
+  st.stragglers = a.stragglers;
+  for (const std::string& sarg : a.stragglers) {
     const auto colon = sarg.find(':');
     Straggler sg;
     uint64_t r = 0;
@@ -654,8 +522,8 @@ int main(int argc, char** argv) {
     }
     st.strag.push_back(sg);
   }
-  st.backgrounds = backgrounds;
-  for (const std::string& b : backgrounds) {
+  st.backgrounds = a.backgrounds;
+  for (const std::string& b : a.backgrounds) {
     Background bg;
     uint64_t s = 0, d = 0;
     const auto dash = b.find('-');
@@ -670,20 +538,30 @@ int main(int argc, char** argv) {
     bg.dst = static_cast<uint32_t>(d);
     st.bgs.push_back(bg);
   }
-  if (plot_pngs && csv_dir.empty()) return fail("--plot", "needs --csv DIR (the plots go there)");
+  return kGoOn;
+}
+
+// The topology, built and checked once before anything runs, and the
+// memory --verify needs.
+int check_testbed(Args& a) {
+  [[maybe_unused]] pktgen::PktgenConfig& cfg = a.cfg;
+  [[maybe_unused]] pktgen::CollectiveConfig& c = cfg.collective;
+  [[maybe_unused]] Setup& st = a.st;
+  [[maybe_unused]] sim::QpOptions& qo = st.qo;
+  if (a.plot_pngs && a.csv_dir.empty()) return fail("--plot", "needs --csv DIR (the plots go there)");
   if (st.hosts_per_leaf < 1 || st.hosts_per_leaf > 256) return fail("--hosts-per-leaf", "1..256");
   if (st.spines < 1 || st.spines > 256) return fail("--spines", "1..256");
   if (!(st.oversub >= 1 && st.oversub <= 64)) return fail("--oversubscription", "1..64");
-  st.topology = topology;
-  const bool generated = topology == "single_switch" || topology == "leaf_spine";
-  const bool file = topology.size() > 5 && topology.substr(topology.size() - 5) == ".toml";
+  st.topology = a.topology;
+  const bool generated = a.topology == "single_switch" || a.topology == "leaf_spine";
+  const bool file = a.topology.size() > 5 && a.topology.substr(a.topology.size() - 5) == ".toml";
   if (!generated && !file)
-    return fail("--topology", "'" + topology + "': single_switch, leaf_spine or a FILE.toml");
+    return fail("--topology", "'" + a.topology + "': single_switch, leaf_spine or a FILE.toml");
   // The testbed is built (and checked) once before anything runs.
   try {
     const sim::Scenario sc = make_testbed(st, qo, false);
     if (sc.hosts.size() < c.ranks)
-      return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", topology,
+      return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", a.topology,
                                             sc.hosts.size(), c.ranks));
     sim::Simulator check(sc);
   } catch (const sim::ScenarioError& e) {
@@ -695,7 +573,7 @@ int main(int argc, char** argv) {
   const auto sizes = pktgen::sweep_sizes(c);
   if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify
-    // mode; refuse sweeps that would not fit rather than swap or die.
+    // a.mode; refuse sweeps that would not fit rather than swap or die.
     const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
     uint64_t total = 0;
     const pktgen::Schedule big = pktgen::make_schedule(
@@ -708,13 +586,18 @@ int main(int argc, char** argv) {
                                           c.ranks, top, static_cast<double>(total) / (1 << 30),
                                           kMaxVerifyBytes >> 30));
   }
+  return kGoOn;
+}
 
+// The runs, one per CC, then the comparison, the JSON and the plots.
+int run_all(Args& a) {
+  Setup& st = a.st;
   // ---- The runs ----------------------------------------------------------
-  std::ostream& out = json_file == "-" ? std::cerr : std::cout;
+  std::ostream& out = a.json_file == "-" ? std::cerr : std::cout;
   std::vector<CcRun> runs;
   for (const std::string& name : st.ccs) {
     if (!runs.empty()) out << "#\n";
-    const std::string dir = csv_dir.empty() || st.ccs.size() == 1 ? csv_dir : csv_dir + "/" + name;
+    const std::string dir = a.csv_dir.empty() || st.ccs.size() == 1 ? a.csv_dir : a.csv_dir + "/" + name;
     try {
       runs.push_back(run_cc(st, name, dir, out));
     } catch (const std::invalid_argument& e) {
@@ -729,7 +612,7 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   try {
-    if (!json_file.empty()) {
+    if (!a.json_file.empty()) {
       nlohmann::json j;
       if (several) {
         j = {{"mode", "sim"}, {"comparison", nlohmann::json::array()}};
@@ -737,22 +620,22 @@ int main(int argc, char** argv) {
       } else {
         j = run_json(st, runs[0]);
       }
-      if (json_file == "-") {
+      if (a.json_file == "-") {
         std::cout << j.dump(2) << "\n";
       } else {
-        std::ofstream o(json_file);
-        if (!o) throw std::runtime_error(json_file + ": cannot write");
+        std::ofstream o(a.json_file);
+        if (!o) throw std::runtime_error(a.json_file + ": cannot write");
         o << j.dump(2) << "\n";
-        out << "# wrote " << json_file << "\n";
+        out << "# wrote " << a.json_file << "\n";
       }
     }
   } catch (const std::exception& e) {
     std::cerr << "droce-pktgen: " << e.what() << "\n";
     return 1;
   }
-  if (plot_pngs) {
+  if (a.plot_pngs) {
     out.flush();
-    if (const std::string why = plot(csv_dir); !why.empty()) {
+    if (const std::string why = plot(a.csv_dir); !why.empty()) {
       std::cerr << "droce-pktgen: --plot: plotting failed: " << why << "\n";
       rc = 1;
     }
@@ -766,4 +649,38 @@ int main(int argc, char** argv) {
     if (r.wrong > 0) rc = 1;
   }
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --mode dpdk|stream belongs to droce-pktgen-dpdk: hand over before parsing.
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], mode;
+    if (a == "--mode" && i + 1 < argc) mode = argv[i + 1];
+    if (a.rfind("--mode=", 0) == 0) mode = a.substr(7);
+    if (mode == "dpdk" || mode == "stream") return exec_dpdk(argv, mode);
+  }
+
+  Args a;
+  CLI::App app{"droce-pktgen: collective replay over RoCEv2 RC QPs in virtual time"};
+  add_options(app, a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return apps::cli_exit(app, e, "droce-pktgen");
+  }
+  if (a.list_profiles) {
+    try {
+      std::cout << cc::describe_profiles(cc::list_profiles());
+    } catch (const droce::ConfigError& e) {
+      return fail("--list-cc-profiles", e.what());
+    }
+    return 0;
+  }
+  // Everything is checked before anything runs.
+  for (int (*check)(Args&) : {check_run_options, check_cc, check_stragglers_and_backgrounds,
+                              check_testbed})
+    if (const int rc = check(a); rc != kGoOn) return rc;
+  return run_all(a);
 }
