@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,34 @@ int port_id(const std::string& name, const char* option) {
   throw ConfigError(option, fmt::format("no port '{}'; ports:{}", name, known.empty() ? " none" : known));
 }
 
+// --mode stream: the streams checked, EAL started, the run and its report.
+int run_stream_mode(StreamRunConfig& sr, std::vector<std::string> stream_specs,
+                    const std::string& tx_port, const std::string& rx_port,
+                    const std::string& json, double bucket_us, uint32_t idle_sleep_us,
+                    const std::function<void()>& start_eal) {
+  if (tx_port.empty() && rx_port.empty())
+    throw ConfigError("--tx-port", "give --tx-port, --rx-port or both");
+  if (sr.duration_s <= 0) throw ConfigError("--duration", "must be > 0");
+  sr.bucket_ns = static_cast<uint64_t>(bucket_us * 1000);
+  sr.idle_sleep_us = idle_sleep_us == 50 ? 0 : idle_sleep_us;
+  if (!tx_port.empty()) {
+    if (stream_specs.empty()) stream_specs.push_back("");
+    for (size_t i = 0; i < stream_specs.size(); ++i)
+      sr.streams.push_back(parse_stream(stream_specs[i], static_cast<uint32_t>(i + 1)));
+    for (size_t i = 0; i < sr.streams.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (sr.streams[i].spec.stream_id == sr.streams[j].spec.stream_id)
+          throw ConfigError("--stream", fmt::format("two streams with id {}", sr.streams[i].spec.stream_id));
+  }
+  start_eal();
+  sr.tx_port = port_id(tx_port, "--tx-port");
+  sr.rx_port = port_id(rx_port, "--rx-port");
+  const StreamRunResult r = run_streams(sr);
+  fmt::print("{}", stream_report(sr, r));
+  if (!json.empty()) std::ofstream(json) << stream_report_json(sr, r) << "\n";
+  return 0;
+}
+
 int run(int argc, char** argv) {
   // --mode may come anywhere; take it out before EAL sees the arguments.
   std::string mode;
@@ -245,29 +274,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return apps::cli_exit(cli, e, "droce-pktgen-dpdk", "-- --help");
   }
-  if (mode == "stream") {
-    if (tx_port.empty() && rx_port.empty())
-      throw ConfigError("--tx-port", "give --tx-port, --rx-port or both");
-    if (sr.duration_s <= 0) throw ConfigError("--duration", "must be > 0");
-    sr.bucket_ns = static_cast<uint64_t>(bucket_us * 1000);
-    sr.idle_sleep_us = cc.idle_sleep_us == 50 ? 0 : cc.idle_sleep_us;
-    if (!tx_port.empty()) {
-      if (stream_specs.empty()) stream_specs.push_back("");
-      for (size_t i = 0; i < stream_specs.size(); ++i)
-        sr.streams.push_back(parse_stream(stream_specs[i], static_cast<uint32_t>(i + 1)));
-      for (size_t i = 0; i < sr.streams.size(); ++i)
-        for (size_t j = 0; j < i; ++j)
-          if (sr.streams[i].spec.stream_id == sr.streams[j].spec.stream_id)
-            throw ConfigError("--stream", fmt::format("two streams with id {}", sr.streams[i].spec.stream_id));
-    }
-    start_eal();
-    sr.tx_port = port_id(tx_port, "--tx-port");
-    sr.rx_port = port_id(rx_port, "--rx-port");
-    const StreamRunResult r = run_streams(sr);
-    fmt::print("{}", stream_report(sr, r));
-    if (!json.empty()) std::ofstream(json) << stream_report_json(sr, r) << "\n";
-    return 0;
-  }
+  if (mode == "stream")
+    return run_stream_mode(sr, stream_specs, tx_port, rx_port, json, bucket_us,
+                           cc.idle_sleep_us, start_eal);
   col.pattern = pattern;
   for (auto [text, field, option] :
        {std::tuple{&minb, &col.min_bytes, "-b/--minbytes"},

@@ -198,6 +198,91 @@ uint64_t tsc_ns() {
   return clk.ns(rte_rdtsc());
 }
 
+namespace {
+
+// One stream's turn: what its token bucket allows of the last burst's
+// leftovers, then fresh frames, handed to TX queue 0 of `txp`; what the
+// queue does not take waits for the next turn. False once the stream has
+// nothing left to send.
+bool transmit_stream(TxStream& t, uint64_t now, uint64_t now_ns, uint32_t burst, uint16_t txp,
+                     rte_mempool* tx_pool, rte_mempool_cache* cache, StreamRunResult& r,
+                     uint64_t& first_tx, uint64_t& last_tx) {
+  rte_mbuf* mbufs[64];
+  if (t.done && t.pending_head == t.pending.size()) return false;
+  uint32_t budget = burst;
+  if (t.limited) {
+    t.tokens = std::min(t.depth, t.tokens + static_cast<double>(now - t.last_tsc) * t.tokens_per_tsc);
+    t.last_tsc = now;
+    budget = static_cast<uint32_t>(std::min<double>(burst, t.tokens));
+    if (budget == 0) return true;
+  }
+  uint32_t k = 0;
+  // Leftovers of the last burst first, in order.
+  while (k < budget && t.pending_head < t.pending.size()) mbufs[k++] = t.pending[t.pending_head++];
+  if (t.pending_head == t.pending.size()) {
+    t.pending.clear();
+    t.pending_head = 0;
+  }
+  const uint16_t len = static_cast<uint16_t>(t.filler.frame_size());
+  if (k < budget && !t.done) {
+    const uint32_t want = budget - k;
+    rte_mbuf** fresh_m = mbufs + k;
+    if (rte_mempool_generic_get(tx_pool, reinterpret_cast<void**>(fresh_m), want, cache) != 0) {
+      r.tx_alloc_failed++;
+    } else {
+      uint32_t fresh = 0;
+      if (!t.seqs.impaired()) {
+        // Consecutive sequence numbers: one fill_burst call.
+        uint64_t n0 = 0;
+        fresh = t.seqs.take(want, &n0);
+        uint8_t* outs[64];
+        for (uint32_t i = 0; i < fresh; ++i) {
+          init_tx_mbuf(fresh_m[i], len);
+          outs[i] = rte_pktmbuf_mtod(fresh_m[i], uint8_t*);
+        }
+        t.filler.fill_burst(n0, outs, fresh, now_ns);
+      } else {
+        uint64_t seq = 0;
+        for (; fresh < want && t.seqs.next(&seq); ++fresh) {
+          init_tx_mbuf(fresh_m[fresh], len);
+          t.filler.fill(seq, rte_pktmbuf_mtod(fresh_m[fresh], uint8_t*), now_ns);
+        }
+      }
+      if (fresh < want) {
+        t.done = true;
+        // Untouched, so still raw: straight back to the pool.
+        rte_mempool_generic_put(tx_pool, reinterpret_cast<void**>(fresh_m + fresh),
+                                want - fresh, cache);
+      }
+      k += fresh;
+    }
+  }
+  if (k == 0) return true;
+  const uint16_t sent = rte_eth_tx_burst(txp, 0, mbufs, static_cast<uint16_t>(k));
+  // Every frame of a stream has the same length; the mbufs belong to
+  // the PMD once sent (net_null has freed them already).
+  t.stats.tx_bytes += uint64_t{sent} * len;
+  t.stats.tx_packets += sent;
+  if (sent < k) {
+    // Keep the rest for the next round (they go before new packets).
+    std::vector<rte_mbuf*> rest(mbufs + sent, mbufs + k);
+    rest.insert(rest.end(), t.pending.begin() + static_cast<ptrdiff_t>(t.pending_head),
+                t.pending.end());
+    t.pending = std::move(rest);
+    t.pending_head = 0;
+  }
+  if (t.limited) t.tokens -= sent;
+  if (sent) {
+    if (t.stats.tx_first_ns == 0) t.stats.tx_first_ns = now_ns;
+    t.stats.tx_last_ns = now_ns;
+    if (first_tx == 0) first_tx = now;
+    last_tx = now;
+  }
+  return true;
+}
+
+}  // namespace
+
 StreamRunResult run_streams(const StreamRunConfig& c) {
   const TscClock clk;
   StreamRunResult r;
@@ -243,7 +328,6 @@ StreamRunResult run_streams(const StreamRunConfig& c) {
   const uint32_t burst = std::min<uint32_t>(c.burst, 64);
   bool sending = c.tx_port >= 0 && !txs.empty();
   uint64_t first_tx = 0, last_tx = start, last_rx = start, first_rx = 0;
-  rte_mbuf* mbufs[64];
   rte_mempool_cache* const cache =
       tx_pool ? rte_mempool_default_cache(tx_pool, rte_lcore_id()) : nullptr;
   // rdtsc costs about 20 ns in the development VM, a 64-byte packet about
@@ -264,79 +348,8 @@ StreamRunResult run_streams(const StreamRunConfig& c) {
         sending = false;
       } else {
         const uint64_t now_ns = clk.ns(now);
-        for (TxStream& t : txs) {
-          if (t.done && t.pending_head == t.pending.size()) continue;
-          any = true;
-          uint32_t budget = burst;
-          if (t.limited) {
-            t.tokens = std::min(t.depth, t.tokens + static_cast<double>(now - t.last_tsc) * t.tokens_per_tsc);
-            t.last_tsc = now;
-            budget = static_cast<uint32_t>(std::min<double>(burst, t.tokens));
-            if (budget == 0) continue;
-          }
-          uint32_t k = 0;
-          // Leftovers of the last burst first, in order.
-          while (k < budget && t.pending_head < t.pending.size()) mbufs[k++] = t.pending[t.pending_head++];
-          if (t.pending_head == t.pending.size()) {
-            t.pending.clear();
-            t.pending_head = 0;
-          }
-          const uint16_t len = static_cast<uint16_t>(t.filler.frame_size());
-          if (k < budget && !t.done) {
-            const uint32_t want = budget - k;
-            rte_mbuf** fresh_m = mbufs + k;
-            if (rte_mempool_generic_get(tx_pool, reinterpret_cast<void**>(fresh_m), want, cache) != 0) {
-              r.tx_alloc_failed++;
-            } else {
-              uint32_t fresh = 0;
-              if (!t.seqs.impaired()) {
-                // Consecutive sequence numbers: one fill_burst call.
-                uint64_t n0 = 0;
-                fresh = t.seqs.take(want, &n0);
-                uint8_t* outs[64];
-                for (uint32_t i = 0; i < fresh; ++i) {
-                  init_tx_mbuf(fresh_m[i], len);
-                  outs[i] = rte_pktmbuf_mtod(fresh_m[i], uint8_t*);
-                }
-                t.filler.fill_burst(n0, outs, fresh, now_ns);
-              } else {
-                uint64_t seq = 0;
-                for (; fresh < want && t.seqs.next(&seq); ++fresh) {
-                  init_tx_mbuf(fresh_m[fresh], len);
-                  t.filler.fill(seq, rte_pktmbuf_mtod(fresh_m[fresh], uint8_t*), now_ns);
-                }
-              }
-              if (fresh < want) {
-                t.done = true;
-                // Untouched, so still raw: straight back to the pool.
-                rte_mempool_generic_put(tx_pool, reinterpret_cast<void**>(fresh_m + fresh),
-                                        want - fresh, cache);
-              }
-              k += fresh;
-            }
-          }
-          if (k == 0) continue;
-          const uint16_t sent = rte_eth_tx_burst(txp, 0, mbufs, static_cast<uint16_t>(k));
-          // Every frame of a stream has the same length; the mbufs belong to
-          // the PMD once sent (net_null has freed them already).
-          t.stats.tx_bytes += uint64_t{sent} * len;
-          t.stats.tx_packets += sent;
-          if (sent < k) {
-            // Keep the rest for the next round (they go before new packets).
-            std::vector<rte_mbuf*> rest(mbufs + sent, mbufs + k);
-            rest.insert(rest.end(), t.pending.begin() + static_cast<ptrdiff_t>(t.pending_head),
-                        t.pending.end());
-            t.pending = std::move(rest);
-            t.pending_head = 0;
-          }
-          if (t.limited) t.tokens -= sent;
-          if (sent) {
-            if (t.stats.tx_first_ns == 0) t.stats.tx_first_ns = now_ns;
-            t.stats.tx_last_ns = now_ns;
-            if (first_tx == 0) first_tx = now;
-            last_tx = now;
-          }
-        }
+        for (TxStream& t : txs)
+          any |= transmit_stream(t, now, now_ns, burst, txp, tx_pool, cache, r, first_tx, last_tx);
         if (!any) sending = false;
       }
     }

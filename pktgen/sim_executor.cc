@@ -123,21 +123,10 @@ void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc
   if (completed_ == s_->transfers.size()) sim_.pause();
 }
 
-SizeRun SimExecutor::run(const Schedule& s) {
+// Every rank's buffer, registered: verify mode's real data, else a zeroed
+// window big enough for the largest transfer.
+void SimExecutor::register_buffers(const Schedule& s, uint64_t max_bytes) {
   const uint32_t n = s.params.ranks;
-  if (n > rank_host_.size())
-    throw std::invalid_argument("schedule has " + std::to_string(n) + " ranks, the topology " +
-                                std::to_string(rank_host_.size()) + " hosts");
-  uint64_t max_bytes = 0;
-  for (const Transfer& t : s.transfers) max_bytes = std::max(max_bytes, t.bytes);
-  if (max_bytes > transport::kMaxMessageBytes)
-    throw std::invalid_argument("a transfer of " + std::to_string(max_bytes) +
-                                " bytes is larger than an RC message (2^31)");
-  SizeRun result;
-  s_ = &s;
-  run_ = &result;
-
-  // Memory: every rank registers its buffer.
   base_.assign(n, nullptr);
   window_.assign(n, 0);
   mr_.assign(n, nullptr);
@@ -167,6 +156,23 @@ SizeRun SimExecutor::run(const Schedule& s) {
     // (docs/SIM.md "Virtual payload": the same frames, ICRCs and outputs).
     mr_[r]->set_virtual_payload(!opt_.verify);
   }
+}
+
+SizeRun SimExecutor::run(const Schedule& s) {
+  const uint32_t n = s.params.ranks;
+  if (n > rank_host_.size())
+    throw std::invalid_argument("schedule has " + std::to_string(n) + " ranks, the topology " +
+                                std::to_string(rank_host_.size()) + " hosts");
+  uint64_t max_bytes = 0;
+  for (const Transfer& t : s.transfers) max_bytes = std::max(max_bytes, t.bytes);
+  if (max_bytes > transport::kMaxMessageBytes)
+    throw std::invalid_argument("a transfer of " + std::to_string(max_bytes) +
+                                " bytes is larger than an RC message (2^31)");
+  SizeRun result;
+  s_ = &s;
+  run_ = &result;
+
+  register_buffers(s, max_bytes);
 
   // Dependency graph and each transfer's QP (connecting on first use).
   const size_t total = s.transfers.size();

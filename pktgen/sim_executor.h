@@ -110,6 +110,7 @@ class SimExecutor {
     QpSide side[2];  // [0]: the lower rank's QP
   };
   QpSide& side_for(uint32_t src, uint32_t dst, uint32_t channel);
+  void register_buffers(const Schedule& s, uint64_t max_bytes);
   void post(uint32_t id);
   bool try_post(QpSide& side, uint32_t id);
   void on_completion(size_t host, const transport::WorkCompletion& wc);
