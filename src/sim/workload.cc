@@ -71,6 +71,8 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
   attr.timeout = o.timeout;
   attr.retry_cnt = o.retry_cnt;
   attr.ack_every_n = o.ack_every_n;
+  attr.entropy = o.entropy;
+  attr.sr_reorder_tolerance_pkts = o.reorder_tolerance;
   std::unique_ptr<cc::Algorithm> algo;
   try {
     algo = cc::make_algorithm(o.cc, o.cc_params, line_rate_bytes);
