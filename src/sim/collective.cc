@@ -30,6 +30,9 @@ QpOptions qp_options(const FlowSpec& f) {
   o.ack_every_n = f.ack_every_n;
   o.entropy = f.entropy;
   o.reorder_tolerance = f.reorder_tolerance;
+  o.rto_low_ns = f.rto_low_ns;
+  o.sack_window = f.sack_window;
+  o.rto_low_threshold = f.rto_low_threshold;
   return o;
 }
 

@@ -208,7 +208,7 @@ std::vector<std::string_view> with(const std::vector<std::string_view>& a,
 const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
-    "entropy_paths", "flowlet_gap", "reorder_tolerance"};
+    "entropy_paths", "flowlet_gap", "reorder_tolerance", "rto_low", "rto_low_threshold", "sack_window"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -262,6 +262,14 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   r.time(t, "flowlet_gap", path, f.entropy.flowlet_gap_ns, 1'000'000'000);
   if (r.integer(t, "reorder_tolerance", path, v, 0, 1 << 16))
     f.reorder_tolerance = static_cast<uint32_t>(v);
+  r.time(t, "rto_low", path, f.rto_low_ns, 1'000'000'000);
+  if (r.integer(t, "rto_low_threshold", path, v, 0, 1 << 16))
+    f.rto_low_threshold = static_cast<uint32_t>(v);
+  if (const toml::node* n = t.get("sack_window")) {
+    if (!r.integer(t, "sack_window", path, v, 64, 1 << 20) || (v & (v - 1)) != 0)
+      r.fail(n->source(), Reader::join(path, "sack_window"), "a power of two, 64..1048576");
+    f.sack_window = static_cast<uint32_t>(v);
+  }
   // Go-back-N takes every overtaken packet for a loss (transport/qp.h).
   if (f.entropy.mode != transport::EntropyMode::kFixed &&
       f.recovery != transport::Recovery::kSelectiveRepeat) {
