@@ -76,7 +76,7 @@ TEST(SimMultipath, SprayedQpsSpreadOverUplinksAndReorderWithoutResending) {
   EXPECT_LT(sp.r.retransmits, 8u * 14 * 512 / 100);
 }
 
-TEST(SimMultipath, FlowletsStayInOrderOnAnIdleFabric) {
+TEST(SimMultipath, FlowletsTakeANewPortBetweenRingSteps) {
   const Outcome fl = run(ring_scenario(
       "", std::string(kSr) + "entropy = \"flowlet\"\nflowlet_gap = \"4us\"\n"));
   EXPECT_GT(fl.r.entropy_changes, 0u) << "a ring step's wait for its ACK is a gap";
