@@ -268,7 +268,8 @@ int main(int argc, char** argv) {
   } else {
     print_table(*s, sum, wall);
   }
-  if (sc.collective) fmt::print(o.json ? stderr : stdout, "{}\n", sim::collective_line(*sc.collective, coll));
+  if (sc.collective)
+    fmt::print(o.json ? stderr : stdout, "{}\n", sim::collective_line(*sc.collective, coll));
   if (const std::string w = sim::missing_int_warning(sum); !w.empty())
     fmt::print(stderr, "droce-sim: {}\n", w);
   const bool ok = sum.all_done && sum.flows_failed == 0 && sum.flows_corrupt == 0 &&

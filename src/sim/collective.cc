@@ -54,7 +54,8 @@ double wire_per_payload(uint32_t mtu) {
 
 class Runner {
  public:
-  Runner(Simulator& sim, const CollectiveSpec& spec) : sim_(sim), spec_(spec), n_(spec.ranks.size()) {
+  Runner(Simulator& sim, const CollectiveSpec& spec)
+      : sim_(sim), spec_(spec), n_(spec.ranks.size()) {
     chunk_ = spec.bytes / n_;
     steps_ = spec.pattern == Pattern::kRing ? 2 * (n_ - 1) : n_ - 1;
     const QpOptions o = qp_options(spec.qp);
@@ -217,7 +218,8 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["bytes"] = spec.bytes;
   j["iterations"] = spec.iterations;
   j["transfers_per_iteration"] = r.transfers;
-  j["recovery"] = spec.qp.recovery == transport::Recovery::kGoBackN ? "go_back_n" : "selective_repeat";
+  j["recovery"] =
+      spec.qp.recovery == transport::Recovery::kGoBackN ? "go_back_n" : "selective_repeat";
   j["entropy"] = to_string(spec.qp.entropy.mode);
   j["entropy_paths"] = spec.qp.entropy.paths;
   j["reorder_tolerance"] = spec.qp.reorder_tolerance;

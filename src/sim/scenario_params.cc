@@ -208,7 +208,8 @@ std::vector<std::string_view> with(const std::vector<std::string_view>& a,
 const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
-    "entropy_paths", "flowlet_gap", "reorder_tolerance", "rto_low", "rto_low_threshold", "sack_window"};
+    "entropy_paths", "flowlet_gap", "reorder_tolerance", "rto_low", "rto_low_threshold",
+    "sack_window"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
