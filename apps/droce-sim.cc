@@ -13,8 +13,12 @@
 // the profile. Unknown names and out-of-range values are refused with the
 // accepted names or range (docs/CC.md "Experiments", "Profiles").
 //
-// Exit codes: 0 done, 1 a flow failed or did not finish or its data did
-// not verify, 2 bad command line or scenario.
+// A scenario with [collective] runs that collective over its hosts
+// (sim/collective.h), alongside its flows, prints one line for it and
+// writes collective.json into --out.
+//
+// Exit codes: 0 done, 1 a flow or the collective failed or did not finish
+// or a flow's data did not verify, 2 bad command line or scenario.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +28,7 @@
 
 #include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
+#include "droce/sim/collective.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "cli_error.h"
@@ -221,6 +226,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!apply_overrides(o, sc)) return 2;
+  if (sc.collective && !o.cc_name.empty()) sc.collective->qp.cc = o.cc_name;
   std::unique_ptr<sim::Simulator> s;
   try {
     s = std::make_unique<sim::Simulator>(sc);
@@ -230,6 +236,15 @@ int main(int argc, char** argv) {
   }
   // Wall clock only here, for the speed line; results never depend on it.
   const auto t0 = std::chrono::steady_clock::now();
+  sim::CollectiveResult coll;
+  if (sc.collective) {
+    try {
+      coll = sim::run_collective(*s, sc, *sc.collective);
+    } catch (const sim::ScenarioError& e) {
+      fmt::print(stderr, "droce-sim: {}\n", e.what());
+      return 2;
+    }
+  }
   s->run();
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -237,6 +252,12 @@ int main(int argc, char** argv) {
   if (!o.out.empty()) {
     try {
       s->write_outputs(o.out, o.files);
+      if (sc.collective) {
+        std::FILE* f = std::fopen((o.out + "/collective.json").c_str(), "w");
+        if (!f) throw std::runtime_error(o.out + "/collective.json: cannot write");
+        fmt::print(f, "{}", sim::collective_json(*s, sc, *sc.collective, coll));
+        std::fclose(f);
+      }
     } catch (const std::exception& e) {
       fmt::print(stderr, "droce-sim: --out: {}\n", e.what());
       return 2;
@@ -247,8 +268,11 @@ int main(int argc, char** argv) {
   } else {
     print_table(*s, sum, wall);
   }
+  if (sc.collective)
+    fmt::print(o.json ? stderr : stdout, "{}\n", sim::collective_line(*sc.collective, coll));
   if (const std::string w = sim::missing_int_warning(sum); !w.empty())
     fmt::print(stderr, "droce-sim: {}\n", w);
-  const bool ok = sum.all_done && sum.flows_failed == 0 && sum.flows_corrupt == 0;
+  const bool ok = sum.all_done && sum.flows_failed == 0 && sum.flows_corrupt == 0 &&
+                  !coll.stalled && coll.failed_wrs == 0;
   return ok ? 0 : 1;
 }

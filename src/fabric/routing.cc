@@ -146,18 +146,22 @@ int RouteTable::choose(const std::vector<uint16_t>& ports, const FlowKey& key, u
   return -1;
 }
 
-int RouteTable::lookup(const FlowKey& key, uint64_t seed,
-                       const std::vector<bool>& up) const {
+const std::vector<uint16_t>* RouteTable::group(const FlowKey& key) const {
   const bool v6 = key.ip_version == 6;
   if (!v6 && !groups_.empty()) {
     if (const uint32_t g = host_group(load_be32_host(key.dst_ip)); g != kNoGroup)
-      return choose(groups_[g], key, seed, up);
+      return &groups_[g];
   }
   for (const Route& r : routes_) {
-    if (r.v6 == v6 && prefix_match(r.prefix, key.dst_ip, r.len))
-      return choose(r.ports, key, seed, up);
+    if (r.v6 == v6 && prefix_match(r.prefix, key.dst_ip, r.len)) return &r.ports;
   }
-  return -1;
+  return nullptr;
+}
+
+int RouteTable::lookup(const FlowKey& key, uint64_t seed,
+                       const std::vector<bool>& up) const {
+  const std::vector<uint16_t>* ports = group(key);
+  return ports ? choose(*ports, key, seed, up) : -1;
 }
 
 }  // namespace droce::fabric

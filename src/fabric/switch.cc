@@ -82,6 +82,26 @@ Switch::Switch(SwitchConfig cfg) : cfg_(std::move(cfg)), rng_(cfg_.seed) {
   port_up_.assign(ports_.size(), true);
   next_.assign(ports_.size(), kNever);
   hash_seed_ = mix_seed(cfg_.seed, cfg_.node_id);
+  if (cfg_.load_balance == LoadBalance::kAdaptiveFlowlet) flowlets_ = FlowletTable(4096);
+}
+
+// The egress port of a routed packet: the route's only port, or a member
+// of its ECMP group by hash or by load (load_balance.h); -1: no route.
+int Switch::route(const FrameInfo& info, uint64_t now) {
+  const FlowKey key = flow_key(info);
+  if (cfg_.load_balance == LoadBalance::kEcmp) return cfg_.routes.lookup(key, hash_seed_, port_up_);
+  const std::vector<uint16_t>* ports = cfg_.routes.group(key);
+  if (!ports) return -1;
+  if (ports->size() == 1) return cfg_.routes.lookup(key, hash_seed_, port_up_);
+  const uint32_t h = ecmp_hash(key, hash_seed_);
+  const auto load = [this](uint16_t p) { return ports_[p].bytes; };
+  if (cfg_.load_balance == LoadBalance::kAdaptivePacket)
+    return least_loaded(*ports, h, port_up_, load);
+  const int kept = flowlets_.lookup(h, now, cfg_.flowlet_gap_ns);
+  if (kept >= 0 && static_cast<size_t>(kept) < port_up_.size() && port_up_[kept]) return kept;
+  const int p = least_loaded(*ports, h, port_up_, load);
+  if (p >= 0) flowlets_.assign(h, static_cast<uint16_t>(p));
+  return p;
 }
 
 bool Switch::paused(uint16_t port, uint8_t prio, uint64_t now) const {
@@ -266,7 +286,7 @@ void Switch::receive(uint16_t port, Packet&& pkt, uint64_t now) {
     switch_l2(port, std::move(pkt), info, now);
     return;
   }
-  const int out = cfg_.routes.lookup(flow_key(info), hash_seed_, port_up_);
+  const int out = route(info, now);
   if (out < 0 || static_cast<size_t>(out) >= ports_.size()) {
     ++in.counters.no_route;
     return;

@@ -21,6 +21,10 @@ std::string_view to_string(Opcode op) {
   return "?";
 }
 
+std::string_view to_string(CollectiveSpec::Pattern p) {
+  return p == CollectiveSpec::Pattern::kRing ? "ring" : "all_to_all";
+}
+
 int Scenario::host_index(std::string_view name) const {
   for (size_t i = 0; i < hosts.size(); ++i)
     if (hosts[i].name == name) return static_cast<int>(i);
@@ -54,7 +58,7 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
   sc.file = name;
   ScenarioParse p{Reader(name), root, sc, {}, {}, {}, {}, {}, {}};
   p.r.check_keys(root, "", {"run", "topology", "switch", "link", "flow", "hosts", "switches",
-                            "links", "flows", "outages"});
+                            "links", "flows", "outages", "collective"});
   read_run(p);
   read_defaults(p);
   read_topology(p);
@@ -65,6 +69,7 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
   read_links(p);
   read_flows(p);
   read_outages(p);
+  read_collective(p);
   validate_scenario(p);
   return sc;
 }

@@ -113,7 +113,8 @@ void read_scheduler(const Reader& r, const toml::table& t, const std::string& pa
 void read_switch_table(const Reader& r, const toml::table& t, const std::string& path,
                        SwitchSpec& s, std::initializer_list<std::string_view> extra_keys) {
   std::vector<std::string_view> keys = {"buffer", "buffer_mode", "port_buffer", "ecn", "pfc",
-                                        "int", "scheduler", "classifier"};
+                                        "int", "scheduler", "classifier", "load_balance",
+                                        "flowlet_gap"};
   keys.insert(keys.end(), extra_keys.begin(), extra_keys.end());
   r.check_keys(t, path, keys);
   fabric::SwitchConfig& c = s.cfg;
@@ -123,6 +124,11 @@ void read_switch_table(const Reader& r, const toml::table& t, const std::string&
   r.bytes(t, "port_buffer", path, s.port_buffer_bytes, 4096);
   r.choice(t, "classifier", path, c.classifier,
            {{"dscp", fabric::Classifier::kDscp}, {"pcp", fabric::Classifier::kPcp}});
+  r.choice(t, "load_balance", path, c.load_balance,
+           {{"ecmp", fabric::LoadBalance::kEcmp},
+            {"adaptive", fabric::LoadBalance::kAdaptivePacket},
+            {"adaptive_flowlet", fabric::LoadBalance::kAdaptiveFlowlet}});
+  r.time(t, "flowlet_gap", path, c.flowlet_gap_ns, 1'000'000'000);
   read_ecn(r, t, path, s);
   read_pfc(r, t, path, c);
   read_int(r, t, path, c);
@@ -201,7 +207,9 @@ std::vector<std::string_view> with(const std::vector<std::string_view>& a,
 
 const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
-    "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload"};
+    "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
+    "entropy_paths", "flowlet_gap", "reorder_tolerance", "rto_low", "rto_low_threshold",
+    "sack_window"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -246,6 +254,32 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   if (r.integer(t, "timeout", path, v, 1, 31)) f.timeout = static_cast<uint8_t>(v);
   if (r.integer(t, "retry_cnt", path, v, 0, 7)) f.retry_cnt = static_cast<uint8_t>(v);
   if (r.integer(t, "ack_every_n", path, v, 0, 1 << 20)) f.ack_every_n = static_cast<uint32_t>(v);
+  r.choice(t, "entropy", path, f.entropy.mode,
+           {{"fixed", transport::EntropyMode::kFixed},
+            {"spray", transport::EntropyMode::kSpray},
+            {"flowlet", transport::EntropyMode::kFlowlet}});
+  if (r.integer(t, "entropy_paths", path, v, 1, transport::kMaxEntropyPaths))
+    f.entropy.paths = static_cast<uint32_t>(v);
+  r.time(t, "flowlet_gap", path, f.entropy.flowlet_gap_ns, 1'000'000'000);
+  if (r.integer(t, "reorder_tolerance", path, v, 0, 1 << 16))
+    f.reorder_tolerance = static_cast<uint32_t>(v);
+  r.time(t, "rto_low", path, f.rto_low_ns, 1'000'000'000);
+  if (r.integer(t, "rto_low_threshold", path, v, 0, 1 << 16))
+    f.rto_low_threshold = static_cast<uint32_t>(v);
+  if (const toml::node* n = t.get("sack_window")) {
+    if (!r.integer(t, "sack_window", path, v, 64, 1 << 20) || (v & (v - 1)) != 0)
+      r.fail(n->source(), Reader::join(path, "sack_window"), "a power of two, 64..1048576");
+    f.sack_window = static_cast<uint32_t>(v);
+  }
+  // Go-back-N takes every overtaken packet for a loss (transport/qp.h).
+  if (f.entropy.mode != transport::EntropyMode::kFixed &&
+      f.recovery != transport::Recovery::kSelectiveRepeat) {
+    const char* key = t.get("entropy") ? "entropy" : "recovery";
+    const toml::node* n = t.get(key);
+    r.fail(n ? n->source() : t.source(), Reader::join(path, key),
+           "entropy = \"" + std::string(transport::to_string(f.entropy.mode)) +
+               "\" reorders packets: it needs recovery = \"selective_repeat\"");
+  }
   r.boolean(t, "verify", path, f.verify);
   using Payload = FlowSpec::Payload;
   r.choice(t, "payload", path, f.payload,

@@ -4,7 +4,7 @@
 //   scenario.cc           parse_scenario: the sections in order, then checks
 //   scenario_sections.cc  [run], the defaults ([switch], [link], [flow]),
 //                         [[hosts]], [[switches]], [[links]], [[flows]],
-//                         [[outages]]
+//                         [[outages]], [collective]
 //   scenario_params.cc    the keys a section shares with its defaults: a
 //                         switch's, a link's, a flow's; down intervals
 //   scenario_topology.cc  [topology]: incast and leaf-spine (topology.h)
@@ -61,6 +61,7 @@ void read_switches(ScenarioParse& p);
 void read_links(ScenarioParse& p);
 void read_flows(ScenarioParse& p);
 void read_outages(ScenarioParse& p);
+void read_collective(ScenarioParse& p);
 void validate_scenario(ScenarioParse& p);
 
 }  // namespace droce::sim

@@ -175,4 +175,47 @@ void read_outages(ScenarioParse& p) {
   }
 }
 
+// [collective]: pattern, bytes, iterations and the hosts taking part (in
+// rank order); its QPs use [flow]'s keys.
+void read_collective(ScenarioParse& p) {
+  const Reader& r = p.r;
+  const toml::table* t = r.table(p.root, "collective", "");
+  if (!t) return;
+  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts"});
+  CollectiveSpec c;
+  using Pattern = CollectiveSpec::Pattern;
+  r.choice(*t, "pattern", "collective", c.pattern,
+           {{"ring", Pattern::kRing}, {"all_to_all", Pattern::kAllToAll}});
+  r.bytes(*t, "bytes", "collective", c.bytes, 1);
+  uint64_t v = 0;
+  if (r.integer(*t, "iterations", "collective", v, 1, 1000))
+    c.iterations = static_cast<uint32_t>(v);
+  if (const toml::node* n = t->get("hosts")) {
+    const toml::array* a = n->as_array();
+    if (!a) r.fail(n->source(), "collective.hosts", "expected an array of host names");
+    std::set<uint32_t> seen;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::node& e = *a->get(i);
+      const std::string ep = "collective.hosts[" + std::to_string(i) + "]";
+      if (!e.is_string()) r.fail(e.source(), ep, "expected a host name");
+      const int h = p.sc.host_index(e.as_string()->get());
+      if (h < 0) r.fail(e.source(), ep, "no host named \"" + e.as_string()->get() + "\"");
+      if (!seen.insert(static_cast<uint32_t>(h)).second)
+        r.fail(e.source(), ep, "host \"" + e.as_string()->get() + "\" is listed twice");
+      c.ranks.push_back(static_cast<uint32_t>(h));
+    }
+  } else {
+    for (uint32_t h = 0; h < p.sc.hosts.size(); ++h) c.ranks.push_back(h);
+  }
+  if (c.ranks.size() < 2) r.fail(t->source(), "collective", "needs at least 2 hosts");
+  const uint64_t n = c.ranks.size();
+  if (c.bytes % n != 0 || (c.bytes / n) % 4 != 0)
+    r.fail(t->get("bytes") ? t->get("bytes")->source() : t->source(), "collective.bytes",
+           "must be a multiple of 4 x the number of ranks (" + std::to_string(n) + ")");
+  if (c.bytes / n > transport::kMaxMessageBytes)
+    r.fail(t->source(), "collective.bytes", "a chunk (bytes / ranks) is larger than an RC message");
+  c.qp = p.flow_default;
+  p.sc.collective = std::move(c);
+}
+
 }  // namespace droce::sim

@@ -62,6 +62,11 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
   attr.timeout = o.timeout;
   attr.retry_cnt = o.retry_cnt;
   attr.ack_every_n = o.ack_every_n;
+  attr.entropy = o.entropy;
+  attr.sr_reorder_tolerance_pkts = o.reorder_tolerance;
+  attr.sr_rto_low_ns = o.rto_low_ns;
+  attr.sack_window = o.sack_window;
+  attr.sr_rto_low_threshold_pkts = o.rto_low_threshold;
   std::unique_ptr<cc::Algorithm> algo;
   try {
     algo = cc::make_algorithm(o.cc, o.cc_params, line_rate_bytes);

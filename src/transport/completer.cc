@@ -266,6 +266,15 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
         high = sack;
         if (wire::psn_gt(sack, sr_sack_high_)) sr_sack_high_ = sack;
       }
+      // On a network that reorders, only holes at least
+      // sr_reorder_tolerance_pkts below the highest SACK are losses; the
+      // rest may still be on their way (qp.h).
+      if (const uint32_t tol = attr_.sr_reorder_tolerance_pkts) {
+        if (wire::psn_distance(psn, sr_sack_high_) < tol || !wire::psn_gt(sr_sack_high_, psn))
+          return;
+        const uint32_t limit = wire::psn_add(sr_sack_high_, (wire::kPsnMask + 1 - tol) & wire::kPsnMask);
+        high = wire::psn_add(limit, 1);
+      }
       if (!sr_recovery_) {
         ++counters_.retransmit_seq_nak;
         sr_recovery_ = true;

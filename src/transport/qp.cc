@@ -119,6 +119,10 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       const uint32_t mtu = mtu_bytes(a.path_mtu);
       if (mtu == 0 || a.rq_psn > wire::kPsnMask || a.dest_qpn > wire::kPsnMask) return EINVAL;
       if (a.path.src_ip.v6 != a.path.dst_ip.v6) return EINVAL;
+      if (a.entropy.paths == 0 || a.entropy.paths > kMaxEntropyPaths) return EINVAL;
+      if (a.entropy.mode != EntropyMode::kFixed &&
+          (type_ != QpType::kRc || a.recovery != Recovery::kSelectiveRepeat))
+        return EINVAL;
       if (a.recovery == Recovery::kSelectiveRepeat &&
           (a.sack_window < 64 || a.sack_window > (1u << 20) ||
            (a.sack_window & (a.sack_window - 1)) != 0))
@@ -134,6 +138,9 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sack_window = a.sack_window;
       attr_.np_min_time_between_cnps_ns = a.np_min_time_between_cnps_ns;
       attr_.cnp_dscp = a.cnp_dscp;
+      attr_.entropy = a.entropy;
+      entropy_.reset(a.entropy, a.path.udp_src_port);
+      reorder_depth_max_ = 0;
       make_templates();
       mtu_ = mtu;
       epsn_ = a.rq_psn;
@@ -173,6 +180,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.honour_credits = a.honour_credits;
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
+      attr_.sr_reorder_tolerance_pkts = a.sr_reorder_tolerance_pkts;
       attr_.timeout = a.timeout;
       attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);

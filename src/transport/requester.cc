@@ -171,7 +171,7 @@ wire::TxRequest QueuePair::send_write_fields(const SendWqe& w, uint32_t k, bool 
 }
 
 size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
-                                std::span<uint8_t> buf, bool* ok) {
+                                std::span<uint8_t> buf, bool* ok, uint64_t now) {
   *ok = true;
   if (!w.is_read_or_atomic()) {
     uint32_t len;
@@ -179,7 +179,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
     const wire::TxRequest r = send_write_fields(w, k, ask_ack, &len, &off);
     built_ack_req_ = r.ack_req;
     if (type_ != QpType::kUd && tx_template_.valid())
-      return build_templated(w, r, off, len, buf, ok);
+      return build_templated(w, r, off, len, buf, ok, now);
     // UD: the WR's own destination, through build_packet.
     const UdDest& ud = ud_dest(w);
     wire::TransportSpec t;
@@ -226,14 +226,25 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
     }
   }
   built_ack_req_ = true;
+  if (attr_.entropy.mode != EntropyMode::kFixed) {
+    wire::PathSpec path = attr_.path;
+    path.udp_src_port = entropy_.next(now);
+    return build(t, {}, buf, &path);
+  }
   return build(t, {}, buf);
 }
 
 size_t QueuePair::build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
-                                  uint32_t len, std::span<uint8_t> buf, bool* ok) {
+                                  uint32_t len, std::span<uint8_t> buf, bool* ok,
+                                  uint64_t now) {
   wire::IcrcCheck icrc;
   const size_t n = wire::write_request(tx_template_, r, len, buf, &icrc);
   if (n == 0) return 0;
+  // The UDP source port (RoCEv2 annex A17.4.3: the sender's choice), before
+  // the ICRC, which covers it.
+  if (attr_.entropy.mode != EntropyMode::kFixed && type_ != QpType::kUd)
+    wire::store_be16(buf.data() + tx_template_.bth_offset - wire::kUdpSize,
+                     entropy_.next(now));
   if (len > 0 && !gather(w, off, len, buf.data() + wire::tx_payload_offset(tx_template_, r.opcode))) {
     *ok = false;
     return 0;
@@ -290,7 +301,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   const bool ask_ack = overdue || (timed && cc_.samples_rtt) ||
                        (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
   bool ok;
-  const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok);
+  const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok, now);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
@@ -446,7 +457,10 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     const uint32_t psn = wire::psn_add(w.first_psn, k);  // what the resend carries
     bool again = false;
     if (sack_state(psn) == kSackResent) {
-      const uint32_t mark = sr_mark_[psn % sr_mark_.size()];
+      // On a network that reorders, the packets sent after the resend may
+      // overtake it: only a SACK the reorder tolerance beyond is evidence.
+      const uint32_t mark =
+          wire::psn_add(sr_mark_[psn % sr_mark_.size()], attr_.sr_reorder_tolerance_pkts);
       if (!wire::psn_ge(sr_sack_high_, mark)) {
         if (!sr_rewalk_armed_ || wire::psn_lt(mark, sr_rewalk_at_)) {
           sr_rewalk_armed_ = true;

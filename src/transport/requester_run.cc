@@ -82,7 +82,7 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     const wire::TxRequest r = send_write_fields(w, k, ask_ack, &len, &off);
     built_ack_req_ = r.ack_req;
     bool ok = true;
-    const size_t frame = build_templated(w, r, off, len, bufs[n], &ok);
+    const size_t frame = build_templated(w, r, off, len, bufs[n], &ok, now);
     if (!ok) {
       ++counters_.local_errors;
       fail_wqe(sq_send_, IBV_WC_LOC_PROT_ERR);

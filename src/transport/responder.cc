@@ -152,10 +152,20 @@ void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
 // sends one sequence-error NAK per gap and drops until the hole is filled.
 void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
   ++counters_.rx_out_of_sequence;
+  reorder_depth_max_ = std::max(reorder_depth_max_, wire::psn_distance(epsn_, pkt.psn));
   if (attr_.recovery == Recovery::kSelectiveRepeat) {
     if (sr_accept(pkt)) {
       ++counters_.rx_ooo_accepted;
-      queue_nak(epsn_, NakCode::kPsnSequenceError, pkt.psn, false);
+      // The packet is placed whether or not its SACK finds room: on a
+      // network that reorders, a burst of overtaking packets fills the
+      // response queue, and dropping what arrived would turn reordering
+      // into loss. A SACK not sent is a lost ACK; the cumulative ACK that
+      // follows the hole covers the packet.
+      if (room_for_answer()) {
+        queue_nak(epsn_, NakCode::kPsnSequenceError, pkt.psn, false);
+      } else {
+        ++counters_.rx_response_queue_full;
+      }
       nak_seq_sent_ = true;
       return;
     }

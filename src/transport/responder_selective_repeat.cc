@@ -49,7 +49,7 @@ void QueuePair::retire_write_contexts(uint32_t epsn) {
 // requester resends it as a hole and the in-order path judges it.
 bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
   const uint32_t d = wire::psn_distance(epsn_, pkt.psn);
-  if (d >= ooo_.size() || resp_count_ + 2 > resp_.size()) return false;
+  if (d >= ooo_.size()) return false;
   uint8_t& slot = ooo_[pkt.psn % ooo_.size()];
   if (slot) return false;  // already placed
   const wire::OpcodeInfo& info = *pkt.info;

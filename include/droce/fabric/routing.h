@@ -50,6 +50,11 @@ class RouteTable {
   int lookup(const FlowKey& key, uint64_t seed,
              const std::vector<bool>& port_up = {}) const;
 
+  // The ports of the route `key` matches (one port or an ECMP group, down
+  // ones included), or nullptr when none does: for a caller that chooses
+  // among them itself (adaptive routing, load_balance.h).
+  const std::vector<uint16_t>* group(const FlowKey& key) const;
+
   size_t size() const { return routes_.size(); }
   // The ports of the IPv4 /32 route to `host` (an ECMP group in the order
   // given), or nullptr when there is none.

@@ -23,6 +23,7 @@
 
 #include "droce/fabric/ecn.h"
 #include "droce/fabric/fifo.h"
+#include "droce/fabric/load_balance.h"
 #include "droce/fabric/packet.h"
 #include "droce/fabric/rng.h"
 #include "droce/fabric/routing.h"
@@ -105,6 +106,9 @@ struct SwitchConfig {
   IntConfig int_cfg;
   RouteTable routes;
   uint64_t seed = 1;  // ECN draws and ECMP hash seed
+  // The member of an ECMP group a packet takes (load_balance.h).
+  LoadBalance load_balance = LoadBalance::kEcmp;
+  uint64_t flowlet_gap_ns = 8'000;  // kAdaptiveFlowlet
   // MAC learning (source MAC -> ingress port) from group-addressed and
   // non-IP frames; when full, unknown sources are not learned.
   size_t mac_table_size = 4096;
@@ -215,6 +219,8 @@ class Switch {
   size_t mac_table_entries() const { return macs_.size(); }
   uint64_t mac_table_full() const { return mac_full_; }
   int learned_port(const wire::MacAddress& mac) const;
+  // Adaptive routing by flowlets: flowlets started (a member chosen).
+  uint64_t flowlets_started() const { return flowlets_.flowlets(); }
 
   // Time to serialize a frame of `frame_bytes` (no FCS) at `rate_bps`,
   // rounded down; Switch carries the remainder so long runs are exact.
@@ -289,6 +295,8 @@ class Switch {
   std::vector<Departure> outbox_;
   std::vector<Departure> polled_;
   std::unordered_map<uint64_t, uint16_t> macs_;  // MAC (48 bits) -> port
+  FlowletTable flowlets_;
+  int route(const FrameInfo& info, uint64_t now);
   uint64_t mac_full_ = 0;
 };
 

@@ -82,6 +82,14 @@ struct FlowSpec {
   // Responder ACK coalescing (QpAttr::ack_every_n): 0 keeps the transport's
   // AckReq-only ACKs, 1 ACKs every packet (what HPCC's INT feedback needs).
   uint32_t ack_every_n = 0;
+  // UDP source ports of the flow's request packets (transport/entropy.h)
+  // and, for selective repeat, the reordering it tolerates before it
+  // resends a hole (QpAttr::sr_reorder_tolerance_pkts).
+  transport::EntropyConfig entropy;
+  uint32_t reorder_tolerance = 0;
+  uint64_t rto_low_ns = 100'000;  // selective repeat's RTO_low (IRN 3.1)
+  uint32_t sack_window = 1024;    // PSNs selective repeat tracks (QpAttr)
+  uint32_t rto_low_threshold = 3; // RTO_low only with at most this many in flight
   bool verify = true;    // check destination memory at the end
   // Whether payload bytes move (docs/SIM.md, "Virtual payload"). Virtual:
   // the flow's memory regions are not read or written for payload
@@ -113,6 +121,19 @@ struct RunSpec {
   bool resolve_macs = false;
 };
 
+// [collective]: a collective operation over some of the hosts, run by
+// droce-sim after the scenario is built (collective.h). Its QPs take the
+// per-QP keys of [flow].
+struct CollectiveSpec {
+  enum class Pattern : uint8_t { kRing, kAllToAll };
+  Pattern pattern = Pattern::kRing;
+  uint64_t bytes = 1 << 20;   // per rank: the buffer reduced / exchanged
+  uint32_t iterations = 1;    // back to back
+  std::vector<uint32_t> ranks;  // host index of each rank (default: all, in order)
+  FlowSpec qp;                // [flow]'s per-QP keys
+};
+std::string_view to_string(CollectiveSpec::Pattern p);
+
 struct Scenario {
   std::string file;  // for messages and reports
   RunSpec run;
@@ -120,6 +141,7 @@ struct Scenario {
   std::vector<SwitchSpec> switches;
   std::vector<LinkSpec> links;
   std::vector<FlowSpec> flows;
+  std::optional<CollectiveSpec> collective;
   bool ecmp = true;
 
   int host_index(std::string_view name) const;

@@ -78,6 +78,11 @@ struct QpOptions {
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint32_t ack_every_n = 0;
+  transport::EntropyConfig entropy;  // needs selective repeat unless fixed
+  uint32_t reorder_tolerance = 0;
+  uint64_t rto_low_ns = 100'000;
+  uint32_t sack_window = 1024;
+  uint32_t rto_low_threshold = 3;
   uint32_t max_send_wr = 256;
   uint32_t max_recv_wr = 256;
   // Entries of the host's workload CQ, created by the host's first

@@ -30,6 +30,7 @@
 #include "droce/transport/counters.h"
 #include "droce/transport/credits.h"
 #include "droce/transport/cq.h"
+#include "droce/transport/entropy.h"
 #include "droce/transport/mr.h"
 #include "droce/transport/pd.h"
 #include "droce/transport/responder.h"
@@ -115,10 +116,11 @@ struct QpInitAttr {
 // ibv_modify_qp's required masks (IBA 11.2.4.2):
 //   RESET->INIT: qp_access_flags, pkey, qkey (UD)
 //   INIT->RTR:   path, dest_qpn, rq_psn, path_mtu, max_dest_rd_atomic,
-//                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs
+//                min_rnr_timer, ack_every_n, recovery, sack_window, CNP knobs,
+//                entropy
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
-//                sr_rto_low_threshold_pkts, honour_credits
+//                sr_rto_low_threshold_pkts, sr_reorder_tolerance_pkts, honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -138,6 +140,12 @@ struct QpAttr {
   // Selective repeat: PSNs tracked; a power of two (64..2^20) so PSN % size
   // stays consistent across the 2^24 wrap.
   uint32_t sack_window = 1024;
+  // The UDP source port of request packets (entropy.h): fixed (the path's
+  // udp_src_port), sprayed per packet or changed per flowlet. Anything but
+  // fixed reorders packets on a multipath fabric, so it is accepted only
+  // with selective repeat: go-back-N would take every overtaken packet for
+  // a loss (IBA 9.7.5.1.2 NAKs it) and resend everything after it.
+  EntropyConfig entropy;
   // DCQCN notification point (RoCEv2 annex A17.9; mlx5 names).
   uint64_t np_min_time_between_cnps_ns = 4000;
   uint8_t cnp_dscp = 48;
@@ -169,6 +177,14 @@ struct QpAttr {
   // the resend of those few packets.
   uint64_t sr_rto_low_ns = 100'000;
   uint32_t sr_rto_low_threshold_pkts = 3;
+  // Selective repeat only: how far a network that reorders (packets sprayed
+  // over several paths) may reorder. A hole is taken for a loss, and
+  // resent, only once a PSN at least this many packets beyond it was
+  // SACKed (TCP's duplicate-ACK threshold, RFC 5681 3.2, counted in
+  // packets); 0 resends as soon as anything after it arrives, right for a
+  // network that keeps a flow in order. A lost packet the threshold hides
+  // (the last few of a message) is found by RTO_low.
+  uint32_t sr_reorder_tolerance_pkts = 0;
   // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
   // WRITE with immediate only within the limit the responder's ACKs
   // advertise, or alone as a probe when nothing is outstanding. Off by
@@ -189,6 +205,12 @@ class QueuePair {
   const QpAttr& attr() const { return attr_; }
   const ProtectionDomain* pd() const { return pd_; }
   const QpCounters& counters() const { return counters_; }
+  // Responder: the largest distance (in PSNs) between the expected PSN and
+  // a request that arrived ahead of it: how deep the network reordered
+  // (or how far a loss was overtaken).
+  uint32_t reorder_depth_max() const { return reorder_depth_max_; }
+  // Requester: times the UDP source port changed (entropy.h).
+  uint64_t entropy_changes() const { return entropy_.changes(); }
   void set_cc_hooks(const CcHooks& hooks) { cc_ = hooks; }
 
   // Step function of the state machine: 0 on success, EINVAL if the
@@ -343,7 +365,7 @@ class QueuePair {
   wire::TxRequest send_write_fields(const SendWqe& w, uint32_t k, bool ask_ack, uint32_t* len,
                                     uint64_t* off) const;
   size_t build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
-                         uint32_t len, std::span<uint8_t> buf, bool* ok);
+                         uint32_t len, std::span<uint8_t> buf, bool* ok, uint64_t now);
 
   // ---- requester_run.cc
   bool run_may_start() const;
@@ -357,7 +379,7 @@ class QueuePair {
   // `ask_ack`: the packet carries AckReq whatever wants_ack says (it fills
   // the CC window, CcHooks::fills_window, or ack_req_interval_ns is up).
   size_t build_request(SendWqe& w, uint32_t k, bool ask_ack, std::span<uint8_t> buf,
-                       bool* ok);
+                       bool* ok, uint64_t now);
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
   // buffer vanished (the WQE then fails with LOC_PROT_ERR).
@@ -542,6 +564,8 @@ class QueuePair {
   bool built_ack_req_ = false;     // the request build_request wrote last did
   uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
   bool sr_recovery_ = false;
+  EntropySource entropy_;          // UDP source ports of request packets
+  uint32_t reorder_depth_max_ = 0;  // responder: furthest PSN ahead of epsn_ seen
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked

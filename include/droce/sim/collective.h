@@ -1,0 +1,66 @@
+// A collective operation over simulator hosts: [collective] in a scenario
+// (CollectiveSpec), run by droce-sim after the scenario's flows are set
+// up. Each rank is a host; each transfer is one RDMA WRITE of a chunk
+// (bytes / ranks) over an RC QP per rank pair, made once and kept across
+// iterations as a communicator keeps its connections.
+//
+//  - ring (all-reduce): 2(N-1) steps; at each step rank r writes one
+//    chunk to rank r+1 (reduce-scatter, then all-gather). Rank r starts
+//    step k once its own step k-1 and rank r-1's step k-1 completed: what
+//    it forwards at step k is what arrived at step k-1.
+//  - all_to_all: rank r writes chunk d to every other rank d, all at once
+//    (each to its own QP), rank r+1 first.
+//
+// A transfer is complete at the sender's WRITE completion: the responder
+// ACKs only after placing the data (IBA 9.7.5.1). Payload is virtual
+// (docs/SIM.md): frames keep their length, no byte is copied. An
+// iteration starts when the previous one ended; JCT is its duration.
+//
+// The bound is what the host links allow: every rank sends 2(N-1)/N x
+// bytes (ring) or (N-1)/N x bytes (all-to-all) through its link, at the
+// link's payload rate (MTU payload per MTU frame with its RoCEv2 headers,
+// ICRC and 24 bytes of Ethernet overhead). A fabric with less bisection
+// than the hosts (oversubscribed) has a lower bound the caller computes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "droce/sim/scenario.h"
+#include "droce/sim/simulator.h"
+
+namespace droce::sim {
+
+struct CollectiveResult {
+  std::vector<uint64_t> jct_ns;  // per finished iteration
+  bool stalled = false;          // an iteration did not finish in the run's duration
+  uint64_t failed_wrs = 0;       // completions with an error status
+  uint64_t bound_ns = 0;         // host-link bound of one iteration
+  uint64_t transfers = 0;        // per iteration
+  // Over the collective's QPs (both ends).
+  uint64_t retransmits = 0;          // request packets sent again
+  uint64_t timeouts = 0;             // RTO_high expiries
+  uint64_t timeouts_low = 0;         // RTO_low expiries (selective repeat)
+  uint64_t seq_naks_sent = 0;        // NAKs (SACKs with selective repeat)
+  uint64_t out_of_sequence = 0;      // requests that arrived ahead of the expected PSN
+  uint32_t reorder_depth_max = 0;    // the furthest ahead (PSNs), any QP
+  uint64_t entropy_changes = 0;      // UDP source port changes
+};
+
+// Runs spec.iterations back to back on `sim` (built from the scenario
+// that holds `spec`). Throws ScenarioError if a QP cannot be set up.
+CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec);
+
+// collective.json: the spec, the JCTs (p50, p99, max), the bound, the
+// counters above, PFC and drops from the simulator's summary, and the
+// bytes each switch-to-switch link direction carried (its spread says how
+// evenly the fabric's paths were used).
+std::string collective_json(const Simulator& sim, const Scenario& sc, const CollectiveSpec& spec,
+                            const CollectiveResult& r);
+
+// One line for the terminal: pattern, ranks, size, JCT p50/p99 and the
+// bound.
+std::string collective_line(const CollectiveSpec& spec, const CollectiveResult& r);
+
+}  // namespace droce::sim

@@ -1,0 +1,273 @@
+// Ring all-reduce and all-to-all over simulator hosts (collective.h).
+#include "droce/sim/collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "droce/wire/headers.h"
+
+namespace droce::sim {
+
+namespace {
+
+using Pattern = CollectiveSpec::Pattern;
+
+QpOptions qp_options(const FlowSpec& f) {
+  QpOptions o;
+  o.cc = f.cc;
+  o.cc_params = f.cc_params;
+  o.recovery = f.recovery;
+  o.mtu = f.mtu;
+  o.dscp = f.dscp;
+  o.timeout = f.timeout;
+  o.retry_cnt = f.retry_cnt;
+  o.ack_every_n = f.ack_every_n;
+  o.entropy = f.entropy;
+  o.reorder_tolerance = f.reorder_tolerance;
+  o.rto_low_ns = f.rto_low_ns;
+  o.sack_window = f.sack_window;
+  o.rto_low_threshold = f.rto_low_threshold;
+  return o;
+}
+
+uint64_t percentile(std::vector<uint64_t> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = std::clamp<size_t>(
+      static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()))), 1, v.size());
+  return v[rank - 1];
+}
+
+// Bytes on the wire per payload byte at `mtu`: BTH, ICRC, UDP, IPv4,
+// Ethernet and its 24 bytes of preamble, FCS and gap per frame.
+double wire_per_payload(uint32_t mtu) {
+  const double frame = static_cast<double>(mtu + wire::kEthSize + wire::kIpv4Size +
+                                           wire::kUdpSize + wire::kBthSize + wire::kIcrcSize + 24);
+  return frame / mtu;
+}
+
+class Runner {
+ public:
+  Runner(Simulator& sim, const CollectiveSpec& spec)
+      : sim_(sim), spec_(spec), n_(spec.ranks.size()) {
+    chunk_ = spec.bytes / n_;
+    steps_ = spec.pattern == Pattern::kRing ? 2 * (n_ - 1) : n_ - 1;
+    const QpOptions o = qp_options(spec.qp);
+    for (size_t r = 0; r < n_; ++r) {
+      buf_.emplace_back(static_cast<uint8_t*>(std::calloc(spec.bytes, 1)));
+      if (!buf_.back()) throw ScenarioError("collective: out of memory");
+      transport::MemoryRegion* mr = sim_.reg_mr(spec.ranks[r], buf_.back().get(), spec.bytes);
+      if (!mr) throw ScenarioError("collective: memory registration refused");
+      mr->set_virtual_payload(true);
+      mr_.push_back(mr);
+    }
+    // One QP pair per rank pair that exchanges data.
+    for (size_t r = 0; r < n_; ++r) {
+      const size_t first = 1, last = spec.pattern == Pattern::kRing ? 1 : n_ - 1;
+      for (size_t k = first; k <= last; ++k) {
+        const size_t d = (r + k) % n_;
+        const auto key = std::minmax(r, d);
+        if (conns_.count(key)) continue;
+        const QpPairRef p = sim_.connect(spec.ranks[key.first], spec.ranks[key.second], o);
+        conns_[key] = p;
+        qps_.push_back(p.a);
+        qps_.push_back(p.b);
+      }
+    }
+    sim_.set_completion_handler(
+        [this](size_t, const transport::WorkCompletion& wc) { on_completion(wc); });
+  }
+  ~Runner() {
+    sim_.set_completion_handler(nullptr);
+    for (size_t r = 0; r < n_; ++r) sim_.dereg_mr(spec_.ranks[r], mr_[r]);
+  }
+
+  void run(CollectiveResult& res) {
+    res.transfers = n_ * steps_;
+    for (uint32_t it = 0; it < spec_.iterations; ++it) {
+      sent_.assign(n_, 0);
+      posted_.assign(n_, 0);
+      done_ = 0;
+      const uint64_t start = sim_.now();
+      last_ns_ = start;
+      if (spec_.pattern == Pattern::kRing) {
+        for (size_t r = 0; r < n_; ++r) post_ring(r);
+      } else {
+        for (size_t r = 0; r < n_; ++r)
+          for (size_t k = 1; k < n_; ++k) post(r, (r + k) % n_, (r + k) % n_, r, k);
+      }
+      while (done_ < res.transfers) {
+        const bool more = sim_.run_until(sim_.now() + 10'000'000'000ull);
+        if (done_ >= res.transfers) break;
+        if (!more || failed_) break;
+      }
+      res.failed_wrs = failed_;
+      if (done_ < res.transfers) {
+        res.stalled = true;
+        return;
+      }
+      res.jct_ns.push_back(last_ns_ - start);
+    }
+  }
+
+ private:
+  // Rank r's next ring step, when its inputs are there.
+  void post_ring(size_t r) {
+    const uint32_t k = posted_[r];
+    if (k >= steps_) return;
+    const size_t prev = (r + n_ - 1) % n_;
+    if (k > 0 && (sent_[r] < k || sent_[prev] < k)) return;
+    // Reduce-scatter sends chunk (r-k) mod N, all-gather (r+1-k) mod N.
+    const size_t c = k < n_ - 1 ? (r + n_ - k % n_) % n_ : (r + 1 + n_ - (k - (n_ - 1)) % n_) % n_;
+    ++posted_[r];
+    post(r, (r + 1) % n_, c, c, k);
+  }
+
+  void post(size_t src, size_t dst, size_t src_chunk, size_t dst_chunk, uint64_t step) {
+    const QpPairRef& p = conns_.at(std::minmax(src, dst));
+    transport::QueuePair& qp = src < dst ? *p.a : *p.b;
+    transport::Sge sge{reinterpret_cast<uint64_t>(buf_[src].get() + src_chunk * chunk_),
+                       static_cast<uint32_t>(chunk_), mr_[src]->lkey()};
+    transport::SendWr wr;
+    wr.wr_id = src << 32 | step;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(buf_[dst].get() + dst_chunk * chunk_);
+    wr.rkey = mr_[dst]->rkey();
+    if (sim_.post_send(spec_.ranks[src], qp, wr) != 0) ++failed_;
+  }
+
+  void on_completion(const transport::WorkCompletion& wc) {
+    if (wc.status != IBV_WC_SUCCESS) {
+      ++failed_;
+      sim_.pause();
+      return;
+    }
+    ++done_;
+    last_ns_ = sim_.now();
+    const size_t r = static_cast<size_t>(wc.wr_id >> 32);
+    if (spec_.pattern == Pattern::kRing) {
+      ++sent_[r];
+      post_ring(r);
+      post_ring((r + 1) % n_);
+    }
+    if (done_ == n_ * steps_) sim_.pause();
+  }
+
+  struct FreeBytes {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  Simulator& sim_;
+  const CollectiveSpec& spec_;
+  size_t n_;
+  uint64_t chunk_ = 0;
+  uint32_t steps_ = 0;
+  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> buf_;
+  std::vector<transport::MemoryRegion*> mr_;
+  std::map<std::pair<size_t, size_t>, QpPairRef> conns_;
+  std::vector<uint32_t> sent_, posted_;
+  uint64_t done_ = 0, failed_ = 0, last_ns_ = 0;
+
+ public:
+  std::vector<transport::QueuePair*> qps_;
+};
+
+}  // namespace
+
+CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec) {
+  CollectiveResult res;
+  const size_t n = spec.ranks.size();
+  const double share = spec.pattern == Pattern::kRing ? 2.0 * static_cast<double>(n - 1) / n
+                                                       : static_cast<double>(n - 1) / n;
+  uint64_t rate = UINT64_MAX;
+  for (uint32_t h : spec.ranks) rate = std::min(rate, sc.hosts[h].rate_bps);
+  res.bound_ns = static_cast<uint64_t>(share * static_cast<double>(spec.bytes) *
+                                       wire_per_payload(spec.qp.mtu) * 8e9 /
+                                       static_cast<double>(rate));
+  Runner runner(sim, spec);
+  runner.run(res);
+  for (const transport::QueuePair* qp : runner.qps_) {
+    const transport::QpCounters& c = qp->counters();
+    res.retransmits += c.tx_retransmit_packets;
+    res.timeouts += c.retransmit_timeouts;
+    res.timeouts_low += c.retransmit_timeouts_low;
+    res.seq_naks_sent += c.naks_seq_sent;
+    res.out_of_sequence += c.rx_out_of_sequence;
+    res.reorder_depth_max = std::max(res.reorder_depth_max, qp->reorder_depth_max());
+    res.entropy_changes += qp->entropy_changes();
+  }
+  return res;
+}
+
+std::string collective_json(const Simulator& sim, const Scenario& sc, const CollectiveSpec& spec,
+                            const CollectiveResult& r) {
+  using nlohmann::ordered_json;
+  const Summary s = sim.summary();
+  ordered_json j;
+  j["scenario"] = sc.file;
+  j["seed"] = sc.run.seed;
+  j["pattern"] = to_string(spec.pattern);
+  j["ranks"] = spec.ranks.size();
+  j["bytes"] = spec.bytes;
+  j["iterations"] = spec.iterations;
+  j["transfers_per_iteration"] = r.transfers;
+  j["recovery"] =
+      spec.qp.recovery == transport::Recovery::kGoBackN ? "go_back_n" : "selective_repeat";
+  j["entropy"] = to_string(spec.qp.entropy.mode);
+  j["entropy_paths"] = spec.qp.entropy.paths;
+  j["reorder_tolerance"] = spec.qp.reorder_tolerance;
+  j["stalled"] = r.stalled;
+  j["failed_wrs"] = r.failed_wrs;
+  j["jct_ns"] = r.jct_ns;
+  j["jct_p50_ns"] = percentile(r.jct_ns, 0.5);
+  j["jct_p99_ns"] = percentile(r.jct_ns, 0.99);
+  j["bound_ns"] = r.bound_ns;
+  j["retransmits"] = r.retransmits;
+  j["timeouts"] = r.timeouts;
+  j["timeouts_low"] = r.timeouts_low;
+  j["seq_naks_sent"] = r.seq_naks_sent;
+  j["out_of_sequence"] = r.out_of_sequence;
+  j["reorder_depth_max"] = r.reorder_depth_max;
+  j["entropy_changes"] = r.entropy_changes;
+  j["switch_drops"] = s.switch_drops;
+  j["link_losses"] = s.link_losses;
+  j["host_paused_ns"] = s.host_paused_ns;
+  j["switch_paused_ns"] = s.switch_paused_ns;
+  j["ecn_marks"] = s.ecn_marks;
+  ordered_json links = ordered_json::array();
+  for (size_t l = 0; l < sim.num_links(); ++l) {
+    const LinkSpec& ls = sc.links[l / 2];
+    if (sc.switch_index(ls.a) < 0 || sc.switch_index(ls.b) < 0) continue;
+    links.push_back({{"link", sim.link_name(l)},
+                     {"bytes", sim.link_at(l).counters().delivered_bytes}});
+  }
+  j["switch_links"] = links;
+  return j.dump(2) + "\n";
+}
+
+std::string collective_line(const CollectiveSpec& spec, const CollectiveResult& r) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "collective " << to_string(spec.pattern) << "  ranks " << spec.ranks.size() << "  bytes "
+    << spec.bytes << "  iterations " << r.jct_ns.size() << "/" << spec.iterations;
+  if (r.jct_ns.empty()) {
+    o << "  " << (r.stalled ? "STALLED" : "none finished");
+    return o.str();
+  }
+  const uint64_t p50 = percentile(r.jct_ns, 0.5), p99 = percentile(r.jct_ns, 0.99);
+  o << "  JCT p50 " << static_cast<double>(p50) / 1e3 << " us  p99 "
+    << static_cast<double>(p99) / 1e3 << " us  bound " << static_cast<double>(r.bound_ns) / 1e3
+    << " us (" << std::setprecision(2) << static_cast<double>(r.bound_ns) / static_cast<double>(p50)
+    << " of it at p50)" << (r.stalled ? "  STALLED" : "");
+  return o.str();
+}
+
+}  // namespace droce::sim
