@@ -195,6 +195,7 @@ def main():
         tp.stdin.write("start\n")
         tp.stdin.flush()
         t0 = time.time()
+        lines_at_start = len(ep_out.lines())
         rss = []  # (seconds since start, KiB)
         while time.time() - t0 < args.seconds:
             check(ep.poll() is None, f"droce-endpoint exited: {ep_out.text()[-3000:]}")
@@ -244,7 +245,6 @@ def main():
     # 1. Frames in = frames received, and each one has a fate.
     gen_tx, gen_dropped = testpmd_port_stats(tp_out.text(), 1)
     check(gen_tx is not None, f"testpmd statistics: {tp_out.text()[-2000:]}")
-    print("port before exit:", {k: v for k, v in live.items() if k.startswith("eth_")})
     check(pc["rx_mbufs"] == gen_tx,
           f"generator sent {gen_tx} into memif, the port received {pc['rx_mbufs']}")
     check(pc["rx_mbufs"] == epc["rx_frames"] + pc["rx_multiseg_dropped"],
@@ -272,6 +272,13 @@ def main():
     diff = [i for i in range(len(image)) if got[i] != image[i]]
     check(not diff, f"legitimate region differs at {len(diff)} bytes, first at {diff[:4]}")
 
+    # The PSN storm's QPs take only valid requests: still in RTS, answering
+    # duplicates and gaps all run long.
+    for qpn in (hf.V_PSN, hf.V_SR):
+        c = qps[qpn]["counters"]
+        check(qps[qpn]["state"] == "RTS" and c["rx_duplicate_packets"] > 0 and
+              c["rx_out_of_sequence"] > 0, f"storm QP {qpn:#x}: {qps[qpn]['state']}")
+
     # 3. Nothing outside the attacked regions changed.
     for r in (hf.GUARD_LO, hf.READ_ONLY, hf.GUARD_HI):
         with open(os.path.join(d, hf.NAMES[r] + ".bin"), "rb") as f:
@@ -286,11 +293,11 @@ def main():
 
     # 5. Frames per second held: the live rates, one a second.
     rates = []
-    for line in ep_out.lines()[:lines_at_stop]:
+    for line in ep_out.lines()[lines_at_start:lines_at_stop]:
         m = re.match(r"port 0 \S+\s+rx\s+(\d+) pps\s+([\d.]+) Gb/s\s+tx\s+(\d+) pps", line)
         if m:
             rates.append((int(m.group(1)), float(m.group(2)), int(m.group(3))))
-    full = rates[2:-1]  # neither the start nor the partial last second
+    full = rates[1:]  # not the second the generator started in
     check(full and min(r[0] for r in full) > 0, f"a second without frames: {rates}")
 
     malicious = {k: v for k, v in sorted(qp_fates.items()) if v}
@@ -309,8 +316,9 @@ def main():
         "file_kinds": kinds,
         "generator_tx": gen_tx,
         "generator_tx_dropped_ring_full": gen_dropped,
-        "received": port["eth"]["ipackets"],
-        "received_per_second": round(port["eth"]["ipackets"] / gen_seconds),
+        "received": pc["rx_mbufs"],
+        "received_per_second": round(pc["rx_mbufs"] / gen_seconds),
+        "port_eth_before_exit": {k: v for k, v in live.items() if k.startswith("eth_")},
         "live_rx_pps": {"min": min(r[0] for r in full), "median": int(statistics.median(
             r[0] for r in full)), "max": max(r[0] for r in full)},
         "live_rx_gbps_median": statistics.median(r[1] for r in full),
