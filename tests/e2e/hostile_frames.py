@@ -422,11 +422,11 @@ def lengths(rng, n):
         elif kind == 6:  # payload of 4096 at MTU 1024
             out.append(roce(bth(op, qpn, psn) + reth(iova(VICTIM), KEYS[VICTIM], 4096) +
                             b"\x66" * 4096))
-        elif kind == 7:  # empty Ethernet frame, and a bare 60-byte one
-            out.append(b"" if False else eth(ETH_IPV4).ljust(rng.choice([14, 60]), b"\0"))
+        elif kind == 7:  # an Ethernet header alone, and one padded with zeros to 60 bytes
+            out.append(eth(ETH_IPV4).ljust(rng.choice([14, 60]), b"\0"))
         else:            # READ of 2^31 bytes
             out.append(roce(bth(READ_REQ, qpn, psn) + reth(iova(VICTIM), KEYS[VICTIM], 1 << 31)))
-    return [f for f in out if f]
+    return out
 
 
 def ipv4_oddities(rng, n):
