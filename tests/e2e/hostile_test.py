@@ -30,7 +30,10 @@ Figures (frames per second, frames by fate, RSS, mbufs) are printed and
 written to --report. Needs dpdk-testpmd (the dpdk package): exits 77
 (skip) without it.
 
-    hostile_test.py DROCE_ENDPOINT [--seconds S] [--report FILE]
+    hostile_test.py DROCE_ENDPOINT [--seconds S] [--report FILE] [--keep]
+
+HOSTILE_KINDS=pfc,psn_storm (names of hostile_frames.build's kinds) keeps
+only those kinds besides the legitimate flow, to narrow a failure down.
 """
 
 import argparse
@@ -177,13 +180,6 @@ def main():
     try:
         check(wait_for(lambda: os.path.exists(sock) or ep.poll() is not None, 30) and
               ep.poll() is None, f"droce-endpoint did not start: {ep_out.text()[-2000:]}")
-        if os.environ.get("HOSTILE_GDB"):  # where an exception is thrown, for debugging
-            subprocess.Popen(["gdb", "-p", str(ep.pid), "-batch", "-ex",
-                              "handle SIGINT nostop noprint pass", "-ex", "catch throw",
-                              "-ex", "continue", "-ex", "thread apply all bt 12"],
-                             stdout=open(os.path.join(d, "gdb.out"), "w"),
-                             stderr=subprocess.STDOUT)
-            time.sleep(5)
         tp = subprocess.Popen(tp_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
         tp_out = Reader(tp.stdout)
@@ -202,8 +198,6 @@ def main():
             r = rss_kib(ep.pid)
             if r is not None:
                 rss.append((time.time() - t0, r))
-                if os.environ.get("HOSTILE_VERBOSE"):
-                    print(f"rss {rss[-1][0]:.1f} s {r} KiB", flush=True)
             time.sleep(0.5)
         lines_at_stop = len(ep_out.lines())
         tp.stdin.write("stop\n")
