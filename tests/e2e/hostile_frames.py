@@ -222,10 +222,13 @@ def pfc(enable, quanta, opcode=0x0101, length=None):
 # The legitimate flow
 
 def legit_flow(rng):
-    """(frames in PSN order, expected LEGIT region bytes): WRITE messages of
-    0 to 4096 bytes (FIRST/MIDDLE/LAST at MTU 1024, ONLY), a zero-length
-    WRITE, one FETCH_ADD and one COMPARE_SWAP; every one executed exactly
-    once gives `image`."""
+    """The legitimate flow: WRITE messages of 1 to 4096 bytes
+    (FIRST/MIDDLE/LAST at MTU 1024, ONLY), a zero-length WRITE, one
+    FETCH_ADD and one COMPARE_SWAP (both on zeros, so each answers with
+    original 0), then READs of written ranges. Returns its frames in PSN
+    order, `image` (the region once every request executed exactly once),
+    `reads` ((first PSN, offset, length) each), `atomics` (their PSNs) and
+    `psns` (the PSN after the flow)."""
     image = bytearray([FILL[LEGIT]] * REGION)
     frames = []
     psn = 0
@@ -264,7 +267,19 @@ def legit_flow(rng):
     image[fa_off:fa_off + 8] = struct.pack("<Q", add)
     send(CMP_SWAP, atomic_eth(base + cs_off, KEYS[LEGIT], swap, 0), ackreq=True)
     image[cs_off:cs_off + 8] = struct.pack("<Q", swap)
-    return frames, bytes(image)
+    atomics = [psn - 2, psn - 1]
+    # READs of what the flow wrote, the atomics' bytes included. They come
+    # after every write, so each execution (the first and every duplicate)
+    # must answer with the final bytes.
+    reads = []
+    for r_off, n in [(0, 4096), (4096, 1025), (20000, 3000), (REGION - 1024, 1024),
+                     (REGION - 16, 16), (100, 1)]:
+        reads.append((psn, r_off, n))
+        frames.append(roce(bth(READ_REQ, LEGIT_QPN, psn) + reth(base + r_off, KEYS[LEGIT], n),
+                           src=LEGIT_PEER_IP, dst=LEGIT_EP_IP))
+        psn += max(1, -(-n // MTU))
+    return {"frames": frames, "image": bytes(image), "reads": reads, "atomics": atomics,
+            "psns": psn}
 
 
 def near_legit(rng, n):
@@ -628,11 +643,12 @@ def clean(frames):
 
 
 def build(corpus_dir, seed=0x4057, mutations=4000):
-    """(frames, legit frames, expected LEGIT bytes, count per kind): every
+    """(frames, the legitimate flow (legit_flow), count per kind): every
     kind of frame above, shuffled, with the legitimate flow's frames spread
     through in their order."""
     rng = random.Random(seed)
-    legit, image = legit_flow(rng)
+    flow = legit_flow(rng)
+    legit = flow["frames"]
     base = valid_requests(rng, 400) + corpus_frames(corpus_dir)
     kinds = {
         "corpus": clean(corpus_frames(corpus_dir)),
@@ -661,7 +677,7 @@ def build(corpus_dir, seed=0x4057, mutations=4000):
         frames.append(at[i] if i in at else next(h))
     counts = {k: len(v) for k, v in kinds.items()}
     counts["legit"] = len(legit)
-    return frames, legit, image, counts
+    return frames, flow, counts
 
 
 def write_pcap(path, frames):
@@ -672,6 +688,6 @@ def write_pcap(path, frames):
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_frames.py OUT.pcap")
-    frames, legit, image, counts = build(os.path.join(HERE, "..", "fuzz", "corpus", "parse"))
+    frames, _, counts = build(os.path.join(HERE, "..", "fuzz", "corpus", "parse"))
     write_pcap(sys.argv[1], frames)
     print(len(frames), "frames", counts)

@@ -43,6 +43,7 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -127,6 +128,61 @@ def testpmd_port_stats(text, port):
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 
+def pcap_frames(path):
+    """The frames of a pcap file (microsecond or nanosecond), one at a time."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+        check(struct.unpack("<I", head[:4])[0] in (0xA1B2C3D4, 0xA1B23C4D), f"{path}: not a pcap")
+        while True:
+            rec = f.read(16)
+            if len(rec) < 16:
+                return
+            caplen = struct.unpack("<IIII", rec)[2]
+            yield f.read(caplen)
+
+
+def check_answers(path, flow):
+    """Every READ response and atomic ACK of the legitimate QP testpmd got
+    back carries the flow's bytes (READs: the final image, IBA 9.7.5.1.2
+    re-executes duplicates; atomics: original 0, duplicates answered from
+    the cache, IBA 9.4.5), and every READ and atomic was answered whole at
+    least once. Returns how many answers were checked."""
+    expect = {}  # PSN -> payload of the response packet at that PSN
+    for first, off, n in flow["reads"]:
+        for k in range(max(1, -(-n // hf.MTU))):
+            expect[first + k] = flow["image"][off + k * hf.MTU:off + min((k + 1) * hf.MTU, n)]
+    seen, checked = set(), 0
+    src = hf.LEGIT_EP_IP
+    for f in pcap_frames(path):
+        # Untagged IPv4 (the QP's path), UDP 4791 from the legitimate QP.
+        if len(f) < 14 + 20 + 8 + 12 + 4 or f[12:14] != b"\x08\x00" or f[26:30] != src:
+            continue
+        b = 14 + (f[14] & 0x0F) * 4 + 8
+        opcode, pad = f[b], (f[b + 1] >> 4) & 3
+        psn = struct.unpack(">I", f[b + 8:b + 12])[0] & 0xFFFFFF
+        if opcode in (0x0D, 0x0F, 0x10):    # READ response FIRST, LAST, ONLY: AETH
+            payload = f[b + 16:len(f) - 4 - pad]
+        elif opcode == 0x0E:                # MIDDLE
+            payload = f[b + 12:len(f) - 4 - pad]
+        elif opcode == 0x12:                # atomic ACK: AETH, AtomicAckETH
+            check(psn in flow["atomics"], f"atomic ACK at PSN {psn}")
+            original = struct.unpack(">Q", f[b + 16:b + 24])[0]
+            check(original == 0, f"atomic ACK at PSN {psn}: original {original:#x}, want 0")
+            seen.add(psn)
+            checked += 1
+            continue
+        else:
+            continue
+        check(psn in expect, f"READ response at PSN {psn}, no READ there")
+        check(payload == expect[psn], f"READ response at PSN {psn}: {len(payload)} bytes differ "
+                                      f"from the {len(expect[psn])} written")
+        seen.add(psn)
+        checked += 1
+    missing = sorted((set(expect) | set(flow["atomics"])) - seen)
+    check(not missing, f"no answer at PSNs {missing}")
+    return checked
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("endpoint")
@@ -143,7 +199,12 @@ def main():
 
     d = workdir()
     pcap = os.path.join(d, "hostile.pcap")
-    frames, legit, image, kinds = hf.build(os.path.join(hf.HERE, "..", "fuzz", "corpus", "parse"))
+    frames, flow, kinds = hf.build(os.path.join(hf.HERE, "..", "fuzz", "corpus", "parse"))
+    legit, image = flow["frames"], flow["image"]
+    # The endpoint's answers, as testpmd forwards them back to its pcap
+    # port: kept for the legitimate flow's READ responses and atomic ACKs
+    # in runs up to two minutes (about 5 MB a second), else discarded.
+    answers = os.path.join(d, "answers.pcap") if args.seconds <= 120 else "/dev/null"
     hf.write_pcap(pcap, frames)
     cfg = os.path.join(d, "ep.toml")
     with open(cfg, "w") as f:
@@ -167,7 +228,7 @@ def main():
     tp_cmd = unbuffered + [testpmd, "--no-huge", "-m", "512", "--no-pci",
               "--file-prefix", f"droce_e2e_hostile_gen{pid_tag}", "--lcores", "0@1,1@0",
               "--log-level", "lib.eal:warning",
-              f"--vdev=net_pcap0,rx_pcap={pcap},infinite_rx=1,tx_pcap=/dev/null",
+              f"--vdev=net_pcap0,rx_pcap={pcap},infinite_rx=1,tx_pcap={answers}",
               f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no,"
               "mac=02:00:00:00:00:02,bsize=10240",
               "--", "-i", "--forward-mode=io", "--nb-cores=1", "--mbuf-size=9800",
@@ -257,8 +318,8 @@ def main():
     # 2. The legitimate flow: complete, byte for byte, atomics once.
     lq = qps[hf.LEGIT_QPN]
     check(lq["state"] == "RTS", f"legitimate QP state {lq['state']}")
-    check(lq["expected_psn"] == len(legit),
-          f"legitimate QP expects PSN {lq['expected_psn']}, the flow has {len(legit)}")
+    check(lq["expected_psn"] == flow["psns"],
+          f"legitimate QP expects PSN {lq['expected_psn']}, the flow ends at {flow['psns']}")
     check(lq["counters"]["naks_invalid_request_sent"] == 0 and
           lq["counters"]["naks_remote_access_sent"] == 0, "no fatal NAK on the legitimate QP")
     with open(os.path.join(d, "legit.bin"), "rb") as f:
@@ -272,6 +333,10 @@ def main():
         c = qps[qpn]["counters"]
         check(qps[qpn]["state"] == "RTS" and c["rx_duplicate_packets"] > 0 and
               c["rx_out_of_sequence"] > 0, f"storm QP {qpn:#x}: {qps[qpn]['state']}")
+
+    answered = None
+    if answers != "/dev/null":
+        answered = check_answers(answers, flow)
 
     # 3. Nothing outside the attacked regions changed.
     for r in (hf.GUARD_LO, hf.READ_ONLY, hf.GUARD_HI):
@@ -326,7 +391,8 @@ def main():
         "rss_kib": {"first": rss[0][1], "after_warm_up": warm[0], "max": max(k for _, k in rss),
                     "last": rss[-1][1], "growth_after_warm_up": growth},
         "mempool": {"size": port["mempool_size"], "avail_at_exit": port["mempool_avail"]},
-        "legit": {"psns": len(legit), "bytes_checked": len(image)},
+        "legit": {"packets": len(legit), "psns": flow["psns"], "bytes_checked": len(image),
+                  "answers_checked": answered},
         "qps": qp_detail,
     }
     text = json.dumps(report, indent=1)
