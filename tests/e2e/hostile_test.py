@@ -5,8 +5,8 @@ requests, wrong keys and addresses, PSN storms, READ floods beyond
 max_dest_rd_atomic, zero and maximum lengths, IPv4 options and fragments,
 PFC storms, other protocols) in a loop, as fast as it can, toward
 droce-endpoint, for a bounded time. A legitimate flow (WRITEs of 0 to 4096
-bytes, a FETCH_ADD, a COMPARE_SWAP) is woven through the file in PSN
-order: its first pass carries it, every later pass resends it as
+bytes, a FETCH_ADD, a COMPARE_SWAP, READs of what it wrote) is woven
+through the file in PSN order: its first pass carries it, every later pass resends it as
 duplicates the responder must acknowledge without executing them again,
 and a frame of it lost in the memif ring comes back on the next pass, as a
 go-back-N retransmission would.
@@ -20,7 +20,9 @@ After the run:
     packet handed to a QP one too (rx_packets_accounted in
     transport/counters.h);
   - the legitimate QP is in RTS with every PSN taken, its region byte for
-    byte what the flow wrote (each atomic executed once);
+    byte what the flow wrote (each atomic executed once), and (runs up to
+    120 s, where testpmd keeps the answers) every READ response and
+    atomic ACK of it right;
   - the guard regions on both sides, VAs adjacent to the attacked regions,
     and the read-only region are untouched (region dumps at exit);
   - the endpoint's RSS did not grow after the first quarter of the run;
