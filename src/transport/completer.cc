@@ -12,6 +12,7 @@
 namespace droce::transport {
 
 void QueuePair::on_response(const wire::ParsedPacket& pkt, uint64_t now) {
+  ++counters_.rx_response_packets;
   switch (pkt.info->operation) {
     case wire::Operation::kAck: {
       const wire::AethType type = wire::aeth_type(pkt.aeth_syndrome);

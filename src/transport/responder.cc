@@ -22,13 +22,15 @@ using wire::Operation;
 using wire::Position;
 
 void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
-  ++counters_.rx_request_packets;
-  if (type_ == QpType::kUd) return on_request_ud(pkt);
-  if (type_ == QpType::kUc) return on_request_uc(pkt);
-  if (responder_fatal_) {
+  // After a fatal error the request is only dropped, counted as such (and
+  // not as taken: rx_packets_accounted() counts each packet once).
+  if (responder_fatal_ && type_ == QpType::kRc) {
     ++counters_.rx_dropped_bad_state;
     return;
   }
+  ++counters_.rx_request_packets;
+  if (type_ == QpType::kUd) return on_request_ud(pkt);
+  if (type_ == QpType::kUc) return on_request_uc(pkt);
   // Check the PSN (IBA 9.7.5.2.1): behind the expected one is a duplicate,
   // ahead of it a gap.
   const int32_t d = wire::psn_diff(pkt.psn, epsn_);

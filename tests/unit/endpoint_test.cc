@@ -12,6 +12,8 @@
 
 #include "droce/cc/registry.h"
 #include "droce/wire/build.h"
+#include "droce/wire/bytes.h"
+#include "droce/wire/checksum.h"
 #include "droce/wire/int.h"
 #include "droce/wire/pfc.h"
 
@@ -349,6 +351,114 @@ std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta) {
   out.resize(wire::build_pfc(f, out));
   return out;
 }
+
+// Every frame received is counted once among the fates
+// rx_frames_accounted() sums, and every packet handed to a QP once among
+// those rx_packets_accounted() sums, whether the frames come one at a time
+// or in a burst: a valid WRITE, one with a bad ICRC, a truncated one, an
+// unknown QPN, ARP, ICMP, PFC, 802.3x PAUSE, a broken INT header, the
+// wrong source address, another partition, a UC opcode on RC, a CNP, an
+// ACK for nothing sent, a request with a bad R_Key (a fatal NAK) and the
+// requests after it, an unsupported opcode.
+std::vector<std::vector<uint8_t>> frames_of_every_fate(uint32_t qpn, uint64_t va, uint32_t rkey) {
+  std::vector<std::vector<uint8_t>> out;
+  auto make = [&](uint8_t opcode, uint32_t psn, const wire::PathSpec& path, uint16_t pkey = 0xFFFF,
+                  uint32_t key = 0, uint32_t len = 0, uint32_t dest_qp = 0) {
+    wire::TransportSpec t;
+    t.opcode = opcode;
+    t.dest_qp = dest_qp ? dest_qp : qpn;
+    t.psn = psn;
+    t.pkey = pkey;
+    t.reth_va = va;
+    t.reth_rkey = key ? key : rkey;
+    t.reth_dma_length = len;
+    std::vector<uint8_t> payload(len, 0x5A);
+    std::vector<uint8_t> f(len + 256);
+    f.resize(wire::build_packet(path, t, payload, f));
+    return f;
+  };
+  const wire::PathSpec peer = path_between(2, 1), stranger = path_between(3, 1);
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, peer, 0xFFFF, 0, 64));  // taken
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 1, peer, 0xFFFF, 0, 64));  // taken
+  auto bad_icrc = make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, 0, 64);
+  bad_icrc.back() ^= 1;
+  out.push_back(bad_icrc);
+  out.push_back({bad_icrc.begin(), bad_icrc.begin() + 30});                     // truncated
+  out.push_back(make(IBV_OPCODE_RC_SEND_ONLY, 2, peer, 0xFFFF, 0, 0, qpn + 0x100));  // no such QP
+  std::vector<uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  out.push_back(arp);
+  auto icmp = make(IBV_OPCODE_RC_SEND_ONLY, 2, peer);
+  icmp[14 + 9] = 1;  // IPv4 protocol ICMP, the header checksum fixed
+  icmp[14 + 10] = icmp[14 + 11] = 0;
+  wire::store_be16(icmp.data() + 14 + 10,
+                   wire::checksum_fold(wire::checksum_add(0, icmp.data() + 14, 20)));
+  out.push_back(icmp);
+  out.push_back(pfc_frame(3, 10));
+  std::vector<uint8_t> pause(60, 0);
+  pause[0] = 0x01, pause[1] = 0x80, pause[2] = 0xC2, pause[5] = 0x01;
+  pause[12] = 0x88, pause[13] = 0x08, pause[15] = 0x01;  // 802.3x PAUSE
+  out.push_back(pause);
+  auto int_bad = make(IBV_OPCODE_RC_SEND_ONLY, 2, peer);
+  wire::store_be16(int_bad.data() + 14 + 20 + 2, wire::kIntUdpPort);  // no INT shim in it
+  out.push_back(int_bad);
+  out.push_back(make(IBV_OPCODE_RC_SEND_ONLY, 2, stranger));                   // bad address
+  out.push_back(make(IBV_OPCODE_RC_SEND_ONLY, 2, peer, 0x8001));               // bad P_Key
+  out.push_back(make(IBV_OPCODE_UC_SEND_ONLY, 2, peer));                       // wrong transport
+  out.push_back(make(wire::kOpCnp, 0, peer));                                  // CNP
+  out.push_back(make(IBV_OPCODE_ACKNOWLEDGE, 5, peer));                        // response
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, rkey ^ 0xFF, 64));  // fatal
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 3, peer, 0xFFFF, 0, 64));  // after it
+  out.push_back(make(IBV_OPCODE_RC_RDMA_READ_REQUEST, 4, peer, 0xFFFF, 0, 0));  // after it
+  auto rd = make(IBV_OPCODE_RC_SEND_ONLY, 2, peer);
+  rd[14 + 20 + 8] = 0x40;  // an RD opcode: unsupported (ICRC now wrong too)
+  out.push_back(rd);
+  return out;
+}
+
+void expect_every_frame_accounted(bool burst) {
+  EndpointConfig cfg;
+  Host a(cfg, 4096), b(cfg, 64);
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(1'000'000'000));
+  const auto frames = frames_of_every_fate(qa->qpn(), reinterpret_cast<uint64_t>(a.memory.data()),
+                                           a.mr->rkey());
+  if (burst) {
+    std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
+    a.ep->receive_burst(views, 0);
+  } else {
+    for (const auto& f : frames) a.ep->receive(f, 0);
+  }
+  const EndpointCounters& c = a.ep->counters();
+  const transport::QpCounters& q = qa->counters();
+  EXPECT_EQ(c.rx_frames, frames.size());
+  EXPECT_EQ(rx_frames_accounted(c), c.rx_frames);
+  EXPECT_EQ(transport::rx_packets_accounted(q), c.rx_delivered);
+  // Expect: each fate was reached (the list above is what it says).
+  EXPECT_EQ(c.rx_malformed, 3u);  // bad ICRC, truncated, RD opcode
+  EXPECT_EQ(c.rx_unknown_qpn, 1u);
+  // ARP and ICMP: the IP interface's, or another protocol's without one.
+  EXPECT_EQ(rx_frames_accounted(c) - c.rx_delivered - c.rx_malformed - c.rx_unknown_qpn -
+                c.rx_mac_control_other - c.rx_pfc_frames - c.rx_int_bad,
+            2u);
+  EXPECT_EQ(c.rx_mac_control_other, 1u);
+  EXPECT_EQ(c.rx_pfc_frames, 1u);
+  EXPECT_EQ(c.rx_int_bad, 1u);
+  EXPECT_EQ(c.rx_delivered, 10u);
+  EXPECT_EQ(q.rx_request_packets, 3u);  // two WRITEs and the one with the bad R_Key
+  EXPECT_EQ(q.rx_dropped_bad_state, 2u);  // the two requests after the fatal one
+  EXPECT_EQ(q.rx_dropped_bad_address, 1u);
+  EXPECT_EQ(q.rx_dropped_bad_pkey, 1u);
+  EXPECT_EQ(q.rx_dropped_wrong_transport, 1u);
+  EXPECT_EQ(q.cnps_received, 1u);
+  EXPECT_EQ(q.rx_response_packets, 1u);
+}
+
+TEST(Endpoint, EveryFrameIsCountedOnceByItsFate) { expect_every_frame_accounted(false); }
+TEST(Endpoint, EveryFrameOfABurstIsCountedOnceByItsFate) { expect_every_frame_accounted(true); }
 
 // One responder fed the same frames either one receive() at a time or in
 // a single receive_burst(): every counter, the placed bytes and the frames

@@ -649,9 +649,15 @@ TEST(Endpoint, HeaderPredictionChangesNothingButSpeed) {
   EXPECT_GT(seq_naks, 10u);
   EXPECT_GT(fatal_naks, 10u);
   EXPECT_GT(reconnects, 10);
-  EXPECT_GT(predicted.qps[1]->counters().rx_request_packets, 500u);  // UC
-  EXPECT_GT(predicted.qps[2]->counters().rx_request_packets, 500u);  // selective repeat
-  EXPECT_GT(predicted.qps[4]->counters().rx_request_packets, 500u);  // RTR
+  // Requests that reached the QP: taken, or dropped after a fatal error
+  // (those count only as rx_dropped_bad_state).
+  auto reached = [&](size_t q) {
+    return predicted.qps[q]->counters().rx_request_packets +
+           predicted.qps[q]->counters().rx_dropped_bad_state;
+  };
+  EXPECT_GT(reached(1), 500u);  // UC
+  EXPECT_GT(reached(2), 500u);  // selective repeat
+  EXPECT_GT(reached(4), 500u);  // RTR
   EXPECT_GT(predicted.qps[0]->counters().rx_dropped_bad_state, 50u);  // after iteration 500
   EXPECT_GT(predicted.qps[2]->counters().rx_ooo_accepted, 10u);
 }

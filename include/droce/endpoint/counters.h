@@ -91,4 +91,18 @@ struct EndpointCounters {
   }
 };
 
+// Every frame received (rx_frames) is counted in exactly one of these:
+// handed to a QP, or the named reason it was not (a parse error, no such QP,
+// another protocol, MAC control, PFC, a broken INT header), or taken by the
+// port's IP interface (ARP, neighbour discovery, ICMP), whose answers and
+// rate limiting are counted besides. Tests check rx_frames against it.
+inline uint64_t rx_frames_accounted(const EndpointCounters& c) {
+  return c.rx_delivered + c.rx_malformed + c.rx_unknown_qpn + c.rx_not_roce +
+         c.rx_mac_control_other + c.rx_pfc_frames + c.rx_int_bad +
+         // The IP interface (ip_interface.h): one of these per frame it takes.
+         c.arp_requests_in + c.arp_replies_in + c.arp_other + c.arp_bad + c.nd_solicits_in +
+         c.nd_adverts_in + c.nd_other + c.nd_bad + c.icmp_echo_in + c.icmp_ping_replies_in +
+         c.icmp_other + c.icmp_bad + c.wrong_vlan;
+}
+
 }  // namespace droce::endpoint

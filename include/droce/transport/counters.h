@@ -26,6 +26,7 @@ namespace droce::transport {
   X(rnr_retries)                                                              \
   X(seq_naks_received)                                                        \
   X(fatal_naks_received)   /* invalid request / access / operational */      \
+  X(rx_response_packets)   /* ACKs, NAKs, READ responses, atomic ACKs taken */ \
   X(acks_received)                                                            \
   X(acks_stale)            /* ACK/NAK for a PSN already acknowledged */       \
   X(acks_ghost)            /* ACK/NAK for a PSN never sent: dropped */        \
@@ -41,7 +42,7 @@ namespace droce::transport {
   X(rnr_retry_exceeded)    /* IBV_WC_RNR_RETRY_EXC_ERR */                     \
   X(local_errors)          /* bad lkey / length at the requester */          \
   /* responder (RX of requests) */                                            \
-  X(rx_request_packets)                                                       \
+  X(rx_request_packets)    /* requests taken (not those after a fatal error) */ \
   X(rx_duplicate_packets)  /* PSN behind the expected PSN */                  \
   X(rx_duplicate_reads)    /* READ re-executed (IBA 9.7.5.1.2) */             \
   X(rx_duplicate_atomics_replayed)                                            \
@@ -93,5 +94,17 @@ struct QpCounters {
     return *this;
   }
 };
+
+// Every packet an endpoint hands a QP (EndpointCounters::rx_delivered) is
+// counted in exactly one of these: dropped before the transport looks at it
+// (state, addresses, P_Key, transport), a CNP, a request the responder took,
+// a response the requester took. The other counters say what became of a
+// request or response, and may count one packet more than once (a NAK sent
+// for a request, say).
+inline uint64_t rx_packets_accounted(const QpCounters& c) {
+  return c.rx_dropped_bad_state + c.rx_dropped_bad_address + c.rx_dropped_bad_pkey +
+         c.rx_dropped_wrong_transport + c.cnps_received + c.rx_request_packets +
+         c.rx_response_packets;
+}
 
 }  // namespace droce::transport
