@@ -326,6 +326,9 @@ int perf_main(int argc, char** argv) {
                  "local ACK timeout: 4.096 us * 2^N before a retransmission (default 14, "
                  "67 ms; 0 = none; at most 31)")
       ->check(CLI::Range(0, 31));
+  cli.add_flag("--honour-credits", o.honour_credits,
+               "SENDs wait for the end-to-end credits the peer advertises (IBA 9.7.7.2) "
+               "instead of meeting RNR NAKs (RC)");
   cli.add_option("--timeout", o.timeout, "give up after this many seconds of no progress "
                                          "(default 120)");
   cli.add_option("--idle-sleep-us", o.idle_sleep_us,

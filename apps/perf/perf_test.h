@@ -88,6 +88,9 @@ struct Options {
   uint64_t rate_gbps = 0;
   // Local ACK timeout exponent (IBA 9.7.6.1.3: 4.096 us * 2^N), perftest -u.
   uint32_t qp_timeout = 14;
+  // End-to-end credits (IBA 9.7.7.2): SENDs wait for the peer's receive
+  // queue instead of meeting RNR NAKs.
+  bool honour_credits = false;
   double timeout = 120;
   uint32_t idle_sleep_us = 0;
   std::optional<uint32_t> poll_sleep_us;  // default: 100 (bw), 2 (lat)

@@ -163,6 +163,7 @@ void PerfTest::connect_qps() {
       a.sq_psn = p.qps[i].psn;
       a.path_mtu = options::parse_mtu("--mtu", o_.mtu);
       a.timeout = static_cast<uint8_t>(o_.qp_timeout);
+      a.honour_credits = o_.honour_credits;
       options::apply_marks(o_.marks, a.path);
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
