@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "config_error_util.h"
 #include "droce/cc/dcqcn.h"
 #include "droce/cc/registry.h"
 
@@ -20,14 +21,7 @@ namespace {
 
 constexpr uint64_t kLine = 12'500'000'000;  // 100 Gbit/s in bytes/s
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using droce::testing::config_error_of;
 
 TEST(CcProfile, EveryShippedProfileLoadsAndBuildsItsAlgorithm) {
   const std::vector<Profile> all = list_profiles();
@@ -76,17 +70,17 @@ TEST(CcProfile, PaperValuesReachTheAlgorithm) {
 }
 
 TEST(CcProfile, UnknownNameListsTheAcceptedOnes) {
-  const std::string e = error_of([] { load_profile("dcqcn-bogus"); });
+  const std::string e = config_error_of([] { load_profile("dcqcn-bogus"); });
   EXPECT_NE(e.find("unknown cc profile 'dcqcn-bogus'"), std::string::npos) << e;
   EXPECT_NE(e.find("accepted: "), std::string::npos) << e;
   EXPECT_NE(e.find("dcqcn-paper"), std::string::npos) << e;
-  EXPECT_NE(error_of([] { load_profile("/nonexistent/x.toml"); }).find("cannot read"),
+  EXPECT_NE(config_error_of([] { load_profile("/nonexistent/x.toml"); }).find("cannot read"),
             std::string::npos);
 }
 
 TEST(CcProfile, MalformedFilesNameTheProblem) {
   const auto parse = [](const char* text) {
-    return error_of([&] { parse_profile(text, "t", "t.toml"); });
+    return config_error_of([&] { parse_profile(text, "t", "t.toml"); });
   };
   const char* head = "algorithm = \"dcqcn\"\nsummary = \"s\"\nsource = \"x\"\n";
   EXPECT_NE(parse("algorithm = \"cubic\"\nsummary = \"s\"\nsource = \"x\"\n")

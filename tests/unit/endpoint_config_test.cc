@@ -11,17 +11,12 @@
 
 #include "droce/endpoint_config/completion_log.h"
 
+#include "config_error_util.h"
+
 namespace droce::endpoint_config {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using droce::testing::config_error_of;
 
 Definitions load(const std::string& text) {
   Definitions d;
@@ -77,23 +72,23 @@ recv = { count = 16, length = 1024, mr = 0x1234 }
 }
 
 TEST(EndpointConfig, MistakesNameTheirKey) {
-  EXPECT_NE(error_of([] { load("[[mr]]\nlenght = 1\n"); }).find("mr[0].lenght: unknown key"),
+  EXPECT_NE(config_error_of([] { load("[[mr]]\nlenght = 1\n"); }).find("mr[0].lenght: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load("[[mr]]\nkey = 1\n"); }).find("mr[0].length: missing"),
+  EXPECT_NE(config_error_of([] { load("[[mr]]\nkey = 1\n"); }).find("mr[0].length: missing"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load("[[qp]]\nqpn = 1\nmtu = 1500\n"); }).find("qp[0].mtu"),
+  EXPECT_NE(config_error_of([] { load("[[qp]]\nqpn = 1\nmtu = 1500\n"); }).find("qp[0].mtu"),
             std::string::npos);
   // IBA 10.9: partition 0 is invalid.
-  EXPECT_NE(error_of([] { load("[[qp]]\nqpn = 1\npkey = 0x8000\n"); })
+  EXPECT_NE(config_error_of([] { load("[[qp]]\nqpn = 1\npkey = 0x8000\n"); })
                 .find("qp[0].pkey: 0x8000 is in the invalid partition 0"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load("[[qp]]\nqpn = 1\nmax_dest_rd_atomic = 0\n"); })
+  EXPECT_NE(config_error_of([] { load("[[qp]]\nqpn = 1\nmax_dest_rd_atomic = 0\n"); })
                 .find("qp[0].max_dest_rd_atomic"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load("[[qp]]\nqpn = 1\necn = \"red\"\n"); }).find("qp[0].ecn"),
+  EXPECT_NE(config_error_of([] { load("[[qp]]\nqpn = 1\necn = \"red\"\n"); }).find("qp[0].ecn"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load("[[qp]\n"); }).find("ep.toml:1:"), std::string::npos);
-  EXPECT_NE(error_of([] { load("[[mr]]\nlength = 1\nfill = \"ones\"\n"); })
+  EXPECT_NE(config_error_of([] { load("[[qp]\n"); }).find("ep.toml:1:"), std::string::npos);
+  EXPECT_NE(config_error_of([] { load("[[mr]]\nlength = 1\nfill = \"ones\"\n"); })
                 .find("mr[0].fill: 'ones' is not a fill pattern"),
             std::string::npos);
 }
@@ -118,12 +113,12 @@ TEST(EndpointConfig, FlagsDefineOneRegionAndOneQp) {
   FlagDefs bad;
   bad.mr_key = "1";
   Definitions e;
-  EXPECT_NE(error_of([&] { flags_to_defs(bad, e); }).find("--mr-key: needs --mr-size"),
+  EXPECT_NE(config_error_of([&] { flags_to_defs(bad, e); }).find("--mr-key: needs --mr-size"),
             std::string::npos);
   FlagDefs bad_param;
   bad_param.qpn = "1";
   bad_param.cc_params = {"=1"};
-  EXPECT_NE(error_of([&] { flags_to_defs(bad_param, e); }).find("--cc-param"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { flags_to_defs(bad_param, e); }).find("--cc-param"), std::string::npos);
 }
 
 TEST(EndpointConfig, CounterFillIsByVirtualAddress) {
@@ -151,7 +146,7 @@ TEST(EndpointConfig, FileFillMustFitTheRegion) {
   EXPECT_EQ(std::string(mem.begin(), mem.begin() + 6), "abcdef");
   EXPECT_EQ(mem[7], 0);  // the rest stays zero
   std::vector<uint8_t> small(4);
-  EXPECT_NE(error_of([&] { fill_region(small.data(), small.size(), 0, d); })
+  EXPECT_NE(config_error_of([&] { fill_region(small.data(), small.size(), 0, d); })
                 .find("is longer than the region"),
             std::string::npos);
   std::remove(path.c_str());
@@ -185,7 +180,7 @@ local_ip = "10.0.1.1"
 
 TEST(EndpointConfig, AQpsPathNeedsItsAddresses) {
   Definitions d = load("[[qp]]\nqpn = 1\npeer_qpn = 2\nlocal_ip = \"10.0.0.1\"\n");
-  EXPECT_NE(error_of([&] { finish_path(d.qps[0], {}); }).find("peer_ip (--peer-ip) is required"),
+  EXPECT_NE(config_error_of([&] { finish_path(d.qps[0], {}); }).find("peer_ip (--peer-ip) is required"),
             std::string::npos);
   Definitions ud = load("[[qp]]\nqpn = 1\ntype = \"ud\"\nlocal_ip = \"fd00::1\"\n");
   finish_path(ud.qps[0], {2, 0, 0, 0, 0, 1});
@@ -193,7 +188,7 @@ TEST(EndpointConfig, AQpsPathNeedsItsAddresses) {
   EXPECT_EQ(ud.qps[0].attr.path.src_mac, (wire::MacAddress{2, 0, 0, 0, 0, 1}));
   Definitions mixed =
       load("[[qp]]\nqpn = 1\nlocal_ip = \"10.0.0.1\"\npeer_ip = \"fd00::2\"\n");
-  EXPECT_NE(error_of([&] { finish_path(mixed.qps[0], {}); }).find("same family"),
+  EXPECT_NE(config_error_of([&] { finish_path(mixed.qps[0], {}); }).find("same family"),
             std::string::npos);
   // RoCEv2's UDP source port carries the flow's entropy (annex A17.4.3).
   Definitions rc = load("[[qp]]\nqpn = 1\npeer_qpn = 2\nlocal_ip = \"10.0.0.1\"\n"
@@ -218,7 +213,7 @@ TEST(EndpointConfig, ACompletionIsOneJsonLineWithEveryField) {
                            "\"opcode_name\":\"recv_rdma_with_imm\"", "\"byte_len\":64",
                            "\"imm_data\":43981", "\"flags\":[\"with_imm\"]"})
     EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
-  EXPECT_NE(error_of([] { CompletionLog log("/nonexistent-dir/c.jsonl"); }).find("--completions"),
+  EXPECT_NE(config_error_of([] { CompletionLog log("/nonexistent-dir/c.jsonl"); }).find("--completions"),
             std::string::npos);
 }
 
