@@ -63,6 +63,11 @@ void add_model_options(CLI::App& cli, Flags& f) {
   optional_option(cli, "--pfc-watchdog", f.pfc_watchdog, "PFC storm watchdog time (0 = off)");
   cli.add_flag("--int", f.int_on, "INT hop records on RoCE data (docs/INT.md)");
   optional_option(cli, "--seed", f.seed, "seed of RED draws and the ECMP hash");
+  optional_option(cli, "--load-balance", f.load_balance,
+                  "ECMP member choice: ecmp (hash, default), adaptive (least queued, per "
+                  "packet) or adaptive_flowlet (per flowlet)");
+  optional_option(cli, "--flowlet-gap", f.flowlet_gap,
+                  "adaptive_flowlet: an idle gap that starts a new flowlet (default 8us)");
 }
 
 void add_run_options(CLI::App& cli, Settings& s) {

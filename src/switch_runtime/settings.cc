@@ -329,6 +329,16 @@ void apply_flags(const Flags& f, Settings& s) {
   if (f.pfc_watchdog) s.cfg.pfc.watchdog_ns = parse_time("--pfc-watchdog", *f.pfc_watchdog);
   if (f.int_on) s.cfg.int_cfg.enabled = true;
   if (f.seed) s.cfg.seed = *f.seed;
+  if (f.load_balance) {
+    if (*f.load_balance == "ecmp") s.cfg.load_balance = fabric::LoadBalance::kEcmp;
+    else if (*f.load_balance == "adaptive") s.cfg.load_balance = fabric::LoadBalance::kAdaptivePacket;
+    else if (*f.load_balance == "adaptive_flowlet")
+      s.cfg.load_balance = fabric::LoadBalance::kAdaptiveFlowlet;
+    else
+      bad("--load-balance",
+          fmt::format("'{}' is not one of: ecmp, adaptive, adaptive_flowlet", *f.load_balance));
+  }
+  if (f.flowlet_gap) s.cfg.flowlet_gap_ns = parse_time("--flowlet-gap", *f.flowlet_gap);
 }
 
 // Everything that can be checked before EAL starts.

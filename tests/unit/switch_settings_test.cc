@@ -6,26 +6,21 @@
 
 #include <string>
 
+#include "config_error_util.h"
+
 namespace droce::switch_runtime {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using droce::testing::config_error_of;
 
 TEST(SwitchSettings, PortSpecsNameMembersAndRate) {
   const PortSpec p = parse_port_spec("--port", "net_memif0+net_memif1@25G");
   EXPECT_EQ(p.members, (std::vector<std::string>{"net_memif0", "net_memif1"}));
   EXPECT_EQ(p.rate_bps, 25'000'000'000ull);
   EXPECT_FALSE(parse_port_spec("--port", "0").rate_bps.has_value());
-  EXPECT_NE(error_of([] { parse_port_spec("--port", "a++b"); }).find("expected NAME[+NAME...]"),
+  EXPECT_NE(config_error_of([] { parse_port_spec("--port", "a++b"); }).find("expected NAME[+NAME...]"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_port_spec("--port", "a@2T"); }).find("out of range"),
+  EXPECT_NE(config_error_of([] { parse_port_spec("--port", "a@2T"); }).find("out of range"),
             std::string::npos);
 }
 
@@ -38,10 +33,10 @@ TEST(SwitchSettings, RoutesArePrefixesToPortGroups) {
   EXPECT_TRUE(d.prefix.v6);
   EXPECT_EQ(d.len, 0);
   EXPECT_EQ(parse_route_spec("--route", "fd00::1=3").len, 128);
-  EXPECT_NE(error_of([] { parse_route_spec("--route", "10.0.0.1/33=0"); })
+  EXPECT_NE(config_error_of([] { parse_route_spec("--route", "10.0.0.1/33=0"); })
                 .find("prefix length must be 0..32"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_route_spec("--route", "10.0.0.1"); }).find("expected PREFIX"),
+  EXPECT_NE(config_error_of([] { parse_route_spec("--route", "10.0.0.1"); }).find("expected PREFIX"),
             std::string::npos);
   EXPECT_EQ(parse_priorities("--pfc-priorities", "3,4"), 0x18);
 }
@@ -71,12 +66,16 @@ ports = [0, 1]
   f.pfc = true;
   f.ecn_mode = "step";
   f.ports = {"net_memif3"};
+  f.load_balance = "adaptive_flowlet";
+  f.flowlet_gap = "20us";
   apply_flags(f, s);
   validate(s);
   EXPECT_EQ(s.default_rate_bps, 40'000'000'000ull);
   EXPECT_EQ(s.cfg.seed, 9u);
   EXPECT_EQ(s.cfg.pfc.enabled_priorities, 1u << 3);  // priority 3 unless told
   EXPECT_EQ(s.ecn.mode, fabric::MarkMode::kStep);
+  EXPECT_EQ(s.cfg.load_balance, fabric::LoadBalance::kAdaptiveFlowlet);
+  EXPECT_EQ(s.cfg.flowlet_gap_ns, 20'000u);
   ASSERT_EQ(s.ports.size(), 3u);
   const fabric::SwitchConfig c = build_switch_config(s);
   ASSERT_EQ(c.ports.size(), 3u);
@@ -88,43 +87,46 @@ ports = [0, 1]
 
 TEST(SwitchSettings, FileMistakesNameFileLineAndKey) {
   Settings s;
-  EXPECT_NE(error_of([&] { load_config_text("[switch]\necnn = 1\n", "sw.toml", s); })
+  EXPECT_NE(config_error_of([&] { load_config_text("[switch]\necnn = 1\n", "sw.toml", s); })
                 .find("sw.toml:2:1: switch.ecnn: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(config_error_of([&] {
               load_config_text("[[routes]]\nprefix = \"10.0.0.0/40\"\nports = 0\n", "sw.toml", s);
             }).find("sw.toml:2:"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { load_config_text("[switch\n", "sw.toml", s); }).find("sw.toml:1:"),
+  EXPECT_NE(config_error_of([&] { load_config_text("[switch\n", "sw.toml", s); }).find("sw.toml:1:"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { load_config("/nonexistent.toml", s); }).find("--config"),
+  EXPECT_NE(config_error_of([&] { load_config("/nonexistent.toml", s); }).find("--config"),
             std::string::npos);
 }
 
 TEST(SwitchSettings, ValidateRefusesWhatCannotRun) {
   Settings s;
-  EXPECT_NE(error_of([&] { validate(s); }).find("--port: no ports"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { validate(s); }).find("--port: no ports"), std::string::npos);
   s.ports.push_back(parse_port_spec("--port", "net_null0"));
-  EXPECT_NE(error_of([&] { validate(s); }).find("--route: no routes"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { validate(s); }).find("--route: no routes"), std::string::npos);
   s.routes.push_back(parse_route_spec("--route", "default=1"));
-  EXPECT_NE(error_of([&] { validate(s); }).find("port 1 does not exist"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { validate(s); }).find("port 1 does not exist"), std::string::npos);
   s.routes.back().ports = {0};
   validate(s);
   Flags f;
   f.xon = "2MiB";
   f.xoff = "1MiB";
   apply_flags(f, s);
-  EXPECT_NE(error_of([&] { validate(s); }).find("--xon"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { validate(s); }).find("--xon"), std::string::npos);
   Flags g;
   g.pfc_priorities = "3";
   Settings t;
-  EXPECT_NE(error_of([&] { apply_flags(g, t); }).find("given without --pfc"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { apply_flags(g, t); }).find("given without --pfc"), std::string::npos);
   Flags h;
   h.buffer_mode = "pooled";
-  EXPECT_NE(error_of([&] { apply_flags(h, t); }).find("--buffer-mode"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { apply_flags(h, t); }).find("--buffer-mode"), std::string::npos);
+  Flags lb;
+  lb.load_balance = "random";
+  EXPECT_NE(config_error_of([&] { apply_flags(lb, t); }).find("--load-balance"), std::string::npos);
   Flags k;
   k.pmax = 1.5;
-  EXPECT_NE(error_of([&] { apply_flags(k, t); }).find("--pmax"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { apply_flags(k, t); }).find("--pmax"), std::string::npos);
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ struct Flags {
   std::optional<uint32_t> pfc_quanta;
   bool int_on = false;
   std::optional<uint64_t> seed;
+  std::optional<std::string> load_balance, flowlet_gap;
   std::vector<std::string> ports, routes;  // --port, --route
 };
 
