@@ -112,25 +112,22 @@ void Runtime::recycle(fabric::FrameBytes&& b) {
 
 size_t Runtime::step(uint64_t now) {
   if (now >= next_link_poll_) poll_links(now);
-  uint64_t rx_before = 0;
-  for (const auto& m : members_) rx_before += m->counters().rx_frames;
-  receive_all(now);
+  const size_t received = receive_all(now);
   sw_->advance(now, [this](fabric::Departure&& d) { ports_[d.port].held.push_back(std::move(d)); });
   transmit_due(now);
   for (auto& m : members_) m->flush();
   for (size_t p = 0; p < ports_.size(); ++p)
     ports_[p].interval_qmax =
         std::max(ports_[p].interval_qmax, sw_->port_queue_bytes(static_cast<uint16_t>(p)));
-  uint64_t rx_after = 0;
-  for (const auto& m : members_) rx_after += m->counters().rx_frames;
-  return rx_after - rx_before;
+  return received;
 }
 
-void Runtime::receive_all(uint64_t now) {
+size_t Runtime::receive_all(uint64_t now) {
+  size_t received = 0;
   for (size_t mi = 0; mi < members_.size(); ++mi) {
     const uint16_t sp = member_port_[mi];
     SwitchPort& port = ports_[sp];
-    members_[mi]->receive(s_.burst, [&](std::span<const uint8_t> frame) {
+    received += members_[mi]->receive(s_.burst, [&](std::span<const uint8_t> frame) {
       fabric::Packet pkt;
       pkt.bytes = take_buffer();
       pkt.bytes.assign(frame.begin(), frame.end());
@@ -140,6 +137,7 @@ void Runtime::receive_all(uint64_t now) {
       sw_->receive(sp, std::move(pkt), now);
     });
   }
+  return received;
 }
 
 void Runtime::transmit_due(uint64_t now) {

@@ -81,7 +81,7 @@ class Runtime {
     uint64_t link_downs = 0;
   };
 
-  void receive_all(uint64_t now);
+  size_t receive_all(uint64_t now);  // returns the frames received
   void transmit_due(uint64_t now);
   void poll_links(uint64_t now);
   std::string member_names(const SwitchPort& p) const;
