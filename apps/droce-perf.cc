@@ -380,7 +380,7 @@ int perf_main(int argc, char** argv) {
     PerfTest test(o, eng, port);
     try {
       status = test.run();
-    } catch (const Failure&) {
+    } catch (const std::runtime_error&) {  // Failure or oob::Error
       // Stop the worker first: the peer may be closing its port too (see
       // run()). What the engine saw helps to tell a lost frame from a stuck
       // peer.

@@ -21,7 +21,6 @@
 #include "droce/engine/engine.h"
 #include "droce/pktgen/config.h"
 #include "droce/pktgen/dpdk_collective.h"
-#include "droce/pktgen/dpdk_oob.h"
 #include "droce/pktgen/dpdk_stream.h"
 
 namespace droce::pktgen {

@@ -16,7 +16,8 @@
 #include "droce/engine/engine.h"
 #include "droce/pktgen/busbw.h"
 #include "droce/options/values.h"
-#include "droce/pktgen/dpdk_oob.h"
+#include "droce/oob/fields.h"
+#include "droce/oob/rank_group.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/verify.h"
 
@@ -33,8 +34,9 @@ constexpr uint32_t kRecvDepth = 2048;
 uint32_t next_of(uint32_t r, uint32_t n) { return (r + 1) % n; }
 uint32_t prev_of(uint32_t r, uint32_t n) { return (r + n - 1) % n; }
 
+// A field of a rank's all-gather line: a peer's words are checked input.
 uint64_t u64(const std::string& line, const std::string& key) {
-  return std::stoull(kv_get(line, key), nullptr, 0);
+  return oob::field_u64(oob::parse_fields(line), key);
 }
 
 struct Link {
@@ -46,7 +48,7 @@ struct Link {
 
 class Runner {
  public:
-  Runner(const CollectiveRunConfig& c, engine::Engine& eng, RankOob& oob)
+  Runner(const CollectiveRunConfig& c, engine::Engine& eng, oob::RankGroup& oob)
       : c_(c), eng_(eng), oob_(oob), n_(c.params.ranks), r_(c.rank) {}
   int run();
 
@@ -61,7 +63,7 @@ class Runner {
 
   const CollectiveRunConfig& c_;
   engine::Engine& eng_;
-  RankOob& oob_;
+  oob::RankGroup& oob_;
   uint32_t n_, r_;
   Link next_, prev_;
   uint32_t peer_prev_rkey_ = 0;  // rank+1's prev-link MR: where my WRITEs land
@@ -124,16 +126,16 @@ void Runner::setup(uint64_t max_total) {
                                                describe(next_, "next"), describe(prev_, "prev")));
   for (uint32_t i = 0; i < n_; ++i)
     if (u64(all[i], "channels") != c_.params.channels)
-      throw OobError(fmt::format("rank {} uses --channels {}, this rank {}", i,
-                                 kv_get(all[i], "channels"), c_.params.channels));
+      throw oob::Error(fmt::format("rank {} uses --channels {}, this rank {}", i,
+                                   u64(all[i], "channels"), c_.params.channels));
   auto connect = [&](Link& l, const std::string& peer, const char* peer_tag, uint32_t peer_rank) {
     for (size_t i = 0; i < l.qps.size(); ++i) {
       transport::QpAttr a;
       a.path.src_mac = eng_.port_mac(l.port);
       {
-        const std::string mac = kv_get(peer, fmt::format("{}_mac", peer_tag));
+        const std::string mac = oob::field(oob::parse_fields(peer), fmt::format("{}_mac", peer_tag));
         if (!options::try_parse_mac(mac, a.path.dst_mac))
-          throw OobError(fmt::format("bad MAC '{}' from a peer", mac));
+          throw oob::Error(fmt::format("bad MAC '{}' from a peer", mac));
       }
       a.path.src_ip = wire::IpAddress::v4(0x0A000001u + r_);
       a.path.dst_ip = wire::IpAddress::v4(0x0A000001u + peer_rank);
@@ -391,7 +393,7 @@ int run_collective(const CollectiveRunConfig& c) {
   engine::EngineConfig ec;
   ec.idle_sleep_us = c.idle_sleep_us;
   ec.telemetry = false;
-  RankOob oob(c.rank, c.params.ranks, c.oob_host, c.oob_port, c.timeout_s);
+  oob::RankGroup oob(c.rank, c.params.ranks, c.oob_host, c.oob_port, c.timeout_s);
   engine::Engine eng(ec);
   Runner runner(c, eng, oob);
   const int rc = runner.run();

@@ -181,12 +181,12 @@ bool PerfTest::bw_server_step(Peer& p, uint64_t size, bool send) {
       if (end->rfind("SYNC end", 0) != 0)
         throw Failure(fmt::format("peer out of step: '{}'", *end));
       p.t_end = engine::now_ns();
-      const auto kv = parse_kv(end->substr(5));
-      p.expected = kv_u64(kv, "msgs");
+      const auto kv = parse_fields(end->substr(5));
+      p.expected = field_u64(kv, "msgs");
       if (multi()) {
         std::vector<std::pair<uint64_t, uint64_t>> none;
-        p.report = bw_result(size, p.expected, 0, kv_u64(kv, "ns"), none);
-        p.report.peak_bps = static_cast<double>(kv_u64(kv, "peak"));
+        p.report = bw_result(size, p.expected, 0, field_u64(kv, "ns"), none);
+        p.report.peak_bps = static_cast<double>(field_u64(kv, "peak"));
       }
       p.ended = true;
       arm_deadline();

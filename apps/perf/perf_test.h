@@ -19,14 +19,26 @@
 
 #include "app_options.h"
 #include "droce/engine/engine.h"
+#include "droce/oob/channel.h"
+#include "droce/oob/fields.h"
 #include "droce/options/values.h"
 #include "droce/telemetry/latency_histogram.h"
 #include "perf/bw_report.h"
-#include "perf/oob.h"
 
 namespace droce::perf {
 
 using droce::ConfigError;
+using oob::field;
+using oob::field_u64;
+using oob::parse_fields;
+
+// A runtime failure (peer vanished, completion error, data mismatch,
+// timeout): "error: ..." and exit code 1. The out-of-band channel's
+// oob::Error is one too; both are std::runtime_errors.
+class Failure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 using transport::Sge;
 using transport::WorkCompletion;
 
@@ -180,7 +192,7 @@ inline const char* wc_status_name(ibv_wc_status s) {
 // server); a server has one per client (--clients), each with its own OOB
 // connection, QPs and data seed, all on the server's one DPDK port.
 struct Peer {
-  Oob oob;
+  oob::Channel oob;
   uint64_t seed = 0;  // the client's: it chooses the data pattern
   wire::MacAddress mac{};
   wire::IpAddress ip;

@@ -66,7 +66,7 @@ void PerfTest::exchange() {
       seed_, options::format_mac(mac_), options::format_ip(ip_));
   if (client()) {
     Peer& p = peers_[0];
-    p.oob.connect_to(o_.connect, o_.oob_port, o_.timeout);
+    p.oob.connect_to(o_.connect, o_.oob_port, o_.timeout, "--connect");
     p.oob.send_line(hello);
     hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
     exchange_qps(p);
@@ -74,7 +74,7 @@ void PerfTest::exchange() {
   }
   // The server accepts its clients one after the other; the listening
   // socket stays open meanwhile, so later clients wait in its backlog.
-  Listener listener(o_.bind, o_.oob_port, static_cast<int>(peers_.size()));
+  oob::Listener listener(o_.bind, o_.oob_port, static_cast<int>(peers_.size()), "--port");
   for (size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = peers_[i];
     p.oob = listener.accept(o_.timeout);
@@ -82,7 +82,7 @@ void PerfTest::exchange() {
       hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
       p.oob.send_line(hello);
       exchange_qps(p);
-    } catch (const Failure& e) {
+    } catch (const std::runtime_error& e) {
       if (!multi()) throw;
       throw Failure(fmt::format("client {}: {}", i, e.what()));
     }
@@ -98,29 +98,30 @@ void PerfTest::exchange() {
 
 void PerfTest::hello_from(Peer& p, const std::string& peer) {
   if (peer.rfind("HELLO ", 0) != 0) throw Failure(fmt::format("peer said '{}'", peer));
-  auto kv = parse_kv(peer);
-  if (kv["test"] != o_.t->name)
-    throw Failure(fmt::format("the peer runs --test {}, this side --test {}", kv["test"],
+  const oob::Fields kv = parse_fields(peer);
+  if (field(kv, "test") != o_.t->name)
+    throw Failure(fmt::format("the peer runs --test {}, this side --test {}", field(kv, "test"),
                               o_.t->name));
-  if (kv["conn"] != o_.connection)
-    throw Failure(fmt::format("the peer uses -c {}, this side -c {}", kv["conn"],
+  if (field(kv, "conn") != o_.connection)
+    throw Failure(fmt::format("the peer uses -c {}, this side -c {}", field(kv, "conn"),
                               o_.connection));
-  if (kv_u64(kv, "qps") != o_.qps)
-    throw Failure(fmt::format("the peer uses -q {}, this side -q {}", kv["qps"], o_.qps));
-  if (kv_u64(kv, "all") != (o_.all ? 1u : 0u) || kv_u64(kv, "size") != size())
+  if (field_u64(kv, "qps") != o_.qps)
+    throw Failure(fmt::format("the peer uses -q {}, this side -q {}", field(kv, "qps"), o_.qps));
+  if (field_u64(kv, "all") != (o_.all ? 1u : 0u) || field_u64(kv, "size") != size())
     throw Failure(fmt::format("the peer uses {} bytes, this side {} bytes (give the same "
                               "-s / -a to both)",
-                              kv_u64(kv, "all") ? "-a" : kv["size"],
+                              field_u64(kv, "all") ? "-a" : field(kv, "size"),
                               o_.all ? "-a" : std::to_string(size())));
-  if (kv_u64(kv, "mtu") != o_.mtu)
-    throw Failure(fmt::format("the peer uses -m {}, this side -m {}", kv["mtu"], o_.mtu));
-  if (kv_u64(kv, "check") != (o_.check ? 1u : 0u))
+  if (field_u64(kv, "mtu") != o_.mtu)
+    throw Failure(fmt::format("the peer uses -m {}, this side -m {}", field(kv, "mtu"), o_.mtu));
+  if (field_u64(kv, "check") != (o_.check ? 1u : 0u))
     throw Failure("give --check to both sides or to neither");
   // The data seed is the client's.
-  if (o_.server) p.seed = kv_u64(kv, "seed");
-  if (!options::try_parse_mac(kv["mac"], p.mac))
-    throw Failure(fmt::format("peer sent a bad MAC '{}'", kv["mac"]));
-  p.ip = options::parse_ip("ip", kv["ip"]);
+  if (o_.server) p.seed = field_u64(kv, "seed");
+  if (!options::try_parse_mac(field(kv, "mac"), p.mac))
+    throw Failure(fmt::format("peer sent a bad MAC '{}'", field(kv, "mac")));
+  if (!options::try_parse_ip(field(kv, "ip"), p.ip))
+    throw Failure(fmt::format("peer sent a bad IP address '{}'", field(kv, "ip")));
   if (p.ip.v6 != ip_.v6)
     throw Failure("one side uses IPv4 and the other IPv6 (--ip): give both the same family");
 }
@@ -133,13 +134,13 @@ void PerfTest::exchange_qps(Peer& p) {
   }
   for (size_t i = 0; i < p.qps.size(); ++i) {
     auto line = p.oob.recv_line(o_.timeout, "QP");
-    auto q = parse_kv(line);
+    auto q = parse_fields(line);
     RemoteQp r;
-    r.qpn = static_cast<uint32_t>(kv_u64(q, "qpn"));
-    r.psn = static_cast<uint32_t>(kv_u64(q, "psn"));
-    r.rkey = static_cast<uint32_t>(kv_u64(q, "rkey"));
-    r.va = kv_u64(q, "va");
-    r.len = kv_u64(q, "len");
+    r.qpn = static_cast<uint32_t>(field_u64(q, "qpn"));
+    r.psn = static_cast<uint32_t>(field_u64(q, "psn"));
+    r.rkey = static_cast<uint32_t>(field_u64(q, "rkey"));
+    r.va = field_u64(q, "va");
+    r.len = field_u64(q, "len");
     if (r.len < 2 * max_size_)
       throw Failure(fmt::format("peer buffer of {} bytes is too small", r.len));
     p.remote.push_back(r);

@@ -4,7 +4,7 @@
 // the result. Topology: a ring of point-to-point links; each rank has a
 // "next" port (to rank r+1) and a "prev" port (from rank r-1), e.g. one
 // net_memif link per neighbour pair. Out-of-band set-up over TCP
-// (RankOob). docs/PKTGEN.md "DPDK modes".
+// (oob::RankGroup). docs/PKTGEN.md "DPDK modes".
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct CollectiveRunConfig {
 std::string check_ring_topology(const Schedule& s);
 
 // Runs every size; rank 0 prints the nccl-tests table. Returns the exit
-// code (0, 1 when #wrong > 0). Throws droce::ConfigError / OobError /
+// code (0, 1 when #wrong > 0). Throws droce::ConfigError / oob::Error /
 // std::runtime_error on failures.
 int run_collective(const CollectiveRunConfig& config);
 
