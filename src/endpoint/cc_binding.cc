@@ -15,9 +15,10 @@ CcBinding::CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahea
   }
 }
 
-transport::CcHooks CcBinding::hooks() {
+namespace {
+
+transport::CcHooks make_hooks(bool samples_rtt) {
   transport::CcHooks h;
-  h.ctx = this;
   h.may_send = [](void* c, uint32_t, uint32_t bytes, uint64_t now) {
     return static_cast<CcBinding*>(c)->may_send(bytes, now);
   };
@@ -43,8 +44,16 @@ transport::CcHooks CcBinding::hooks() {
   h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
     static_cast<CcBinding*>(c)->on_loss(e, now);
   };
-  h.samples_rtt = samples_rtt_;
+  h.samples_rtt = samples_rtt;
   return h;
+}
+
+}  // namespace
+
+const transport::CcHooks& CcBinding::hooks() const {
+  // Two tables for every binding there is: the context is the binding.
+  static const transport::CcHooks with_rtt = make_hooks(true), without = make_hooks(false);
+  return samples_rtt_ ? with_rtt : without;
 }
 
 bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
@@ -124,8 +133,10 @@ void CcBinding::retime() {
 
 void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
   inflight_bytes_ -= std::min(inflight_bytes_, acked_bytes);
-  // Reused rather than built per ACK: its INT record is ~260 bytes.
-  cc::AckEvent& ack = ack_event_;
+  // Reused rather than built per ACK (its INT record is ~260 bytes), and
+  // one per thread rather than one per QP: the algorithm reads it only
+  // during the call, and a million idle QPs should not carry one each.
+  static thread_local cc::AckEvent ack;
   ack.acked_bytes = acked_bytes;
   ack.rtt_ns.reset();
   if (rtt_ns != 0) ack.rtt_ns = rtt_ns;

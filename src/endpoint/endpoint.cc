@@ -29,7 +29,7 @@ void Endpoint::attach(transport::QueuePair& qp, std::unique_ptr<cc::Algorithm> c
   s.qp = &qp;
   s.cc = std::make_unique<CcBinding>(std::move(cc), config_.tx_run_ahead_ns,
                                      config_.tx_catch_up_ns);
-  qp.set_cc_hooks(s.cc->hooks());
+  qp.set_cc_hooks(&s.cc->hooks(), s.cc.get());
   s.priority = priority_of(qp.attr().path);
   s.needs_int = s.cc->needs_int();
   classify_mac(s);
@@ -451,8 +451,9 @@ Endpoint::QpSlot* Endpoint::deliver_to_qp(const wire::ParsedPacket& pkt, uint64_
              pkt.info->op_class != wire::OpClass::kCnp) {
     ++counters_.cc_acks_without_int;
   } else if (hop_count > 0 && config_.echo_int) {
-    std::copy_n(hops_.begin(), hop_count, s->echo.begin());
-    s->echo_count = hop_count;
+    if (!s->echo) s->echo = std::make_unique<std::array<wire::IntHop, wire::kIntDefaultMaxHops>>();
+    std::copy_n(hops_.begin(), hop_count, s->echo->begin());
+    s->echo_count = static_cast<uint8_t>(hop_count);  // <= kIntDefaultMaxHops
   }
   s->qp->on_packet(pkt, now);
   s->cc->set_pending_int(nullptr);
@@ -469,7 +470,7 @@ void Endpoint::maybe_echo_int(QpSlot& s, std::span<uint8_t> buf, uint32_t& len) 
                      (path.src_ip.v6 ? wire::kIpv6Size : wire::kIpv4Size) + wire::kUdpSize;
   if (len <= bth || wire::opcode_info(buf[bth]).op_class != wire::OpClass::kAck) return;
   size_t frame_len = len;
-  if (wire::int_insert_echo(buf, frame_len, {s.echo.data(), s.echo_count}) !=
+  if (wire::int_insert_echo(buf, frame_len, {s.echo->data(), s.echo_count}) !=
       wire::IntError::kOk) {
     ++counters_.tx_int_echo_no_room;
     return;

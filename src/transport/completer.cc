@@ -22,7 +22,7 @@ void QueuePair::on_response(const wire::ParsedPacket& pkt, uint64_t now) {
       } else if (type == wire::AethType::kNak || type == wire::AethType::kRnrNak) {
         on_nak(pkt, now);
       } else {
-        ++counters_.acks_ghost;  // reserved syndrome
+        ++rare_counters().acks_ghost;  // reserved syndrome
       }
       break;
     }
@@ -41,11 +41,11 @@ void QueuePair::on_response(const wire::ParsedPacket& pkt, uint64_t now) {
 // (IBA 9.7.5.1.2; "implied" when it comes from a READ response or NAK).
 bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   if (!wire::psn_lt(psn, send_high_)) {
-    ++counters_.acks_ghost;  // acknowledges something never sent
+    ++rare_counters().acks_ghost;  // acknowledges something never sent
     return false;
   }
   if (wire::psn_le(psn, acked_psn_)) {
-    ++counters_.acks_stale;
+    ++rare_counters().acks_stale;
     // A READ/atomic finished by this response may be retirable now that a
     // later ACK had already covered its PSN.
     retire(now);
@@ -66,7 +66,7 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
     rtt = std::max<uint64_t>(1, now - rtt_sent_ns_);
     rtt_probe_ = false;
   }
-  if (cc_.on_ack) cc_.on_ack(cc_.ctx, qpn_, uint64_t{newly} * mtu_, rtt, now);
+  if (cc_->on_ack) cc_->on_ack(cc_ctx_, qpn_, uint64_t{newly} * mtu_, rtt, now);
   retire(now);
   if (state_ == QpState::kErr) return true;
   const bool outstanding = sq_head_ != sq_tail_ && sq_at(sq_head_).started;
@@ -89,7 +89,7 @@ void QueuePair::retire(uint64_t) {
         const uint32_t want = wire::psn_add(w.first_psn, w.resp_received);
         if (wire::psn_ge(acked_psn_, want) &&
             !(read_gap_reissued_ && read_gap_psn_ == want)) {
-          ++counters_.retransmit_implied_nak;
+          ++rare_counters().retransmit_implied_nak;
           read_gap_reissued_ = true;
           read_gap_psn_ = want;
           rewind_to(want);
@@ -129,7 +129,7 @@ static SendWqe* first_pending_read(std::vector<SendWqe>& sq, uint64_t head, uint
 void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   SendWqe* wp = first_pending_read(sq_, sq_head_, sq_tail_);
   if (!wp || wp->opcode != IBV_WR_RDMA_READ) {
-    ++counters_.read_responses_unexpected;
+    ++rare_counters().read_responses_unexpected;
     return;
   }
   SendWqe& w = *wp;
@@ -139,16 +139,16 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
     if (d < w.npkts - w.resp_received) {
       // A response is missing (IBA 9.7.5.1): re-issue the READ for the
       // remainder, once per gap.
-      ++counters_.read_responses_out_of_order;
+      ++rare_counters().read_responses_out_of_order;
       if (!(read_gap_reissued_ && read_gap_psn_ == expected)) {
-        ++counters_.retransmit_read_gap;
+        ++rare_counters().retransmit_read_gap;
         read_gap_reissued_ = true;
         read_gap_psn_ = expected;
         rewind_to(expected);
-        if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kSeqNak, now);
+        if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kSeqNak, now);
       }
     } else {
-      ++counters_.read_responses_unexpected;  // duplicate or stray
+      ++rare_counters().read_responses_unexpected;  // duplicate or stray
     }
     return;
   }
@@ -165,7 +165,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
                               : true);
   const uint32_t want_len = static_cast<uint32_t>(std::min<uint64_t>(mtu_, remaining));
   if (!pos_ok || pkt.payload_length != want_len) {
-    ++counters_.read_responses_bad_length;
+    ++rare_counters().read_responses_bad_length;
     return;
   }
   if (pkt.has(wire::kExtAeth)) note_credits(pkt);  // FIRST, LAST, ONLY
@@ -175,7 +175,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   if (wire::psn_gt(before, acked_psn_)) ack_up_to(before, now);
   if (state_ == QpState::kErr) return;
   if (want_len > 0 && !scatter_sges(sges(w), w.num_sge, off, pkt.payload, want_len)) {
-    ++counters_.local_errors;
+    ++rare_counters().local_errors;
     uint64_t idx;
     uint32_t kk;
     if (find_psn(pkt.psn, &idx, &kk)) fail_wqe(idx, IBV_WC_LOC_PROT_ERR);
@@ -197,7 +197,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
 void QueuePair::on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now) {
   SendWqe* wp = first_pending_read(sq_, sq_head_, sq_tail_);
   if (!wp || !wp->is_atomic() || wp->first_psn != pkt.psn) {
-    ++counters_.atomic_acks_unexpected;
+    ++rare_counters().atomic_acks_unexpected;
     return;
   }
   note_credits(pkt);
@@ -208,7 +208,7 @@ void QueuePair::on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now) {
   uint8_t original[8];
   std::memcpy(original, &pkt.atomic_ack_original, 8);  // host order, like the target
   if (!scatter_sges(sges(w), w.num_sge, 0, original, 8)) {
-    ++counters_.local_errors;
+    ++rare_counters().local_errors;
     uint64_t idx;
     uint32_t kk;
     if (find_psn(pkt.psn, &idx, &kk)) fail_wqe(idx, IBV_WC_LOC_PROT_ERR);
@@ -222,11 +222,11 @@ void QueuePair::on_atomic_ack(const wire::ParsedPacket& pkt, uint64_t now) {
 void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
   const uint32_t psn = pkt.psn;
   if (wire::psn_gt(psn, send_high_)) {
-    ++counters_.acks_ghost;
+    ++rare_counters().acks_ghost;
     return;
   }
   if (wire::psn_le(psn, acked_psn_)) {
-    ++counters_.acks_stale;  // a later ACK already moved past it
+    ++rare_counters().acks_stale;  // a later ACK already moved past it
     return;
   }
   // A NAK acknowledges every PSN before the one it names (IBA 9.7.5.1).
@@ -237,17 +237,17 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
   }
   const uint8_t syn = pkt.aeth_syndrome;
   if (wire::aeth_type(syn) == wire::AethType::kRnrNak) {
-    ++counters_.rnr_naks_received;
-    if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kRnrNak, now);
+    ++rare_counters().rnr_naks_received;
+    if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kRnrNak, now);
     if (attr_.rnr_retry != kRnrRetryInfinite) {
       if (rnr_retry_left_ == 0) {
-        ++counters_.rnr_retry_exceeded;
+        ++rare_counters().rnr_retry_exceeded;
         fail_head(psn, IBV_WC_RNR_RETRY_EXC_ERR);
         return;
       }
       --rnr_retry_left_;
     }
-    ++counters_.rnr_retries;
+    ++rare_counters().rnr_retries;
     // IBA 9.7.5.2.8: wait the time the responder asked for, then resend.
     rnr_wait_until_ = now + rnr_timer_ns(wire::aeth_value(syn));
     rnr_psn_ = psn;
@@ -257,8 +257,8 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
   }
   const auto code = static_cast<wire::NakCode>(wire::aeth_value(syn));
   if (code == wire::NakCode::kPsnSequenceError) {
-    ++counters_.seq_naks_received;
-    if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kSeqNak, now);
+    ++rare_counters().seq_naks_received;
+    if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kSeqNak, now);
     if (attr_.recovery == Recovery::kSelectiveRepeat) {
       const uint32_t sack = pkt.aeth_msn & wire::kPsnMask;
       uint32_t high = wire::psn_add(psn, 1);
@@ -277,7 +277,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
         high = wire::psn_add(limit, 1);
       }
       if (!sr_recovery_) {
-        ++counters_.retransmit_seq_nak;
+        ++rare_counters().retransmit_seq_nak;
         sr_recovery_ = true;
         sr_cursor_ = psn;
         sr_high_ = high;
@@ -298,7 +298,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       return;
     }
     // Go-back-N (IBA 9.7.5.1): resend from the PSN the responder expects.
-    ++counters_.retransmit_seq_nak;
+    ++rare_counters().retransmit_seq_nak;
     rewind_to(psn);
     return;
   }
@@ -307,11 +307,11 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
     case wire::NakCode::kRemoteAccessError:
     case wire::NakCode::kRemoteOperationalError:
     case wire::NakCode::kInvalidRdRequest:
-      ++counters_.fatal_naks_received;
+      ++rare_counters().fatal_naks_received;
       fail_head(psn, wc_status_for_nak(code));
       return;
     default:
-      ++counters_.acks_ghost;  // reserved NAK code
+      ++rare_counters().acks_ghost;  // reserved NAK code
       return;
   }
 }

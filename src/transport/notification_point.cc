@@ -15,7 +15,7 @@ void QueuePair::maybe_cnp(const wire::ParsedPacket& pkt, uint64_t now) {
   ++counters_.rx_ecn_ce;
   if (cnp_pending_ ||
       (cnp_sent_once_ && now - last_cnp_ns_ < attr_.np_min_time_between_cnps_ns)) {
-    ++counters_.cnps_suppressed;
+    ++rare_counters().cnps_suppressed;
     return;
   }
   cnp_pending_ = true;

@@ -107,8 +107,8 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       timer_deadline_ = rnr_wait_until_ = 0;
       outstanding_rd_atomic_ = 0;
       sr_recovery_ = false;
-      atomic_cache_ = {};
-      write_ctx_ = {};
+      atomic_cache_.reset();
+      write_ctx_.reset();
       break;
     case QpState::kInit:
       attr_.qp_access_flags = a.qp_access_flags;
@@ -150,7 +150,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       // Room for one outstanding answer per READ/atomic plus ACKs/NAKs
       // interleaved with them; a power of two so resp_at() masks instead
       // of dividing (it runs for every request packet).
-      resp_.assign(std::bit_ceil(2u * attr_.max_dest_rd_atomic + 16), Response{});
+      resp_limit_ = std::bit_ceil(2u * attr_.max_dest_rd_atomic + 16);
       resp_head_ = resp_count_ = 0;
       if (a.recovery == Recovery::kSelectiveRepeat) {
         ooo_.assign(a.sack_window, 0);
@@ -250,7 +250,7 @@ void QueuePair::flush_all() {
     wc.opcode = wc_opcode_for(w.opcode);
     wc.qp_num = qpn_;
     send_cq_->push(wc);
-    ++counters_.flushed_wqes;
+    ++rare_counters().flushed_wqes;
     ++sq_head_;
   }
   sq_send_ = sq_head_;
@@ -264,10 +264,10 @@ void QueuePair::flush_all() {
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = qpn_;
     recv_cq_->push(wc);
-    ++counters_.flushed_wqes;
+    ++rare_counters().flushed_wqes;
   };
   if (have_srq_wqe_) {
-    flush_recv(srq_wqe_);
+    flush_recv(*srq_wqe_);
     have_srq_wqe_ = false;
   }
   for (; rq_head_ != rq_tail_; ++rq_head_) flush_recv(rq_at(rq_head_));
@@ -302,8 +302,11 @@ void QueuePair::take_posted() {
 
 const RecvWqe* QueuePair::recv_wqe() {
   if (srq_) {
-    if (!have_srq_wqe_) have_srq_wqe_ = srq_->take(srq_wqe_);
-    return have_srq_wqe_ ? &srq_wqe_ : nullptr;
+    if (!have_srq_wqe_) {
+      if (!srq_wqe_) srq_wqe_ = std::make_unique<RecvWqe>();
+      have_srq_wqe_ = srq_->take(*srq_wqe_);
+    }
+    return have_srq_wqe_ ? srq_wqe_.get() : nullptr;
   }
   if (rq_head_ == rq_tail_) {
     // A receive posted since the data path last looked counts: no RNR NAK
@@ -524,31 +527,31 @@ void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {
 void QueuePair::dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now) {
   if (!pkt.info || !pkt.info->supported) return;
   if (!receives()) {
-    ++counters_.rx_dropped_bad_state;
+    ++rare_counters().rx_dropped_bad_state;
     return;
   }
   if (!from_connection(pkt)) {
-    ++counters_.rx_dropped_bad_address;
+    ++rare_counters().rx_dropped_bad_address;
     return;
   }
   // IBA 10.9 (partitioning): a packet whose P_Key does not match the QP's
   // is dropped and counted, whatever it carries.
   if (!wire::pkeys_match(pkt.pkey, attr_.pkey)) {
-    ++counters_.rx_dropped_bad_pkey;
+    ++rare_counters().rx_dropped_bad_pkey;
     return;
   }
   const wire::OpcodeInfo& info = *pkt.info;
   if (info.op_class == wire::OpClass::kCnp) {
     // RoCEv2 annex A17.9.3: the reaction point lowers its rate.
     ++counters_.cnps_received;
-    if (cc_.on_cnp) cc_.on_cnp(cc_.ctx, qpn_, now);
+    if (cc_->on_cnp) cc_->on_cnp(cc_ctx_, qpn_, now);
     return;
   }
   const wire::Transport want = type_ == QpType::kRc   ? wire::Transport::kRc
                                : type_ == QpType::kUc ? wire::Transport::kUc
                                                       : wire::Transport::kUd;
   if (info.transport != want) {
-    ++counters_.rx_dropped_wrong_transport;
+    ++rare_counters().rx_dropped_wrong_transport;
     return;
   }
   maybe_cnp(pkt, now);
@@ -556,7 +559,7 @@ void QueuePair::dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now) {
     on_request(pkt, now);
   } else if (type_ == QpType::kRc) {
     if (state_ == QpState::kRtr) {
-      ++counters_.rx_dropped_bad_state;  // nothing sent yet: cannot be ours
+      ++rare_counters().rx_dropped_bad_state;  // nothing sent yet: cannot be ours
       return;
     }
     on_response(pkt, now);

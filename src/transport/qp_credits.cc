@@ -35,7 +35,7 @@ bool QueuePair::credits_allow(const SendWqe& w) const {
 void QueuePair::note_credits(const wire::ParsedPacket& pkt) {
   if (credits_.on_ack(pkt.aeth_msn, wire::aeth_value(pkt.aeth_syndrome), ssn_) ==
       CreditLimit::Update::kMalformed)
-    ++counters_.credits_malformed;
+    ++rare_counters().credits_malformed;
 }
 
 }  // namespace droce::transport

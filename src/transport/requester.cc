@@ -277,7 +277,7 @@ void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
   while (sq_head_ != index && sq_head_ != sq_tail_) {
     SendWqe& e = sq_at(sq_head_);
     complete_send(e, IBV_WC_WR_FLUSH_ERR);
-    ++counters_.flushed_wqes;
+    ++rare_counters().flushed_wqes;
     ++sq_head_;
   }
   if (sq_head_ != sq_tail_) {
@@ -289,7 +289,7 @@ void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
 
 size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
                                 std::span<uint8_t> buf, bool timed) {
-  if (cc_.may_send && !cc_.may_send(cc_.ctx, qpn_, bytes, now)) {
+  if (cc_->may_send && !cc_->may_send(cc_ctx_, qpn_, bytes, now)) {
     ++counters_.cc_stalls;
     return 0;
   }
@@ -298,14 +298,14 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   // one ack_req_interval_ns after the last that asked (qp.h).
   const bool overdue = last_ack_req_ns_ != UINT64_MAX && attr_.ack_req_interval_ns &&
                        now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
-  const bool ask_ack = overdue || (timed && cc_.samples_rtt) ||
-                       (cc_.fills_window && cc_.fills_window(cc_.ctx, bytes, mtu_));
+  const bool ask_ack = overdue || (timed && cc_->samples_rtt) ||
+                       (cc_->fills_window && cc_->fills_window(cc_ctx_, bytes, mtu_));
   bool ok;
   const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok, now);
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
-    ++counters_.local_errors;
+    ++rare_counters().local_errors;
     fail_wqe(index, IBV_WC_LOC_PROT_ERR);
     return 0;
   }
@@ -376,7 +376,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   if (!n) return 0;
   ++counters_.tx_request_packets;
   if (retransmit) {
-    ++counters_.tx_retransmit_packets;
+    ++rare_counters().tx_retransmit_packets;
     w.retransmitted = true;
   } else {
     const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
@@ -396,7 +396,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
     }
   }
   w.last_sent_ns = now;
-  if (cc_.on_send) cc_.on_send(cc_.ctx, qpn_, bytes, retransmit, now);
+  if (cc_->on_send) cc_->on_send(cc_ctx_, qpn_, bytes, retransmit, now);
   if (type_ == QpType::kRc) {
     if (!timer_deadline_) arm_timer(now);
     advance_cursor_after(w, k);
@@ -478,13 +478,13 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     sr_cursor_ = next_cursor;
     sr_note_resent(psn);
     ++counters_.tx_request_packets;
-    ++counters_.tx_retransmit_packets;
-    ++counters_.retransmit_sack_holes;
-    if (again) ++counters_.retransmit_sack_again;
+    ++rare_counters().tx_retransmit_packets;
+    ++rare_counters().retransmit_sack_holes;
+    if (again) ++rare_counters().retransmit_sack_again;
     w.retransmitted = true;
     w.last_sent_ns = now;
     rtt_probe_ = false;
-    if (cc_.on_send) cc_.on_send(cc_.ctx, qpn_, bytes, true, now);
+    if (cc_->on_send) cc_->on_send(cc_ctx_, qpn_, bytes, true, now);
     if (!timer_deadline_) arm_timer(now);
     rto_low_from_ns_ = now;  // RTO_low gives this resend its own round trip
     return n;
@@ -529,8 +529,8 @@ void QueuePair::requester_timer(uint64_t now) {
     // IRN §3.1 RTO_low: few packets in flight and none answered. Once per
     // forward progress and outside retry_cnt (see qp.h); RTO_high restarts
     // from now.
-    ++counters_.retransmit_timeouts_low;
-    if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kTimeout, now);
+    ++rare_counters().retransmit_timeouts_low;
+    if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
     rto_low_spent_ = true;
     sr_resend_all();
     arm_timer(now);
@@ -538,10 +538,10 @@ void QueuePair::requester_timer(uint64_t now) {
   }
   // IBA 9.7.6.1.3: local ACK timeout; retry_cnt bounds consecutive
   // timeouts without progress, then IBV_WC_RETRY_EXC_ERR.
-  ++counters_.retransmit_timeouts;
-  if (cc_.on_loss) cc_.on_loss(cc_.ctx, qpn_, LossEvent::kTimeout, now);
+  ++rare_counters().retransmit_timeouts;
+  if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
   if (retry_left_ == 0) {
-    ++counters_.retry_exceeded;
+    ++rare_counters().retry_exceeded;
     fail_head(resume_psn(), IBV_WC_RETRY_EXC_ERR);
     return;
   }

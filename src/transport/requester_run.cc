@@ -21,7 +21,7 @@ namespace droce::transport {
 bool QueuePair::run_may_start() const {
   return state_ == QpState::kRts && type_ != QpType::kUd && tx_template_.valid() &&
          !cnp_pending_ && resp_count_ == 0 && !rnr_wait_until_ && !sr_recovery_ &&
-         !cq_error_ && cc_.admit != nullptr;
+         !cq_error_ && cc_->admit != nullptr;
 }
 
 // The WQE whose next packet is new and of the run's kind, or nullptr.
@@ -54,10 +54,10 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     return static_cast<uint32_t>(std::min<uint64_t>(mtu_, w.length - uint64_t{k} * mtu_));
   };
   const uint32_t allowed =
-      cc_.admit(cc_.ctx, packet_bytes(*wp, wp->started ? send_pkt_ : 0), mtu_,
+      cc_->admit(cc_ctx_, packet_bytes(*wp, wp->started ? send_pkt_ : 0), mtu_,
                 static_cast<uint32_t>(bufs.size()), now);
   if (allowed == 0) return 0;  // produce_request counts the stall
-  const uint64_t room = cc_.window_room(cc_.ctx);
+  const uint64_t room = cc_->window_room(cc_ctx_);
   uint64_t run_bytes = 0;
   size_t n = 0;
   while (n < allowed) {
@@ -76,7 +76,7 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
                          now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
     const bool fills =
         room != UINT64_MAX && run_bytes + bytes + mtu_ > room;
-    const bool ask_ack = overdue || (timed && cc_.samples_rtt) || fills;
+    const bool ask_ack = overdue || (timed && cc_->samples_rtt) || fills;
     uint32_t len;
     uint64_t off;
     const wire::TxRequest r = send_write_fields(w, k, ask_ack, &len, &off);
@@ -84,7 +84,7 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     bool ok = true;
     const size_t frame = build_templated(w, r, off, len, bufs[n], &ok, now);
     if (!ok) {
-      ++counters_.local_errors;
+      ++rare_counters().local_errors;
       fail_wqe(sq_send_, IBV_WC_LOC_PROT_ERR);
       break;
     }
@@ -117,8 +117,8 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     wp = run_wqe();
     if (!wp) break;
   }
-  if (n != 0 && cc_.on_send_run)
-    cc_.on_send_run(cc_.ctx, run_bytes, static_cast<uint32_t>(n), now);
+  if (n != 0 && cc_->on_send_run)
+    cc_->on_send_run(cc_ctx_, run_bytes, static_cast<uint32_t>(n), now);
   return n;
 }
 

@@ -25,7 +25,7 @@ void QueuePair::on_request(const wire::ParsedPacket& pkt, uint64_t) {
   // After a fatal error the request is only dropped, counted as such (and
   // not as taken: rx_packets_accounted() counts each packet once).
   if (responder_fatal_ && type_ == QpType::kRc) {
-    ++counters_.rx_dropped_bad_state;
+    ++rare_counters().rx_dropped_bad_state;
     return;
   }
   ++counters_.rx_request_packets;
@@ -47,8 +47,8 @@ void QueuePair::on_request_uc(const wire::ParsedPacket& pkt) {
   // progress (its receive WQE is reused) and the responder resynchronises
   // on the next first/only packet.
   if (pkt.psn != epsn_) {
-    ++counters_.rx_out_of_sequence;
-    if (in_msg_ != InMsg::kNone) ++counters_.rx_dropped_uc;
+    ++rare_counters().rx_out_of_sequence;
+    if (in_msg_ != InMsg::kNone) ++rare_counters().rx_dropped_uc;
     in_msg_ = InMsg::kNone;
     epsn_ = pkt.psn;
   }
@@ -78,7 +78,7 @@ Verdict QueuePair::validate_request(const wire::ParsedPacket& pkt, bool uc) {
   const Operation op = pkt.info->operation;
   const Position pos = pkt.info->position;
   if (!uc && !room_for_answer()) {
-    ++counters_.rx_response_queue_full;
+    ++rare_counters().rx_response_queue_full;
     return Verdict::kDrop;
   }
   if (!in_sequence(op, pos)) {
@@ -86,7 +86,7 @@ Verdict QueuePair::validate_request(const wire::ParsedPacket& pkt, bool uc) {
       // UC: the previous message lost its tail; drop it and start over
       // with this packet if it begins a message.
       in_msg_ = InMsg::kNone;
-      ++counters_.rx_dropped_uc;
+      ++rare_counters().rx_dropped_uc;
       if (pos == Position::kMiddle || pos == Position::kLast) return Verdict::kDrop;
     } else {
       return Verdict::kInvalidRequest;
@@ -110,7 +110,7 @@ bool QueuePair::answer(const wire::ParsedPacket& pkt, Verdict v, bool uc) {
       // UC has no NAKs: the message is lost.
       if (uc) {
         in_msg_ = InMsg::kNone;
-        ++counters_.rx_dropped_uc;
+        ++rare_counters().rx_dropped_uc;
         return false;
       }
       queue_rnr_nak(pkt.psn);
@@ -130,7 +130,7 @@ bool QueuePair::answer(const wire::ParsedPacket& pkt, Verdict v, bool uc) {
 // acknowledgements; the damaged message is discarded).
 bool QueuePair::reject(const wire::ParsedPacket& pkt, NakCode code, bool uc) {
   if (uc) {
-    ++counters_.rx_dropped_uc;
+    ++rare_counters().rx_dropped_uc;
     in_msg_ = InMsg::kNone;
     return false;
   }
@@ -143,7 +143,7 @@ bool QueuePair::reject(const wire::ParsedPacket& pkt, NakCode code, bool uc) {
 // (responder_read.cc), an atomic returns its saved result
 // (responder_atomic.cc).
 void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
-  ++counters_.rx_duplicate_packets;
+  ++rare_counters().rx_duplicate_packets;
   const Operation op = pkt.info->operation;
   if (op == Operation::kReadRequest) return replay_read(pkt);
   if (op == Operation::kCompareSwap || op == Operation::kFetchAdd) return replay_atomic(pkt);
@@ -153,11 +153,11 @@ void QueuePair::on_duplicate(const wire::ParsedPacket& pkt) {
 // IBA 9.7.5.2.1: a PSN ahead of the expected one means lost packets; go-back-N
 // sends one sequence-error NAK per gap and drops until the hole is filled.
 void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
-  ++counters_.rx_out_of_sequence;
+  ++rare_counters().rx_out_of_sequence;
   reorder_depth_max_ = std::max(reorder_depth_max_, wire::psn_distance(epsn_, pkt.psn));
   if (attr_.recovery == Recovery::kSelectiveRepeat) {
     if (sr_accept(pkt)) {
-      ++counters_.rx_ooo_accepted;
+      ++rare_counters().rx_ooo_accepted;
       // The packet is placed whether or not its SACK finds room: on a
       // network that reorders, a burst of overtaking packets fills the
       // response queue, and dropping what arrived would turn reordering
@@ -166,7 +166,7 @@ void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
       if (room_for_answer()) {
         queue_nak(epsn_, NakCode::kPsnSequenceError, pkt.psn, false);
       } else {
-        ++counters_.rx_response_queue_full;
+        ++rare_counters().rx_response_queue_full;
       }
       nak_seq_sent_ = true;
       return;
@@ -180,10 +180,22 @@ void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
 }
 
 Response* QueuePair::push_response() {
-  if (resp_count_ >= resp_.size()) return nullptr;
+  if (resp_count_ >= resp_.size() && !grow_responses()) return nullptr;
   Response* r = &resp_at(resp_head_ + resp_count_);
   ++resp_count_;
   return r;
+}
+
+// Doubles the answer ring (4 entries at first), keeping the queued answers
+// in order; false when it is at resp_limit_ already.
+bool QueuePair::grow_responses() {
+  const size_t size = resp_.size();
+  if (size >= resp_limit_) return false;
+  std::vector<Response> bigger(std::min<size_t>(resp_limit_, std::max<size_t>(4, 2 * size)));
+  for (uint32_t i = 0; i < resp_count_; ++i) bigger[i] = resp_at(resp_head_ + i);
+  resp_ = std::move(bigger);
+  resp_head_ = 0;
+  return true;
 }
 
 Response* QueuePair::tail_ack() {
@@ -250,13 +262,13 @@ size_t QueuePair::produce_response(uint64_t now, std::span<uint8_t> buf) {
       if (r.kind == Response::Kind::kAck) {
         ++counters_.acks_sent;
       } else if (wire::aeth_type(r.syndrome) == wire::AethType::kRnrNak) {
-        ++counters_.rnr_naks_sent;
+        ++rare_counters().rnr_naks_sent;
       } else {
         switch (static_cast<NakCode>(wire::aeth_value(r.syndrome))) {
-          case NakCode::kPsnSequenceError: ++counters_.naks_seq_sent; break;
-          case NakCode::kInvalidRequest: ++counters_.naks_invalid_request_sent; break;
-          case NakCode::kRemoteAccessError: ++counters_.naks_remote_access_sent; break;
-          default: ++counters_.naks_remote_operational_sent; break;
+          case NakCode::kPsnSequenceError: ++rare_counters().naks_seq_sent; break;
+          case NakCode::kInvalidRequest: ++rare_counters().naks_invalid_request_sent; break;
+          case NakCode::kRemoteAccessError: ++rare_counters().naks_remote_access_sent; break;
+          default: ++rare_counters().naks_remote_operational_sent; break;
         }
       }
       pop_response();

@@ -40,7 +40,9 @@ Verdict QueuePair::execute_atomic(const wire::ParsedPacket& pkt) {
     value = original + pkt.atomic_swap_add;
   }
   std::memcpy(p, &value, 8);
-  atomic_cache_[atomic_cache_next_++ % kAtomicCacheSize] =
+  if (!atomic_cache_)
+    atomic_cache_ = std::make_unique<std::array<AtomicCacheEntry, kAtomicCacheSize>>();
+  (*atomic_cache_)[atomic_cache_next_++ % kAtomicCacheSize] =
       AtomicCacheEntry{true, pkt.psn, original};
   msn_ = wire::psn_add(msn_, 1);
   *push_response() = atomic_ack(pkt.psn, msn_, original);
@@ -52,16 +54,20 @@ Verdict QueuePair::execute_atomic(const wire::ParsedPacket& pkt) {
 // A duplicate atomic: the saved original value again, or nothing when the
 // cache no longer holds its PSN.
 void QueuePair::replay_atomic(const wire::ParsedPacket& pkt) {
-  for (const AtomicCacheEntry& e : atomic_cache_) {
+  if (!atomic_cache_) {
+    ++rare_counters().rx_duplicate_atomics_unknown;
+    return;
+  }
+  for (const AtomicCacheEntry& e : *atomic_cache_) {
     if (e.valid && e.psn == pkt.psn) {
       Response* r = push_response();
       if (!r) return;
-      ++counters_.rx_duplicate_atomics_replayed;
+      ++rare_counters().rx_duplicate_atomics_replayed;
       *r = atomic_ack(pkt.psn, msn_, e.original);
       return;
     }
   }
-  ++counters_.rx_duplicate_atomics_unknown;
+  ++rare_counters().rx_duplicate_atomics_unknown;
 }
 
 }  // namespace droce::transport

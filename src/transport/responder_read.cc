@@ -72,10 +72,10 @@ void QueuePair::replay_read(const wire::ParsedPacket& pkt) {
   }
   Response* r = push_response();
   if (!r) {
-    ++counters_.rx_response_queue_full;
+    ++rare_counters().rx_response_queue_full;
     return;
   }
-  ++counters_.rx_duplicate_reads;
+  ++rare_counters().rx_duplicate_reads;
   *r = read_response(pkt, npkts, msn_, mr);
 }
 
@@ -111,7 +111,7 @@ size_t QueuePair::produce_read_response(uint64_t now, Response& r, std::span<uin
       // ends the connection, IBA 9.9.3), at the PSN of the response
       // packet that could not be sent; the MSN is the last completed
       // request's, the one before this READ's.
-      ++counters_.read_responses_region_gone;
+      ++rare_counters().read_responses_region_gone;
       r.kind = Response::Kind::kNak;
       r.syndrome = wire::make_syndrome(wire::AethType::kNak,
                                        static_cast<uint8_t>(NakCode::kRemoteOperationalError));

@@ -21,7 +21,8 @@ bool QueuePair::write_context_live(const WriteContext& c, uint32_t epsn) const {
 }
 
 WriteContext* QueuePair::find_write_context(uint32_t psn) {
-  for (WriteContext& c : write_ctx_) {
+  if (!write_ctx_) return nullptr;
+  for (WriteContext& c : *write_ctx_) {
     if (write_context_live(c, epsn_) && wire::psn_ge(psn, c.first_psn) &&
         wire::psn_distance(c.first_psn, psn) < c.npkts)
       return &c;
@@ -30,7 +31,8 @@ WriteContext* QueuePair::find_write_context(uint32_t psn) {
 }
 
 WriteContext* QueuePair::alloc_write_context() {
-  for (WriteContext& c : write_ctx_)
+  if (!write_ctx_) write_ctx_ = std::make_unique<std::array<WriteContext, kWriteContexts>>();
+  for (WriteContext& c : *write_ctx_)
     if (!write_context_live(c, epsn_)) return &c;
   return nullptr;
 }
@@ -40,7 +42,8 @@ WriteContext* QueuePair::alloc_write_context() {
 // not only by comparison, keeps a context from looking live again once the
 // 24-bit PSN space wraps (IBA 9.7.1).
 void QueuePair::retire_write_contexts(uint32_t epsn) {
-  for (WriteContext& c : write_ctx_)
+  if (!write_ctx_) return;
+  for (WriteContext& c : *write_ctx_)
     if (c.valid && !write_context_live(c, epsn)) c.valid = false;
 }
 

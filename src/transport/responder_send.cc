@@ -71,17 +71,17 @@ Verdict QueuePair::execute_send(const wire::ParsedPacket& pkt) {
 void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
   // IBA 10.2.5 / 9.6.1: the Q_Key must match, otherwise silently dropped.
   if (pkt.deth_qkey != attr_.qkey) {
-    ++counters_.rx_dropped_ud_qkey;
+    ++rare_counters().rx_dropped_ud_qkey;
     return;
   }
   if (!recv_wqe_available()) {
-    ++counters_.rx_dropped_ud_no_wqe;  // UD has no RNR: the datagram is lost
+    ++rare_counters().rx_dropped_ud_no_wqe;  // UD has no RNR: the datagram is lost
     return;
   }
   const RecvWqe& r = *recv_wqe();
   const uint32_t total = kGrhSize + pkt.payload_length;
   if (total > r.length) {
-    ++counters_.rx_dropped_ud_too_long;
+    ++rare_counters().rx_dropped_ud_too_long;
     complete_recv(r, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, 0, 0, 0, pkt.deth_src_qp);
     consume_recv_wqe();
     return;

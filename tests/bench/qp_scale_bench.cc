@@ -11,7 +11,7 @@
 // Also the memory of an idle QP: resident memory before and after the
 // responder's N QPs are created, connected (RTS) and attached to its
 // endpoint (each with one send and one receive slot), per QP, with and
-// without those ring slots.
+// without its work queues (QueuePair::queue_bytes).
 //
 //   droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--payload BYTES]
 //   (defaults: 1,1024,65536,1048576; 2 s per N; 64 B)
@@ -110,6 +110,7 @@ struct Side {
       std::exit(1);
     }
     qps.push_back(qp);
+    queue_bytes += qp->queue_bytes();
     return qp;
   }
   transport::Device dev;
@@ -119,6 +120,7 @@ struct Side {
   transport::CompletionQueue* cq = nullptr;
   transport::MemoryRegion* mr = nullptr;
   std::vector<transport::QueuePair*> qps;
+  size_t queue_bytes = 0;  // of every QP's work queues
 };
 
 struct Result {
@@ -126,7 +128,7 @@ struct Result {
   double tx_ns = 0, rx_ns = 0;  // per data frame
   uint64_t frames = 0;
   double idle_qp_bytes = 0;     // resident memory per idle responder QP
-  double idle_ring_bytes = 0;   // of which its one send and one receive slot
+  double idle_ring_bytes = 0;   // of which its work queues
   bool ok = true;
 };
 
@@ -145,6 +147,7 @@ class Pair {
       connect(*responder_.add_qp(1), sender_.qps[i]->qpn(), false);
     attach_all(responder_);
     idle_bytes_ = static_cast<double>(resident_bytes() - before) / n;
+    idle_queue_bytes_ = static_cast<double>(responder_.queue_bytes) / n;
     for (uint32_t i = 0; i < n; ++i) connect(*sender_.qps[i], responder_.qps[i]->qpn(), true);
     attach_all(sender_);
     posted_.assign(n, 0);
@@ -158,6 +161,7 @@ class Pair {
   }
 
   double idle_bytes() const { return idle_bytes_; }
+  double idle_queue_bytes() const { return idle_queue_bytes_; }
 
   Result run(double seconds) {
     Result r;
@@ -279,6 +283,7 @@ class Pair {
   size_t payload_;
   Side sender_, responder_;
   double idle_bytes_ = 0;
+  double idle_queue_bytes_ = 0;
   uint32_t send_depth_ = 4;
   std::vector<uint64_t> posted_;
   std::vector<endpoint::DoorbellNode> doorbells_;
@@ -340,7 +345,6 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  const double ring_bytes = sizeof(transport::SendWqe) + sizeof(transport::RecvWqe);
   fmt::print("RC RDMA WRITE {} B, round robin over N QP pairs, {} s per N; per data frame\n",
              o.payload, o.seconds);
   fmt::print("{:>9} {:>9} {:>7} {:>7} {:>9} {:>7} {:>7} {:>13} {:>13}\n", "QPs", "send ns",
@@ -353,6 +357,7 @@ int main(int argc, char** argv) {
       Pair p(n, o.payload);
       r = p.run(o.seconds);
       r.idle_qp_bytes = p.idle_bytes();
+      r.idle_ring_bytes = p.idle_queue_bytes();
     }
     ok = ok && r.ok;
     if (tx1 == 0) tx1 = r.tx_ns, rx1 = r.rx_ns;
@@ -360,15 +365,14 @@ int main(int argc, char** argv) {
     // per-QP figure.
     const std::string idle = n < 1000 ? "-" : fmt::format("{:.0f}", r.idle_qp_bytes);
     const std::string bare =
-        n < 1000 ? "-" : fmt::format("{:.0f}", r.idle_qp_bytes - ring_bytes);
+        n < 1000 ? "-" : fmt::format("{:.0f}", r.idle_qp_bytes - r.idle_ring_bytes);
     fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13}\n",
                n, r.tx_ns, 1e3 / r.tx_ns, tx1 / r.tx_ns, r.rx_ns, 1e3 / r.rx_ns, rx1 / r.rx_ns,
                idle, bare);
     std::fflush(stdout);
   }
   fmt::print("'vs 1': the rate against the first N of the list. 'idle QP B': resident memory\n"
-             "per responder QP with one send and one receive slot ('without ring': less the\n"
-             "{:.0f} bytes of those slots), the endpoint's per-QP state included.\n",
-             ring_bytes);
+             "per responder QP with one send and one receive slot, the endpoint's per-QP\n"
+             "state included ('without ring': less its work queues, QueuePair::queue_bytes).\n");
   return ok ? 0 : 1;
 }

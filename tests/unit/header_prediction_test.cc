@@ -746,7 +746,7 @@ struct Twins {
     EXPECT_EQ(predicted.memory, parsed.memory);
   }
 
-  const transport::QpCounters& counters(size_t q) const { return predicted.qps[q]->counters(); }
+  transport::QpCounters counters(size_t q) const { return predicted.qps[q]->counters(); }
 };
 
 using W = Packet;

@@ -164,9 +164,8 @@ TEST(Requester, InflightWindowAndCcGate) {
   EXPECT_GT(b.qp_->counters().window_stalls, 0u);
   int allowed = 0;
   CcHooks h;
-  h.ctx = &allowed;
   h.may_send = [](void* ctx, uint32_t, uint32_t, uint64_t) { return *static_cast<int*>(ctx) > 0; };
-  b.qp_->set_cc_hooks(h);
+  b.qp_->set_cc_hooks(&h, &allowed);
   b.feed(ack(101));
   // Expect: the window opened but the CC gate says no.
   EXPECT_TRUE(b.drain().empty());
@@ -188,7 +187,6 @@ TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
     uint32_t inflight = 0;
   } win;
   CcHooks h;
-  h.ctx = &win;
   h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
     auto* w = static_cast<Window*>(ctx);
     return w->inflight + bytes <= w->bytes;
@@ -204,7 +202,7 @@ TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
     auto* w = static_cast<Window*>(ctx);
     w->inflight -= std::min<uint64_t>(w->inflight, acked);
   };
-  b.qp_->set_cc_hooks(h);
+  b.qp_->set_cc_hooks(&h, &win);
   ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
   auto out = b.drain();
   // Expect: three packets fit; the third fills the window and carries AckReq.
@@ -227,7 +225,6 @@ TEST(Requester, APacedFlowAsksForAnAckAtLeastEveryInterval) {
   // 210 ms and its local ACK timer (67 ms) would fire with nothing lost.
   int budget = 0;  // packets the "pacer" lets out
   CcHooks h;
-  h.ctx = &budget;
   h.may_send = [](void* ctx, uint32_t, uint32_t, uint64_t) { return *static_cast<int*>(ctx) > 0; };
   h.on_send = [](void* ctx, uint32_t, uint32_t, bool, uint64_t) { --*static_cast<int*>(ctx); };
   // One packet at `now`; whether it asked for an ACK.
@@ -240,7 +237,7 @@ TEST(Requester, APacedFlowAsksForAnAckAtLeastEveryInterval) {
   QpAttr a = QpBench::default_attr();
   a.ack_req_interval_ns = 25'000;
   QpBench b(QpType::kRc, a);
-  b.qp_->set_cc_hooks(h);
+  b.qp_->set_cc_hooks(&h, &budget);
   ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
   // Expect: the first packet, and packets within 25 us of the last that
   // asked, do not ask; the first one 25 us or more later does.
@@ -252,7 +249,7 @@ TEST(Requester, APacedFlowAsksForAnAckAtLeastEveryInterval) {
   // Expect: 0 turns the interval off.
   a.ack_req_interval_ns = 0;
   QpBench off(QpType::kRc, a);
-  off.qp_->set_cc_hooks(h);
+  off.qp_->set_cc_hooks(&h, &budget);
   ASSERT_EQ(off.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
   EXPECT_FALSE(one_at(off, 0));
   EXPECT_FALSE(one_at(off, 100'000));
@@ -273,12 +270,11 @@ TEST(Requester, TheTimedPacketAsksForItsAckWhenTheCcSamplesRtt) {
     uint64_t rtt = 0;
   } seen;
   CcHooks h;
-  h.ctx = &seen;
   h.samples_rtt = true;
   h.on_ack = [](void* ctx, uint32_t, uint64_t, uint64_t rtt, uint64_t) {
     if (rtt) static_cast<Seen*>(ctx)->rtt = rtt;
   };
-  b.qp_->set_cc_hooks(h);
+  b.qp_->set_cc_hooks(&h, &seen);
   ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
   auto out = b.drain(1000);
   ASSERT_EQ(out.size(), 4u);
@@ -294,7 +290,7 @@ TEST(Requester, TheTimedPacketAsksForItsAckWhenTheCcSamplesRtt) {
   // Expect: without samples_rtt, no packet but the last asks.
   h.samples_rtt = false;
   QpBench plain(QpType::kRc, a);
-  plain.qp_->set_cc_hooks(h);
+  plain.qp_->set_cc_hooks(&h, &seen);
   ASSERT_EQ(plain.post_send(1, IBV_WR_RDMA_WRITE, 0, 4 * 1024), 0);
   out = plain.drain(1000);
   ASSERT_EQ(out.size(), 4u);

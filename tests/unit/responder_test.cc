@@ -310,6 +310,62 @@ TEST(Responder, ReadIsSegmentedByMtuAndReExecutedOnDuplicate) {
   EXPECT_EQ(b.qp_->counters().rx_duplicate_reads, 1u);
 }
 
+TEST(Responder, AnswerRingGrowsOnDemandKeepingTheAnswersInOrder) {
+  // The answer ring starts empty and doubles when full (an idle QP should
+  // not carry room for 16 outstanding READs): growing it while its queued
+  // answers wrap around the end must keep them in order, and sixteen
+  // READs, the advertised maximum, are all answered.
+  QpBench b;
+  auto read_at = [&](uint32_t psn) {
+    auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, psn);
+    t.reth_va = b.va(64 * (psn - 500));
+    t.reth_rkey = b.mr_->rkey();
+    t.reth_dma_length = 16;
+    b.feed(t);
+  };
+  for (uint32_t psn = 500; psn < 503; ++psn) read_at(psn);
+  // Two answers out, so the queued ones start mid-ring ...
+  std::vector<uint8_t> buf(9000);
+  ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  // ... and fourteen more READs wrap around and grow it, twice.
+  for (uint32_t psn = 503; psn < 517; ++psn) read_at(psn);
+  EXPECT_EQ(b.qp_->responses_queued(), 15u);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 15u);
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    const uint32_t psn = 502 + i;
+    EXPECT_EQ(out[i].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
+    EXPECT_EQ(out[i].p.psn, psn);
+    ASSERT_EQ(out[i].p.payload_length, 16u);
+    EXPECT_EQ(0, std::memcmp(out[i].p.payload, b.mem_.data() + 64 * (psn - 500), 16));
+  }
+  EXPECT_EQ(b.qp_->counters().rx_response_queue_full, 0u);
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  EXPECT_EQ(b.qp_->expected_psn(), 517u);
+}
+
+TEST(Responder, RareCountersReadZeroUntilTheFirstRareEvent) {
+  // A QP allocates its drop, NAK and retransmission counters when it first
+  // counts one; until then the snapshot reads zero, and afterwards the
+  // counts are exact.
+  QpBench b;
+  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 500);
+  t.reth_va = b.va(0);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = 8;
+  const uint8_t data[8] = {};
+  b.feed(t, data);
+  b.drain();
+  EXPECT_EQ(b.qp_->counters().rx_request_packets, 1u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 0u);
+  b.feed(t, data);  // the same PSN again: a duplicate
+  b.feed(t, data);
+  b.drain();
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 2u);
+  EXPECT_EQ(b.qp_->counters().rx_request_packets, 3u);
+}
+
 TEST(Responder, AtomicExecutesOnceAndDuplicateReplaysResult) {
   QpBench b;
   uint64_t v = 40;

@@ -34,9 +34,10 @@ class CcBinding {
   explicit CcBinding(std::unique_ptr<cc::Algorithm> algorithm, uint64_t run_ahead_ns = 0,
                      uint64_t catch_up_ns = 0);
 
-  // The hooks to install on the QP; they point at this object, which must
-  // therefore not move while the QP uses them.
-  transport::CcHooks hooks();
+  // The hooks to install on the QP with this binding as their context
+  // (QueuePair::set_cc_hooks), which must therefore not move while the QP
+  // uses them. The table itself is shared by every binding.
+  const transport::CcHooks& hooks() const;
 
   cc::Algorithm& algorithm() { return *algorithm_; }
   // The algorithm steers by INT records (cc::AlgorithmInfo::needs_int).
@@ -95,7 +96,6 @@ class CcBinding {
   uint64_t gap_bytes_ = 0;  // pacing_gap's last arguments and result
   uint64_t gap_rate_ = 0;
   uint64_t gap_ns_ = 0;
-  cc::AckEvent ack_event_;  // reused by on_ack
 };
 
 }  // namespace droce::endpoint

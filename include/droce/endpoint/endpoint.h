@@ -161,16 +161,19 @@ class Endpoint {
   transport::Device& device() { return device_; }
 
  private:
+  // One per attached QP; the small fields last, packed (40 bytes).
   struct QpSlot {
     transport::QueuePair* qp = nullptr;
     std::unique_ptr<CcBinding> cc;
-    bool active = false;        // in active_ (has or may have work)
     uint64_t timer_filed = UINT64_MAX;  // deadline filed in timers_
+    // Hops of the last INT-stamped packet received, echoed on the next ACK;
+    // allocated with the first such packet (most QPs never see INT).
+    std::unique_ptr<std::array<wire::IntHop, wire::kIntDefaultMaxHops>> echo;
+    uint8_t echo_count = 0;
+    static_assert(wire::kIntDefaultMaxHops <= UINT8_MAX);
+    bool active = false;        // in active_ (has or may have work)
     uint8_t priority = 0;       // PFC priority of the QP's traffic
     bool needs_int = false;     // its CC steers by INT (cc::AlgorithmInfo)
-    // Hops of the last INT-stamped packet received, echoed on the next ACK.
-    std::array<wire::IntHop, wire::kIntDefaultMaxHops> echo{};
-    size_t echo_count = 0;
     // The peer's MAC: given (or no interface to resolve it), to be looked
     // up, waiting for the neighbour cache, or taken from it.
     enum class Mac : uint8_t { kGiven, kToResolve, kWaiting, kResolved };

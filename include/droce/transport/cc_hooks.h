@@ -1,5 +1,7 @@
-// The transport's side of congestion control: a small struct of function
-// pointers the endpoint fills in (it owns the cc/ algorithm instances). The
+// The transport's side of congestion control: a small table of function
+// pointers the endpoint fills in (it owns the cc/ algorithm instances), one
+// table for every QP bound the same way, as a vtable is; each QP keeps a
+// pointer to it and the context its hooks get. The
 // transport never depends on cc/: it asks "may I send N bytes now?" before
 // each request packet and reports events (docs/DESIGN.md "Congestion control
 // interface": events, not packets; no virtual call per data packet — a null
@@ -13,7 +15,6 @@ namespace droce::transport {
 enum class LossEvent : uint8_t { kTimeout, kSeqNak, kRnrNak, kSack };
 
 struct CcHooks {
-  void* ctx = nullptr;
   // Gate for request packets (new and retransmitted). nullptr = always yes.
   // Returning false makes produce() return 0; has_work() stays true, so the
   // endpoint's pacer asks again later.
@@ -53,5 +54,7 @@ struct CcHooks {
   // not after the responder's coalescing.
   bool samples_rtt = false;
 };
+
+inline constexpr CcHooks kNoCcHooks{};  // every hook null: no congestion control
 
 }  // namespace droce::transport

@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -204,14 +205,20 @@ class QueuePair {
   QpState state() const { return state_; }
   const QpAttr& attr() const { return attr_; }
   const ProtectionDomain* pd() const { return pd_; }
-  const QpCounters& counters() const { return counters_; }
+  // A snapshot: the inline counters and the rare ones (counters.h).
+  QpCounters counters() const { return join_counters(counters_, rare_counters_.get()); }
   // Responder: the largest distance (in PSNs) between the expected PSN and
   // a request that arrived ahead of it: how deep the network reordered
   // (or how far a loss was overtaken).
   uint32_t reorder_depth_max() const { return reorder_depth_max_; }
   // Requester: times the UDP source port changed (entropy.h).
   uint64_t entropy_changes() const { return entropy_.changes(); }
-  void set_cc_hooks(const CcHooks& hooks) { cc_ = hooks; }
+  // `hooks` (shared by every QP bound the same way) must outlive the
+  // binding; null unbinds. `ctx` is passed to every hook.
+  void set_cc_hooks(const CcHooks* hooks, void* ctx) {
+    cc_ = hooks ? hooks : &kNoCcHooks;
+    cc_ctx_ = ctx;
+  }
 
   // Step function of the state machine: 0 on success, EINVAL if the
   // transition or an attribute is not allowed (IBA 10.3.1, 11.2.4.2).
@@ -309,6 +316,14 @@ class QueuePair {
                                         rq_retired_.load(std::memory_order_acquire));
   }
   uint32_t responses_queued() const { return resp_count_; }
+  // Bytes of the work queues the QP was created with (send slots with
+  // their extra SGEs, UD destinations and inline room; receive slots):
+  // what its capabilities cost, apart from the QP's own state.
+  size_t queue_bytes() const {
+    return sq_.capacity() * sizeof(SendWqe) + sge_more_.capacity() * sizeof(Sge) +
+           ud_dest_.capacity() * sizeof(UdDest) + inline_.capacity() +
+           rq_.capacity() * sizeof(RecvWqe);
+  }
   uint32_t mtu() const { return mtu_; }
   // One line of requester/responder state for logs and test failures.
   std::string debug_state() const;
@@ -436,7 +451,7 @@ class QueuePair {
   void advance_after_request(uint32_t psn, bool ack_req, bool uc);
   // Pieces of execute() the predicted path (try_predicted_write) uses too, so
   // both apply the same rules and leave the same state.
-  bool room_for_answer() const { return resp_count_ + 2 <= resp_.size(); }
+  bool room_for_answer() const { return resp_count_ + 2 <= resp_limit_; }
   std::optional<wire::NakCode> check_reth_of(uint32_t access, uint32_t rkey, uint64_t va,
                                              uint32_t dma_length,
                                              const MemoryRegion** checked) const;
@@ -504,8 +519,14 @@ class QueuePair {
   bool cq_error_ = false;  // a completion did not fit: to ERR (end_of_call)
   QpAttr attr_;
   uint32_t mtu_ = 1024;
-  QpCounters counters_;
-  CcHooks cc_;
+  QpHotCounters counters_;
+  std::unique_ptr<QpRareCounters> rare_counters_;  // allocated at the first rare event
+  QpRareCounters& rare_counters() {
+    if (!rare_counters_) rare_counters_ = std::make_unique<QpRareCounters>();
+    return *rare_counters_;
+  }
+  const CcHooks* cc_ = &kNoCcHooks;
+  void* cc_ctx_ = nullptr;
   wire::RxTemplate rx_template_;
   wire::AckTemplate ack_template_;  // RC: this QP's ACK/NAK frame, set at RTR
   wire::TxTemplate tx_template_;    // RC, UC: its request headers, set at RTR
@@ -539,13 +560,16 @@ class QueuePair {
   uint32_t outstanding_rd_atomic_ = 0;
   uint8_t retry_left_ = 7;
   uint8_t rnr_retry_left_ = 7;
+  // (The flags sit together where they fill the padding of their
+  // neighbours: a QP's size is what a million idle QPs cost.)
+  bool rto_low_spent_ = false;   // RTO_low fired since the last progress
+  bool sr_recovery_ = false;
   uint64_t timer_deadline_ = 0;  // RTO_high; 0: disarmed
   uint64_t rto_low_from_ns_ = 0; // RTO_low counts from progress or a resend
-  bool rto_low_spent_ = false;   // RTO_low fired since the last progress
   uint64_t rnr_wait_until_ = 0;  // 0: not waiting
   uint32_t rnr_psn_ = 0;
-  bool read_gap_reissued_ = false;
   uint32_t read_gap_psn_ = 0;
+  bool read_gap_reissued_ = false;
   // RTT sampling: one AckReq packet in flight at a time.
   bool rtt_probe_ = false;
   uint32_t rtt_psn_ = 0;
@@ -563,7 +587,6 @@ class QueuePair {
   bool tail_ack_req_ = false;      // PSN send_high_ - 1 carried AckReq
   bool built_ack_req_ = false;     // the request build_request wrote last did
   uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
-  bool sr_recovery_ = false;
   EntropySource entropy_;          // UDP source ports of request packets
   uint32_t reorder_depth_max_ = 0;  // responder: furthest PSN ahead of epsn_ seen
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
@@ -577,7 +600,7 @@ class QueuePair {
   uint64_t rq_head_ = 0;
   uint64_t rq_tail_ = 0;
   // SRQ: the WQE the message in progress (or the next) uses.
-  RecvWqe srq_wqe_{};
+  std::unique_ptr<RecvWqe> srq_wqe_;  // see atomic_cache_
   bool have_srq_wqe_ = false;
 
   // Shared with posters (post_send/post_recv), on cache lines of their own:
@@ -600,18 +623,25 @@ class QueuePair {
   uint32_t write_rkey_ = 0;
   bool nak_seq_sent_ = false;        // one NAK per gap (IBA 9.7.5.2.1)
   uint32_t unacked_ = 0;
-  std::vector<Response> resp_;  // a ring; its size is a power of two
+  // The answers to send, a ring whose size is a power of two. It grows on
+  // demand up to resp_limit_ entries: most QPs only ever queue a coalesced
+  // ACK or two, and an idle QP's memory should not be its answer ring.
+  std::vector<Response> resp_;
   Response& resp_at(uint32_t i) { return resp_[i & (resp_.size() - 1)]; }
+  bool grow_responses();
   uint32_t resp_head_ = 0;
   uint32_t resp_count_ = 0;
-  std::array<AtomicCacheEntry, kAtomicCacheSize> atomic_cache_{};
+  uint32_t resp_limit_ = 0;
+  // Allocated when first needed (an atomic executed, an SRQ WQE taken, an
+  // out-of-order WRITE placed): most QPs never use them.
+  std::unique_ptr<std::array<AtomicCacheEntry, kAtomicCacheSize>> atomic_cache_;
   uint32_t atomic_cache_next_ = 0;
   bool responder_fatal_ = false;     // a fatal NAK is queued: stop executing
   // Selective repeat, responder side: opcode+1 of out-of-order packets
   // already placed, indexed by psn % sack_window.
   std::vector<uint8_t> ooo_;
   // WRITE contexts (RETH) of messages the expected PSN has not yet passed.
-  std::array<WriteContext, kWriteContexts> write_ctx_{};
+  std::unique_ptr<std::array<WriteContext, kWriteContexts>> write_ctx_;
 
   // DCQCN NP.
   bool cnp_pending_ = false;
