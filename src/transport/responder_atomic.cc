@@ -54,17 +54,15 @@ Verdict QueuePair::execute_atomic(const wire::ParsedPacket& pkt) {
 // A duplicate atomic: the saved original value again, or nothing when the
 // cache no longer holds its PSN.
 void QueuePair::replay_atomic(const wire::ParsedPacket& pkt) {
-  if (!atomic_cache_) {
-    ++rare_counters().rx_duplicate_atomics_unknown;
-    return;
-  }
-  for (const AtomicCacheEntry& e : *atomic_cache_) {
-    if (e.valid && e.psn == pkt.psn) {
-      Response* r = push_response();
-      if (!r) return;
-      ++rare_counters().rx_duplicate_atomics_replayed;
-      *r = atomic_ack(pkt.psn, msn_, e.original);
-      return;
+  if (atomic_cache_) {  // none yet: no atomic executed
+    for (const AtomicCacheEntry& e : *atomic_cache_) {
+      if (e.valid && e.psn == pkt.psn) {
+        Response* r = push_response();
+        if (!r) return;
+        ++rare_counters().rx_duplicate_atomics_replayed;
+        *r = atomic_ack(pkt.psn, msn_, e.original);
+        return;
+      }
     }
   }
   ++rare_counters().rx_duplicate_atomics_unknown;
