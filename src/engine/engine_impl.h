@@ -109,6 +109,9 @@ struct EngineCq {
   int event_fd = -1;            // req_notify_cq's events
   uint32_t users = 0;           // QPs (control thread)
   bool destroyed = false;       // under poll_lock
+  // The last req_notify_cq, for a worker's ring made after it: it is armed
+  // the same way (a spurious event is harmless, a missing one hangs).
+  bool armed = false;
   bool armed_solicited = false;
 };
 

@@ -50,7 +50,7 @@ transport::CompletionQueue* Engine::Impl::ring_for(EngineCq& c, Worker& w) {
     r->set_notifier(signal_cq_event, &c);
     r->set_error_notifier(signal_cq_error, &c);
     c.active.push_back(r.get());
-    if (c.armed_solicited) r->arm(true);
+    if (c.armed) r->arm(c.armed_solicited);
   }
   return r.get();
 }
@@ -140,6 +140,7 @@ int Engine::req_notify_cq(CqHandle h, bool solicited_only) {
   if (!c) return ENOENT;
   std::lock_guard lock(c->poll_lock);
   if (c->destroyed) return ENOENT;
+  c->armed = true;
   c->armed_solicited = solicited_only;
   for (transport::CompletionQueue* r : c->active) r->arm(solicited_only);
   return 0;

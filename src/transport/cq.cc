@@ -37,7 +37,9 @@ bool CompletionQueue::push(const WorkCompletion& wc) {
 }
 
 void CompletionQueue::maybe_notify(const WorkCompletion& wc) {
-  const uint8_t armed = armed_.load(std::memory_order_acquire);
+  // Orders the tail store in push() before this load (see arm()).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint8_t armed = armed_.load(std::memory_order_seq_cst);
   if (armed == kDisarmed) return;
   // IBA 11.4.2.2: "solicited" completions are receives of messages whose
   // last packet had the Solicited Event bit, and every unsuccessful one.

@@ -102,6 +102,52 @@ TEST(WorkQueueCq, PollersOnSeveralThreadsGetEveryCompletionOnce) {
   EXPECT_TRUE(std::all_of(count.begin(), count.end(), [](uint8_t c) { return c == 1; }));
 }
 
+
+// The application's loop with a completion channel (ibv_rc_pingpong -e):
+// wait for an event, arm, poll. A completion pushed while the poller arms
+// must either be seen by that poll or raise the next event; losing both
+// leaves the application waiting forever.
+TEST(WorkQueueCq, ACompletionRacingTheArmingIsPolledOrNotified) {
+  CompletionQueue cq(4);
+  std::atomic<uint64_t> events{0};
+  cq.set_notifier(
+      [](void* ctx, CompletionQueue&) {
+        static_cast<std::atomic<uint64_t>*>(ctx)->fetch_add(1, std::memory_order_release);
+      },
+      &events);
+  constexpr uint64_t kN = 100'000;
+  std::atomic<uint64_t> polled{0};
+  std::atomic<bool> stuck{false};
+  std::thread poller([&] {
+    WorkCompletion out[4];
+    while (polled.load() < kN) {
+      const uint64_t before = events.load(std::memory_order_acquire);
+      cq.arm(false);
+      const int n = cq.poll(out);
+      if (n > 0) {
+        polled += static_cast<uint64_t>(n);
+        continue;
+      }
+      // Nothing there: the next completion must raise an event.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (events.load(std::memory_order_acquire) == before) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          stuck = true;
+          polled = kN;
+          return;
+        }
+        std::this_thread::yield();
+      }
+    }
+  });
+  for (uint64_t i = 0; i < kN && !stuck.load();) {
+    if (cq.size() > 0) continue;  // one in flight, like a ping-pong
+    ASSERT_TRUE(cq.push(wc_with(i)));
+    ++i;
+  }
+  poller.join();
+  EXPECT_FALSE(stuck.load()) << "a completion was neither polled nor notified";
+}
 // ---- send and receive queues between two devices
 
 struct Pair : testing::TwoEnds {
