@@ -8,7 +8,8 @@ DROCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # (DPDK 22.11, rdma-core headers, Boost.Lockfree, fmt, GoogleTest) and the
 # Debian-packaged helpers we chose (CLI11 for options, nlohmann-json for
 # JSON, libpcap for captures). Test oracles: scapy (ICRC), tshark, testpmd,
-# clang with libFuzzer and the sanitizers; the kernel's ping, arping and ndisc6
+# clang with libFuzzer and the sanitizers, valgrind (leaks at an application's
+# exit); the kernel's ping, arping and ndisc6
 # as the peers of ARP, neighbour discovery and ICMP. Unmodified RDMA
 # applications that run on libdroce-verbs in tests/verbs: ibverbs-utils,
 # perftest, rdmacm-utils, UCX and Open MPI.
@@ -18,7 +19,7 @@ DROCE_PACKAGES=(
   libcli11-dev nlohmann-json3-dev libpcap-dev zlib1g-dev
   python3 python3-scapy tshark
   iproute2 iputils-ping arping ndisc6
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev valgrind
   libtomlplusplus-dev
   python3-matplotlib
   perftest ibverbs-utils rdma-core ibverbs-providers rdmacm-utils

@@ -525,6 +525,16 @@ int Engine::post_recv(QpHandle h, std::span<const transport::RecvWr> wrs, size_t
   });
 }
 
+std::optional<transport::QpState> Engine::qp_state(QpHandle h) const {
+  Impl& im = *impl_;
+  if (h.port >= im.ports.size()) return std::nullopt;
+  QpEntry* e = im.ports[h.port]->qps.find(h.qpn);
+  if (!e) return std::nullopt;
+  std::lock_guard lock(e->lock);
+  if (!e->qp) return std::nullopt;
+  return e->qp->posted_state();
+}
+
 // ---- polling -----------------------------------------------------------------
 
 bool Engine::poll() {

@@ -827,9 +827,12 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
 }
 
 int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  Runtime& r = rt();
   Qp* q = reinterpret_cast<Qp*>(ibqp);
   *attr = q->stored;
-  attr->cur_qp_state = q->stored.qp_state;
+  // The QP's own moves (to ERR on a failed WR) are the engine's to tell.
+  if (const auto now = r.eng->qp_state(q->h)) attr->qp_state = to_ibv_state(*now);
+  attr->cur_qp_state = attr->qp_state;
   attr->cap = q->cap;
   if (init) {
     *init = ibv_qp_init_attr{};

@@ -7,13 +7,18 @@ unsupported verbs are refused with EOPNOTSUPP (verbs_misuse); a bad
 configuration, an unknown device and a missing configuration fail with a
 message naming the key.
 
+A program that exits without cleaning up (verbs_abandon) exits 0 with no
+complaint, and its peer's next write fails with "transport retry counter
+exceeded", the QP in error, as with a NIC whose peer went away.
+
 droce-run runs a program the same way (the library found next to it,
 the configuration checked first: exit 2 naming the key).
 
-Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN"""
+Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN VERBS_ABANDON"""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verbs_common import (Checks, MemifPair, env_for, need_programs, run_pair, show,  # noqa: E402
                           write_config)
 
-LIB, MISUSE, DROCE_RUN = sys.argv[1], sys.argv[2], sys.argv[3]
+LIB, MISUSE, DROCE_RUN, ABANDON = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 need_programs(["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong",
                "ibv_srq_pingpong"])
 c = Checks()
@@ -83,6 +88,40 @@ for name, cmd, iters in cases:
         m = ITERS.search(r[1])
         c.ok(r[0] == 0 and m and int(m.group(1)) == iters,
              f"{name}: {side} exits 0 with its results line ({iters} iters)", show(r))
+
+# ---- an application that exits without cleaning up
+exchange = os.path.join(tmp, "abandon")
+os.mkdir(exchange)
+if os.path.exists(pair.sock):
+    os.unlink(pair.sock)
+# Under valgrind where there is one: what the library allocated for the
+# objects left open is freed or still reachable at exit, never lost.
+VALGRIND = (["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",
+             "--error-exitcode=3", "-q"] if shutil.which("valgrind") else [])
+leaver = subprocess.Popen([*VALGRIND, ABANDON, "leaver", exchange],
+                          env=env_for(LIB, pair.configs["s"]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+stayer = subprocess.Popen([ABANDON, "stayer", exchange], env=env_for(LIB, pair.configs["c"]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+try:
+    l_out, l_err = leaver.communicate(timeout=180)
+    with open(os.path.join(exchange, "gone"), "w"):
+        pass
+    s_out, s_err = stayer.communicate(timeout=90)
+except subprocess.TimeoutExpired:
+    for p in (leaver, stayer):
+        p.kill()
+    l_out, l_err = leaver.communicate()
+    s_out, s_err = stayer.communicate()
+c.ok(leaver.returncode == 0 and "ok   the write's bytes arrived" in l_out
+     and "FAIL" not in l_out and "libdroce-verbs:" not in l_err,
+     "exit without cleanup: exit 0, the peer's write arrived, no complaint at shutdown"
+     + (", no leak (valgrind)" if VALGRIND else ""),
+     show((leaver.returncode, l_out, l_err)))
+c.ok(stayer.returncode == 0 and "IBV_WC_RETRY_EXC_ERR, as from a NIC" in s_out
+     and "0 failure(s)" in s_out,
+     "the peer of an application gone without cleanup: retry exceeded, QP in error",
+     show((stayer.returncode, s_out, s_err)))
 
 # ---- bad use
 res = run(["ibv_rc_pingpong", "-d", "nosuch", "-g", "1"], null_cfg)

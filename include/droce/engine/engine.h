@@ -431,6 +431,10 @@ class Engine {
   int modify_qp(QpHandle qp, transport::QpState target, const transport::QpAttr& attr);
   // RESET -> INIT -> RTR -> RTS (UD too) with one attribute set.
   int connect_qp(QpHandle qp, const transport::QpAttr& attr);
+  // Any thread: the state the QP is in now, its own moves included (to
+  // ERR on a failed WR, IBA 10.3.1), as ibv_query_qp reports it; nullopt
+  // for a QP that does not exist.
+  std::optional<transport::QpState> qp_state(QpHandle qp) const;
   // MrSpec::addr, or memory from rte_malloc on the port's socket, zeroed.
   // Throws ConfigError("mr", ...) when there is no memory for it, the key
   // is refused or the PD does not exist.
