@@ -8,13 +8,17 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
+#include <net/if.h>
 #include <rte_malloc.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 
 #include "engine_impl.h"
 
@@ -344,6 +348,25 @@ std::array<uint8_t, 6> Engine::port_mac(PortIndex port) const {
   rte_eth_macaddr_get(impl_->port(port).port_id, &a);
   std::array<uint8_t, 6> out{};
   std::copy(a.addr_bytes, a.addr_bytes + 6, out.begin());
+  return out;
+}
+
+uint32_t Engine::port_mtu(PortIndex port) const {
+  const uint16_t id = impl_->port(port).port_id;
+  uint16_t mtu = RTE_ETHER_MTU;
+  rte_eth_dev_get_mtu(id, &mtu);
+  uint32_t out = mtu;
+  rte_eth_dev_info info{};
+  char name[IF_NAMESIZE] = {};
+  if (rte_eth_dev_info_get(id, &info) == 0 && info.if_index != 0 &&
+      if_indextoname(info.if_index, name) != nullptr) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq req{};
+    std::memcpy(req.ifr_name, name, IF_NAMESIZE);  // both IF_NAMESIZE, NUL-terminated
+    if (fd >= 0 && ::ioctl(fd, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0)
+      out = std::min<uint32_t>(out, static_cast<uint32_t>(req.ifr_mtu));
+    if (fd >= 0) ::close(fd);
+  }
   return out;
 }
 

@@ -268,7 +268,7 @@ int op_dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
 int op_query_port(ibv_context*, uint8_t port_num, ibv_port_attr* attr, size_t len) {
   if (port_num != 1) return EINVAL;
   ibv_port_attr a;
-  fill_port_attr(a, rt().cfg.mtu, port_up(), rt().cfg.port_rate_gbps);
+  fill_port_attr(a, rt().mtu, port_up(), rt().cfg.port_rate_gbps);
   std::memset(attr, 0, len);
   std::memcpy(attr, &a, std::min(len, sizeof a));
   return 0;
@@ -817,7 +817,7 @@ int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   wire::PathSpec path = q->path;
   if ((mask & IBV_QP_AV) && q->type != transport::QpType::kUd)
     if (int rc = path_from_ah(attr->ah_attr, path_context(), path); rc != 0) return rc;
-  const transport::QpAttr ta = to_transport_attr(merged, r.cfg.mtu, path);
+  const transport::QpAttr ta = to_transport_attr(merged, r.mtu, path);
   const int rc = control([&] { return r.eng->modify_qp(q->h, to, ta); });
   if (rc) return rc;
   q->stored = merged;

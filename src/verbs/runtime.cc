@@ -95,6 +95,7 @@ bool ensure_engine(Runtime& rt) {
     rt.port = eng->add_port(pc);
     rt.port_id = eng->port_id(rt.port);
     rt.mac = eng->port_mac(rt.port);
+    rt.mtu = active_mtu(c.mtu, eng->port_mtu(rt.port));
     rt.gids = gid_table(rt.mac, c.addresses);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(c.start_timeout_ms);
@@ -163,6 +164,9 @@ __attribute__((destructor)) void shut_down() {
   if (!rt.eng) return;
   g_fast.store(nullptr, std::memory_order_release);
   try {
+    if (rt.cfg.counters_at_exit)
+      std::fprintf(stderr, "libdroce-verbs: counters at exit\n%s",
+                   engine::format_counters(rt.eng->stats_now(), true).c_str());
     rt.eng->stop();
     rt.eng->close_ports();
     rt.eng.reset();

@@ -29,6 +29,9 @@ struct Runtime {
   engine::PortIndex port = 0;
   uint16_t port_id = 0;
   wire::MacAddress mac{};
+  // The configured MTU where the link carries it, else the largest that
+  // fits (active_mtu): what ibv_query_port reports and QPs are capped at.
+  uint32_t mtu = 0;
   std::vector<ibv_gid> gids;
   // Refreshes the stats snapshot DPDK telemetry reads (the engine takes
   // one only when its control plane asks; the application never does).

@@ -92,8 +92,7 @@ for name, cmd, iters in cases:
 # ---- an application that exits without cleaning up
 exchange = os.path.join(tmp, "abandon")
 os.mkdir(exchange)
-if os.path.exists(pair.sock):
-    os.unlink(pair.sock)
+pair.reset()
 # Under valgrind where there is one: what the library allocated for the
 # objects left open is freed or still reachable at exit, never lost.
 VALGRIND = (["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",

@@ -83,8 +83,7 @@ for tl, args, extra_env in CASES:
     port = free_tcp_port()
     cmd = ["ucx_perftest", "-p", str(port), "-d", "droce0:1", "-x", tl, *args]
     name = f"ucx_perftest {tl} " + " ".join(args)
-    if os.path.exists(pair.sock):
-        os.unlink(pair.sock)
+    pair.reset()
     # ucx_perftest's server opens its device only after its client has
     # connected over TCP, so the client is the memif server here, and the
     # server's port waits for its socket.
@@ -126,8 +125,7 @@ export LD_PRELOAD={LIB}
 exec "$@"
 """)
     os.chmod(rank_sh, 0o755)
-    if os.path.exists(pair.sock):
-        os.unlink(pair.sock)
+    pair.reset()
     cmd = [*PRIVATE, "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
            "--mca", "pml", "ucx", "--mca", "btl", "^vader,tcp,openib,uct,smcuda",
            "-x", "UCX_TLS=rc_verbs,ud_verbs,self", "-x", "UCX_IB_GID_INDEX=0",

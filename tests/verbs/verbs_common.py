@@ -1,5 +1,6 @@
 """Helpers of the libdroce-verbs tests: configuration files for two
-processes joined by net_memif (each its own EAL --file-prefix, one lcore,
+processes joined by net_memif, or by a veth pair between two network
+namespaces with net_af_packet (each its own EAL --file-prefix, one lcore,
 an idle-sleeping worker), and a server/client pair of unmodified RDMA
 programs run under LD_PRELOAD, bounded in time."""
 
@@ -13,7 +14,8 @@ import time
 
 # perftest's result rows, read as the droce-perf tests read droce-perf's.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e_perf"))
-from perf_common import rows_after, run_client_then_collect  # noqa: E402,F401
+from perf_common import (rows_after, run_client_then_collect,  # noqa: E402,F401
+                         veth_between_namespaces)
 
 SKIP = 77  # meson: the test was skipped
 
@@ -52,19 +54,27 @@ def free_tcp_port():
     return port
 
 
+def tcp_listener_in(lines, port):
+    """Whether /proc/net/tcp{,6} lines show a socket listening on `port`."""
+    for line in lines:
+        cols = line.split()
+        if len(cols) > 3 and cols[3] == "0A" and ":" in cols[1] and \
+                int(cols[1].split(":")[-1], 16) == port:
+            return True
+    return False
+
+
 def listening(port):
     """Whether a TCP socket listens on `port` (from /proc, without
     connecting: a connection would be the server's one peer)."""
+    lines = []
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(path) as f:
-                for line in f.readlines()[1:]:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].split(":")[1], 16) == port:
-                        return True
+                lines += f.readlines()[1:]
         except OSError:
             pass
-    return False
+    return tcp_listener_in(lines, port)
 
 
 def toml_list(items):
@@ -109,6 +119,21 @@ class MemifPair:
                 ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}", vdev],
                 "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra)
 
+    server_host = "127.0.0.1"
+
+    def command(self, lib, side, cmd):
+        """(argv, env) of `cmd` on droce as `side` ("s" or "c")."""
+        return cmd, env_for(lib, self.configs[side])
+
+    def listening(self, port):
+        return listening(port)
+
+    def reset(self):
+        """Before a new pair of programs: the last server's socket file
+        would make the client connect before the new server listens."""
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+
 
 def env_for(lib, config):
     env = dict(os.environ)
@@ -117,22 +142,62 @@ def env_for(lib, config):
     return env
 
 
+class NetnsPair:
+    """Two configurations on a veth pair between two network namespaces of
+    the test's own, net_af_packet on each end: `server` in `ns_s` (the
+    kernel's 10.66.0.1 carries the programs' own TCP exchange, droce is
+    10.77.0.1 on the same veth, lcore 0) and `client` in `ns_c` (10.66.0.2,
+    droce 10.77.0.2, lcore 1). No neighbour table: droce finds the peer's
+    MAC by ARP. The caller removes the namespaces (`remove`)."""
+
+    server_host = "10.66.0.1"
+
+    def __init__(self, tmp, tag, extra=""):
+        pid = os.getpid()
+        self.ns = {"s": f"dvs{pid}{tag}", "c": f"dvc{pid}{tag}"}
+        ifs = {"s": f"dvs{pid % 100000}{tag}"[:15], "c": f"dvc{pid % 100000}{tag}"[:15]}
+        veth_between_namespaces(self.ns["s"], self.ns["c"], ifs["s"], ifs["c"])
+        ips = {"s": "10.77.0.1", "c": "10.77.0.2"}
+        self.configs = {}
+        for side, lcore in (("s", 0), ("c", 1)):
+            self.configs[side] = write_config(
+                os.path.join(tmp, f"{tag}_{side}.toml"),
+                ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}",
+                 f"--vdev=net_af_packet0,iface={ifs[side]}"],
+                "net_af_packet0", [ips[side]], extra=extra)
+
+    def command(self, lib, side, cmd):
+        """(argv, env) of `cmd` on droce in the side's namespace."""
+        return (["ip", "netns", "exec", self.ns[side], "env", f"LD_PRELOAD={lib}",
+                 f"DROCE_VERBS_CONFIG={self.configs[side]}", *cmd], None)
+
+    def listening(self, port):
+        out = subprocess.run(["ip", "netns", "exec", self.ns["s"], "cat", "/proc/net/tcp",
+                              "/proc/net/tcp6"], capture_output=True, text=True).stdout
+        return tcp_listener_in(out.splitlines(), port)
+
+    def reset(self):
+        pass
+
+    def remove(self):
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def run_pair(lib, pair, server_cmd, client_cmd, timeout=90):
     """Starts the server program, waits until it listens on its TCP port
-    (the last argument of `server_cmd` after -p / --port is not parsed:
-    `port` is passed in), then the client with 127.0.0.1. Returns
-    ((rc, out, err), (rc, out, err))."""
+    (passed with -p), then the client, which connects to the server's
+    host. Returns ((rc, out, err), (rc, out, err))."""
     port = free_tcp_port()
-    s_cmd = [*server_cmd, "-p", str(port)]
-    c_cmd = [*client_cmd, "-p", str(port), "127.0.0.1"]
-    if os.path.exists(pair.sock):
-        os.unlink(pair.sock)
-    srv = subprocess.Popen(s_cmd, env=env_for(lib, pair.configs["s"]),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pair.reset()
+    s_argv, s_env = pair.command(lib, "s", [*server_cmd, "-p", str(port)])
+    c_argv, c_env = pair.command(lib, "c", [*client_cmd, "-p", str(port), pair.server_host])
+    srv = subprocess.Popen(s_argv, env=s_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     deadline = time.time() + timeout
-    while not listening(port) and srv.poll() is None and time.time() < deadline:
+    while not pair.listening(port) and srv.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    return run_client_then_collect(srv, c_cmd, timeout, env=env_for(lib, pair.configs["c"]))
+    return run_client_then_collect(srv, c_argv, timeout, env=c_env)
 
 
 def show(res):

@@ -57,6 +57,10 @@ struct Config {
   // active before they exchange addresses with that peer (frames wait for
   // the link meanwhile).
   bool report_link = false;
+  // At exit, the port's counters that are not zero on stderr (what
+  // droce-perf --counters prints): a check that the run had no parse, ICRC
+  // or other receive errors.
+  bool counters_at_exit = false;
   // A port that does not start is tried again for this long (ms): a memif
   // client's port starts only once its server has made the socket, and
   // two programs that meet over TCP first open their devices at about
