@@ -12,7 +12,7 @@ int CompletionQueue::poll(std::span<WorkCompletion> out) {
   while (poll_lock_.test_and_set(std::memory_order_acquire)) {
   }
   const uint64_t head = head_.load(std::memory_order_relaxed);
-  const uint64_t tail = tail_.load(std::memory_order_acquire);
+  const uint64_t tail = tail_.load(std::memory_order_seq_cst);  // see arm()
   const size_t n = std::min<uint64_t>(tail - head, out.size());
   for (size_t i = 0; i < n; ++i) out[i] = ring_[(head + i) % capacity_];
   // The slots are free for the producer only after they were copied.
@@ -31,15 +31,13 @@ bool CompletionQueue::push(const WorkCompletion& wc) {
     return false;
   }
   ring_[tail % capacity_] = wc;
-  tail_.store(tail + 1, std::memory_order_release);
+  tail_.store(tail + 1, std::memory_order_seq_cst);  // see arm()
   maybe_notify(wc);
   return true;
 }
 
 void CompletionQueue::maybe_notify(const WorkCompletion& wc) {
-  // Orders the tail store in push() before this load (see arm()).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint8_t armed = armed_.load(std::memory_order_seq_cst);
+  const uint8_t armed = armed_.load(std::memory_order_seq_cst);  // see arm()
   if (armed == kDisarmed) return;
   // IBA 11.4.2.2: "solicited" completions are receives of messages whose
   // last packet had the Solicited Event bit, and every unsuccessful one.

@@ -43,13 +43,14 @@ class CompletionQueue {
     notify_ctx_ = ctx;
   }
   // The application arms, then polls; the producer pushes, then looks at
-  // the arming. Each side stores before it loads, so each needs a full
-  // fence between the two (here and in maybe_notify): without them x86 may
-  // let both loads pass their stores, the poll find nothing and the push
-  // see no arming, and the application wait for an event that never comes.
+  // the arming. Each side stores before it loads, so the four accesses
+  // (this store, poll's load of the tail, push's store of it and
+  // maybe_notify's load of the arming) are sequentially consistent: with
+  // release and acquire only, x86 lets each load pass its store, the poll
+  // find nothing and the push see no arming, and the application waits
+  // for an event that never comes.
   void arm(bool solicited_only) {
     armed_.store(solicited_only ? kArmedSolicited : kArmedAll, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   // What to call when the CQ overflows (the affiliated asynchronous error,
   // IBV_EVENT_CQ_ERR), from the producer's thread, once.
