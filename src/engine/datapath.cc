@@ -399,11 +399,27 @@ bool worker_step(Worker& w, uint64_t& next) {
   return busy;
 }
 
+bool step_for_caller(Worker& w) {
+  if (!w.steppable.load(std::memory_order_acquire)) return false;
+  if (w.in_step.test_and_set(std::memory_order_acquire)) return false;
+  uint64_t next;
+  const bool busy = worker_step(w, next);
+  w.in_step.clear(std::memory_order_release);
+  return busy;
+}
+
 void worker_loop(Worker& w) {
   w.running.store(true, std::memory_order_release);
   while (!w.stop.load(std::memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
+    // A caller in a pass (EngineConfig::callers_step) is doing this
+    // worker's work; the next pass is the worker's.
+    if (w.in_step.test_and_set(std::memory_order_acquire)) {
+      rte_pause();
+      continue;
+    }
     const bool busy = worker_step(w, next);
+    w.in_step.clear(std::memory_order_release);
     if (!busy && w.idle_sleep_us > 0) {
       const uint64_t t = now_ns();
       uint64_t sleep_ns = uint64_t{w.idle_sleep_us} * 1000;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "engine_impl.h"
 
@@ -156,6 +157,7 @@ void Engine::start() {
                                            rte_strerror(-rc)));
     }
     w->launched = true;
+    w->steppable.store(im.cfg.callers_step, std::memory_order_release);
   }
 }
 
@@ -176,6 +178,10 @@ void Engine::stop() {
   if (!im.started) return;
   for (auto& w : im.workers) {
     if (!w->launched) continue;
+    // No caller starts a pass from here on; one in a pass finishes it.
+    w->steppable.store(false, std::memory_order_release);
+    while (w->in_step.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+    w->in_step.clear(std::memory_order_release);
     w->stop.store(true, std::memory_order_release);
     if (w->use_thread) {
       if (w->thread.joinable()) w->thread.join();

@@ -256,6 +256,11 @@ struct Worker {
   std::atomic<bool> stop{false};
   std::atomic<bool> running{false};
   bool launched = false;
+  // One pass of the data path at a time: the worker's own, or a caller's
+  // (EngineConfig::callers_step), which takes it only when it is free and
+  // only while `steppable` (the worker running; cleared before it stops).
+  std::atomic_flag in_step = ATOMIC_FLAG_INIT;
+  std::atomic<bool> steppable{false};
   std::thread thread;
   // Commands are taken from the queue up to 64 at a time: one exchange of
   // the queue's indices per batch, not per command.
@@ -327,6 +332,9 @@ struct Engine::Impl {
   EnginePd* pd(PdHandle h) { return h.id == 0 || h.id > pds.size() ? nullptr : &pds[h.id - 1]; }
   // The ring of `cq` that worker `w` writes, made on first use.
   transport::CompletionQueue* ring_for(EngineCq& cq, Worker& w);
+  // EngineConfig::callers_step: a pass of each running worker's data
+  // path that no other thread is in.
+  void step_workers_for_caller();
   void post_event(const AsyncEvent& e);
   // poll_cq without the inline data path pass.
   int poll_rings(EngineCq& c, std::span<transport::WorkCompletion> out);
@@ -348,6 +356,10 @@ uint16_t queues_for_shards(std::string_view dir, uint16_t available, size_t nsha
                            std::string_view driver);
 // One pass of a worker's data path; `next` gets the earliest deadline.
 bool worker_step(Worker& w, uint64_t& next);
+// A caller's pass of a running worker's data path (EngineConfig::
+// callers_step): false without doing anything when the worker is not
+// running or another thread is in a pass.
+bool step_for_caller(Worker& w);
 void worker_loop(Worker& w);
 int worker_main(void* arg);
 

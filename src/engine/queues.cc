@@ -112,9 +112,15 @@ int Engine::destroy_cq(CqHandle h) {
   return 0;
 }
 
+void Engine::Impl::step_workers_for_caller() {
+  for (auto& w : workers)
+    if (!w->shards.empty()) step_for_caller(*w);
+}
+
 int Engine::poll_cq(CqHandle h, std::span<transport::WorkCompletion> out) {
   Impl& im = *impl_;
   if (im.cfg.run_to_completion) poll();
+  else if (im.cfg.callers_step) im.step_workers_for_caller();
   EngineCq* c = im.cq(h);
   return c ? im.poll_rings(*c, out) : -ENOENT;
 }
@@ -505,6 +511,7 @@ int post_to_qp(Engine::Impl& im, QpHandle h, std::span<const Wr> wrs, size_t* po
       if ((rc = post(*e->qp, wrs[n])) != 0) break;
     if (n > 0) s->ep->ring(e->doorbell);
   }
+  if (n > 0 && im.cfg.callers_step) step_for_caller(*s->worker);
   if (posted) *posted = n;
   return rc;
 }
@@ -565,6 +572,7 @@ size_t Engine::poll_completions(std::span<transport::WorkCompletion> out,
                                 std::span<PortIndex> ports) {
   Impl& im = *impl_;
   if (im.cfg.run_to_completion) poll();
+  else if (im.cfg.callers_step) im.step_workers_for_caller();
   size_t n = 0;
   for (auto& p : im.ports) {
     if (n == out.size()) break;

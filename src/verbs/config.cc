@@ -90,7 +90,7 @@ Config parse_config(std::string_view text, const std::string& source) {
   }
   check_keys(t, "", {"device", "eal", "port", "addresses", "mtu", "cc", "cc_params",
                      "port_rate_gbps", "idle_sleep_us", "dscp", "neighbours", "telemetry",
-                     "report_link", "counters_at_exit", "start_timeout_ms", "wait_for"});
+                     "report_link", "counters_at_exit", "callers_step", "start_timeout_ms", "wait_for"});
   Config c;
   c.source = source;
   c.device = get_string(t, "device", c.device);
@@ -149,7 +149,8 @@ Config parse_config(std::string_view text, const std::string& source) {
   }
   for (auto [key, out] : {std::pair{"telemetry", &c.telemetry},
                           std::pair{"report_link", &c.report_link},
-                          std::pair{"counters_at_exit", &c.counters_at_exit}})
+                          std::pair{"counters_at_exit", &c.counters_at_exit},
+                          std::pair{"callers_step", &c.callers_step}})
     if (const toml::node* n = t.get(key)) {
       if (!n->is_boolean()) throw ConfigError(key, "expected true or false");
       *out = n->as_boolean()->get();

@@ -86,6 +86,7 @@ bool ensure_engine(Runtime& rt) {
     ec.idle_sleep_us = c.idle_sleep_us;
     ec.telemetry = c.telemetry;
     ec.run_to_completion = false;  // the worker runs by itself
+    ec.callers_step = c.callers_step;
     auto eng = std::make_unique<engine::Engine>(ec);
     engine::PortConfig pc;
     pc.name = c.port;

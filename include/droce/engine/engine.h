@@ -352,6 +352,17 @@ struct EngineConfig {
   // trip into milliseconds; driven from the application's loop it takes
   // microseconds. Every wait of the application must then call poll().
   bool run_to_completion = false;
+  // Workers run, and the application's calls lend them a hand: a post runs
+  // one pass of its QP's worker's data path after ringing the doorbell,
+  // and poll_cq / poll_completions one pass of every worker before they
+  // look, each only when no other thread is in that worker's pass. A
+  // posted WR then leaves from the poster's thread and an arriving answer
+  // completes in the poller's, without waiting for a worker that sleeps
+  // when idle or shares a CPU with the application; and an application
+  // that polls without pause spends that CPU on the NIC's work instead of
+  // on spinning beside it. The worker still runs the data path whenever
+  // the application calls nothing (servers that only wait).
+  bool callers_step = false;
   // How often the workers refresh the stats snapshot telemetry reads.
   uint64_t stats_period_ns = 100'000'000;
   // Register /droce/* DPDK telemetry commands.

@@ -61,6 +61,9 @@ struct Config {
   // droce-perf --counters prints): a check that the run had no parse, ICRC
   // or other receive errors.
   bool counters_at_exit = false;
+  // The program's posts and CQ polls run a pass of the data path too
+  // (EngineConfig::callers_step); false: only the worker does.
+  bool callers_step = true;
   // A port that does not start is tried again for this long (ms): a memif
   // client's port starts only once its server has made the socket, and
   // two programs that meet over TCP first open their devices at about
