@@ -268,6 +268,16 @@ int run(int argc, char** argv) {
   cli.add_option("--mtu", cc.mtu, "dpdk: path MTU");
   cli.add_option("--idle-sleep-us", cc.idle_sleep_us, "sleep when idle (shared CPUs)");
   cli.add_option("--poll-sleep-us", cc.poll_sleep_us, "dpdk: control thread sleep when no completion");
+  options::MultipathText mp;
+  cli.add_option("--recovery", mp.recovery,
+                 "dpdk: loss recovery, gbn (default) or sr (selective repeat); the same on every rank");
+  cli.add_option("--entropy", mp.entropy,
+                 "dpdk: UDP source ports of the QPs' requests: fixed (default), spray or flowlet "
+                 "(need --recovery sr)");
+  cli.add_option("--entropy-paths", mp.entropy_paths, "dpdk: ports spray and flowlet use (1..16384, default 64)");
+  cli.add_option("--flowlet-gap", mp.flowlet_gap, "dpdk: idle time that starts a flowlet (default 8us)");
+  cli.add_option("--reorder-tolerance", mp.reorder_tolerance,
+                 "dpdk: sr: resend a hole once a PSN this many packets beyond it was SACKed (default 0)");
   try {
     cli.parse(static_cast<int>(split.app.size()), split.app.data());
   } catch (const CLI::ParseError& e) {
@@ -277,6 +287,7 @@ int run(int argc, char** argv) {
     return run_stream_mode(sr, stream_specs, tx_port, rx_port, json, bucket_us,
                            cc.idle_sleep_us, start_eal);
   col.pattern = pattern;
+  cc.multipath = options::parse_multipath(mp, options::MultipathNames::flags());
   for (auto [text, field, option] :
        {std::tuple{&minb, &col.min_bytes, "-b/--minbytes"},
         std::tuple{&maxb, &col.max_bytes, "-e/--maxbytes"},
