@@ -153,6 +153,16 @@ MrDef read_mr(const toml::table& t, const std::string& w) {
   return m;
 }
 
+// The transport sprays only an RC QP's requests (QueuePair::modify).
+void set_multipath(QpDef& q, const options::MultipathText& text,
+                   const options::MultipathNames& names, std::string_view rc) {
+  const options::Multipath m = options::parse_multipath(text, names);
+  if (m.entropy.mode != transport::EntropyMode::kFixed && q.spec.type != transport::QpType::kRc)
+    throw ConfigError(names.entropy, fmt::format("{} needs {} (with selective repeat)",
+                                                 transport::to_string(m.entropy.mode), rc));
+  options::apply_multipath(m, q.attr);
+}
+
 QpDef read_qp(const toml::table& t, const std::string& w) {
   check_keys(t, w,
              {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
@@ -232,13 +242,7 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
                         fmt::format("{} contradicts recovery = \"{}\"", *b, *mp.recovery));
     mp.recovery = std::string(sr);
   }
-  const options::Multipath m = options::parse_multipath(mp, options::MultipathNames::keys(w));
-  // The transport sprays only an RC QP's requests (QueuePair::modify).
-  if (m.entropy.mode != transport::EntropyMode::kFixed && q.spec.type != transport::QpType::kRc)
-    throw ConfigError(key_path(w, "entropy"),
-                      fmt::format("{} needs type = \"rc\" (with selective repeat)",
-                                  transport::to_string(m.entropy.mode)));
-  options::apply_multipath(m, at);
+  set_multipath(q, mp, options::MultipathNames::keys(w), "type = \"rc\"");
   // End-to-end credits (IBA 9.7.7.2): the QP's own SENDs and WRITEs
   // with immediate wait for the peer's credits.
   if (const toml::node* n = t.get("honour_credits")) {
@@ -355,6 +359,7 @@ void flags_to_defs(const FlagDefs& o, Definitions& d) {
     q.have_peer_ip = true;
   }
   options::apply_marks(o.marks, at.path);
+  set_multipath(q, o.multipath, options::MultipathNames::flags(), "--qp-type rc");
   q.recv_count = o.recv_wqes;
   q.recv_length = o.recv_size;
   if (o.recv_wqes) {

@@ -205,6 +205,32 @@ TEST(EndpointConfig, FlagsDefineOneRegionAndOneQp) {
   EXPECT_NE(config_error_of([&] { flags_to_defs(bad_param, e); }).find("--cc-param"), std::string::npos);
 }
 
+TEST(EndpointConfig, FlagsSetTheFlagQpsMultipath) {
+  FlagDefs f;
+  f.qpn = "0x11";
+  f.multipath.recovery = "sr";
+  f.multipath.entropy = "spray";
+  f.multipath.entropy_paths = "8";
+  Definitions d;
+  flags_to_defs(f, d);
+  ASSERT_EQ(d.qps.size(), 1u);
+  EXPECT_EQ(d.qps[0].attr.recovery, transport::Recovery::kSelectiveRepeat);
+  EXPECT_EQ(d.qps[0].attr.entropy.mode, transport::EntropyMode::kSpray);
+  EXPECT_EQ(d.qps[0].attr.entropy.paths, 8u);
+  FlagDefs no_sr;
+  no_sr.qpn = "0x11";
+  no_sr.multipath.entropy = "flowlet";
+  Definitions e;
+  EXPECT_NE(config_error_of([&] { flags_to_defs(no_sr, e); })
+                .find("--entropy: flowlet reorders packets: it needs --recovery sr"),
+            std::string::npos);
+  FlagDefs ud = f;
+  ud.qp_type = "ud";
+  EXPECT_NE(config_error_of([&] { flags_to_defs(ud, e); })
+                .find("--entropy: spray needs --qp-type rc"),
+            std::string::npos);
+}
+
 TEST(EndpointConfig, CounterFillIsByVirtualAddress) {
   MrDef d;
   d.fill = Fill::kCounter;
