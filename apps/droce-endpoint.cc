@@ -117,18 +117,7 @@ void add_options(CLI::App& cli, Options& o) {
   apps::add_mark_options(cli, o.one.marks);
   cli.add_option("--cc", o.one.cc, "congestion control algorithm (" + cc::algorithm_names() + ")");
   cli.add_option("--cc-param", o.one.cc_params, "CC parameter name=value (repeatable)");
-  cli.add_option("--recovery", o.one.multipath.recovery,
-                 "loss recovery of the flag QP: gbn (default) or sr (selective repeat)");
-  cli.add_option("--entropy", o.one.multipath.entropy,
-                 "UDP source ports of its requests: fixed (default), spray or flowlet (need "
-                 "--recovery sr)");
-  cli.add_option("--entropy-paths", o.one.multipath.entropy_paths,
-                 "ports spray and flowlet use (1..16384, default 64)");
-  cli.add_option("--flowlet-gap", o.one.multipath.flowlet_gap,
-                 "flowlet: idle time that starts a new flowlet (default 8us)");
-  cli.add_option("--reorder-tolerance", o.one.multipath.reorder_tolerance,
-                 "sr: resend a hole once a PSN this many packets beyond it was SACKed "
-                 "(default 0)");
+  apps::add_multipath_options(cli, o.one.multipath, " of the flag QP");
   cli.add_option("--mr-size", o.one.mr_size, "bytes of an MR defined by flags");
   cli.add_option("--mr-key", o.one.mr_key, "its lkey/rkey (default: allocated)");
   cli.add_option("--mr-iova", o.one.mr_iova, "the VA of its first byte (default 0)");

@@ -347,20 +347,7 @@ int perf_main(int argc, char** argv) {
                  "false: a worker thread beside it, on the same CPU");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
   apps::add_mark_options(cli, o.marks);
-  cli.add_option("--recovery", o.multipath_text.recovery,
-                 "loss recovery: gbn (go-back-N, default) or sr (selective repeat); the "
-                 "server takes the client's");
-  cli.add_option("--entropy", o.multipath_text.entropy,
-                 "UDP source ports of this side's requests: fixed (default), spray (one per "
-                 "packet, round robin) or flowlet (a new one after an idle gap); spray and "
-                 "flowlet need --recovery sr");
-  cli.add_option("--entropy-paths", o.multipath_text.entropy_paths,
-                 "ports spray and flowlet use (1..16384, default 64)");
-  cli.add_option("--flowlet-gap", o.multipath_text.flowlet_gap,
-                 "flowlet: idle time that starts a new flowlet (default 8us)");
-  cli.add_option("--reorder-tolerance", o.multipath_text.reorder_tolerance,
-                 "sr: resend a hole only once a PSN this many packets beyond it was SACKed "
-                 "(default 0)");
+  apps::add_multipath_options(cli, o.multipath_text, "; the server takes the client's");
   cli.add_option("--capture", o.capture, "pcap of every frame the port sends and receives");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "app_options.h"
 #include "cli_error.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
@@ -269,15 +270,7 @@ int run(int argc, char** argv) {
   cli.add_option("--idle-sleep-us", cc.idle_sleep_us, "sleep when idle (shared CPUs)");
   cli.add_option("--poll-sleep-us", cc.poll_sleep_us, "dpdk: control thread sleep when no completion");
   options::MultipathText mp;
-  cli.add_option("--recovery", mp.recovery,
-                 "dpdk: loss recovery, gbn (default) or sr (selective repeat); the same on every rank");
-  cli.add_option("--entropy", mp.entropy,
-                 "dpdk: UDP source ports of the QPs' requests: fixed (default), spray or flowlet "
-                 "(need --recovery sr)");
-  cli.add_option("--entropy-paths", mp.entropy_paths, "dpdk: ports spray and flowlet use (1..16384, default 64)");
-  cli.add_option("--flowlet-gap", mp.flowlet_gap, "dpdk: idle time that starts a flowlet (default 8us)");
-  cli.add_option("--reorder-tolerance", mp.reorder_tolerance,
-                 "dpdk: sr: resend a hole once a PSN this many packets beyond it was SACKed (default 0)");
+  apps::add_multipath_options(cli, mp, "; dpdk: the same on every rank");
   try {
     cli.parse(static_cast<int>(split.app.size()), split.app.data());
   } catch (const CLI::ParseError& e) {
