@@ -1,10 +1,7 @@
-// A QP's multipath settings as users give them (src/options/multipath.cc)
-// and the time values they use (src/options/values.cc).
+// A QP's multipath settings as users give them (src/options/multipath.cc).
 #include "droce/options/multipath.h"
 
 #include <gtest/gtest.h>
-
-#include "droce/options/values.h"
 
 namespace droce::options {
 namespace {
@@ -22,24 +19,6 @@ std::string error_option(F&& f, std::string* what = nullptr) {
     return e.option();
   }
   return "";
-}
-
-TEST(OptionTimes, UnitsAndBareNanoseconds) {
-  EXPECT_EQ(parse_time_ns("--gap", "8us", 1'000'000'000), 8'000u);
-  EXPECT_EQ(parse_time_ns("--gap", "1.5us", 1'000'000'000), 1'500u);
-  EXPECT_EQ(parse_time_ns("--gap", "500ns", 1'000'000'000), 500u);
-  EXPECT_EQ(parse_time_ns("--gap", "2ms", 1'000'000'000), 2'000'000u);
-  EXPECT_EQ(parse_time_ns("--gap", "1s", 1'000'000'000), 1'000'000'000u);
-  EXPECT_EQ(parse_time_ns("--gap", "750", 1'000'000'000), 750u);
-  EXPECT_EQ(parse_time_ns("--gap", "0us", 1'000'000'000), 0u);
-  std::string what;
-  for (const char* bad : {"", "us", "8 us", "8h", "-1us", "1.5", "8us8", "0x10"}) {
-    EXPECT_EQ(error_option([&] { parse_time_ns("--gap", bad, 1'000'000'000); }, &what), "--gap")
-        << bad;
-    EXPECT_NE(what.find("a time like 8us"), std::string::npos) << what;
-  }
-  EXPECT_EQ(error_option([&] { parse_time_ns("--gap", "2s", 1'000'000'000); }, &what), "--gap");
-  EXPECT_NE(what.find("out of range"), std::string::npos) << what;
 }
 
 TEST(OptionMultipath, TheScenarioNames) {
