@@ -14,6 +14,7 @@
 #include "cli_error.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
+#include "droce/options/multipath.h"
 #include "droce/options/values.h"
 #include "droce/wire/build.h"
 
@@ -97,6 +98,28 @@ inline void add_mark_options(CLI::App& cli, options::PacketMarks& m) {
   cli.add_option("--vlan", m.vlan, "802.1Q VLAN id (adds a tag)")->check(CLI::Range(0, 4095));
   cli.add_option("--pcp", m.pcp, "802.1Q PCP (adds a tag, VLAN 0 without --vlan)")
       ->check(CLI::Range(0, 7));
+}
+
+// --recovery, --entropy, --entropy-paths, --flowlet-gap and
+// --reorder-tolerance into `m` (options::parse_multipath checks them);
+// `recovery_note` says who else must agree on the recovery.
+inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
+                                  std::string_view recovery_note) {
+  cli.add_option("--recovery", m.recovery,
+                 fmt::format("loss recovery: gbn (go-back-N, default) or sr (selective "
+                             "repeat){}",
+                             recovery_note));
+  cli.add_option("--entropy", m.entropy,
+                 "UDP source ports of the requests: fixed (default), spray (one per packet, "
+                 "round robin) or flowlet (a new one after an idle gap); spray and flowlet "
+                 "need --recovery sr");
+  cli.add_option("--entropy-paths", m.entropy_paths,
+                 "ports spray and flowlet use (1..16384, default 64)");
+  cli.add_option("--flowlet-gap", m.flowlet_gap,
+                 "flowlet: idle time that starts a new flowlet (default 8us)");
+  cli.add_option("--reorder-tolerance", m.reorder_tolerance,
+                 "sr: resend a hole only once a PSN this many packets beyond it was SACKed "
+                 "(default 0)");
 }
 
 }  // namespace droce::apps

@@ -117,6 +117,7 @@ void add_options(CLI::App& cli, Options& o) {
   apps::add_mark_options(cli, o.one.marks);
   cli.add_option("--cc", o.one.cc, "congestion control algorithm (" + cc::algorithm_names() + ")");
   cli.add_option("--cc-param", o.one.cc_params, "CC parameter name=value (repeatable)");
+  apps::add_multipath_options(cli, o.one.multipath, " of the flag QP");
   cli.add_option("--mr-size", o.one.mr_size, "bytes of an MR defined by flags");
   cli.add_option("--mr-key", o.one.mr_key, "its lkey/rkey (default: allocated)");
   cli.add_option("--mr-iova", o.one.mr_iova, "the VA of its first byte (default 0)");

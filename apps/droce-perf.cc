@@ -273,6 +273,10 @@ void validate(Options& o) {
     throw ConfigError("-r/--rx-depth", fmt::format("{} is out of range 1..16384", o.rx_depth));
   if (o.cq_mod < 1) throw ConfigError("-Q/--cq-mod", "must be at least 1");
   options::parse_ecn("--ecn", o.marks.ecn);  // refused here, before EAL starts
+  o.multipath = options::parse_multipath(o.multipath_text, options::MultipathNames::flags());
+  if (o.multipath.selective_repeat() && o.connection != "RC")
+    throw ConfigError("--recovery", "sr is RC's (a UC responder neither ACKs nor SACKs): "
+                                    "use -c RC");
   if (o.timeout <= 0) throw ConfigError("--timeout", "must be positive");
   if (o.t->verb == Verb::kSend && o.connection == "UC" && !o.no_peer)
     throw ConfigError("-c/--connection",
@@ -343,6 +347,7 @@ int perf_main(int argc, char** argv) {
                  "false: a worker thread beside it, on the same CPU");
   cli.add_flag("--counters", o.counters, "print engine counters at the end");
   apps::add_mark_options(cli, o.marks);
+  apps::add_multipath_options(cli, o.multipath_text, "; the server takes the client's");
   cli.add_option("--capture", o.capture, "pcap of every frame the port sends and receives");
   cli.add_option("--shards", o.shards, "shard the QPs over N worker lcores (default 1; "
                                        "docs/ENGINE.md)");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "app_options.h"
 #include "cli_error.h"
 #include "droce/engine/app_main.h"
 #include "droce/engine/engine.h"
@@ -268,6 +269,8 @@ int run(int argc, char** argv) {
   cli.add_option("--mtu", cc.mtu, "dpdk: path MTU");
   cli.add_option("--idle-sleep-us", cc.idle_sleep_us, "sleep when idle (shared CPUs)");
   cli.add_option("--poll-sleep-us", cc.poll_sleep_us, "dpdk: control thread sleep when no completion");
+  options::MultipathText mp;
+  apps::add_multipath_options(cli, mp, "; dpdk: the same on every rank");
   try {
     cli.parse(static_cast<int>(split.app.size()), split.app.data());
   } catch (const CLI::ParseError& e) {
@@ -277,6 +280,7 @@ int run(int argc, char** argv) {
     return run_stream_mode(sr, stream_specs, tx_port, rx_port, json, bucket_us,
                            cc.idle_sleep_us, start_eal);
   col.pattern = pattern;
+  cc.multipath = options::parse_multipath(mp, options::MultipathNames::flags());
   for (auto [text, field, option] :
        {std::tuple{&minb, &col.min_bytes, "-b/--minbytes"},
         std::tuple{&maxb, &col.max_bytes, "-e/--maxbytes"},

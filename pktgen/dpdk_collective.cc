@@ -122,12 +122,21 @@ void Runner::setup(uint64_t max_total) {
       s += fmt::format(" {}_qpn{}={} {}_psn{}={}", tag, i, l.qps[i].qpn, tag, i, l.psn[i]);
     return s;
   };
-  const auto all = oob_.all_gather(fmt::format("QPS rank={} channels={}{}{}", r_, c_.params.channels,
+  const std::string_view recovery =
+      options::recovery_name(c_.multipath.recovery.value_or(transport::Recovery::kGoBackN));
+  const auto all = oob_.all_gather(fmt::format("QPS rank={} channels={} recovery={}{}{}", r_,
+                                               c_.params.channels, recovery,
                                                describe(next_, "next"), describe(prev_, "prev")));
-  for (uint32_t i = 0; i < n_; ++i)
+  for (uint32_t i = 0; i < n_; ++i) {
     if (u64(all[i], "channels") != c_.params.channels)
       throw oob::Error(fmt::format("rank {} uses --channels {}, this rank {}", i,
                                    u64(all[i], "channels"), c_.params.channels));
+    const std::string& theirs = oob::field(oob::parse_fields(all[i]), "recovery");
+    if (theirs != recovery)
+      throw oob::Error(fmt::format("rank {} uses --recovery {}, this rank {} (give every rank "
+                                   "the same)",
+                                   i, theirs, recovery));
+  }
   auto connect = [&](Link& l, const std::string& peer, const char* peer_tag, uint32_t peer_rank) {
     for (size_t i = 0; i < l.qps.size(); ++i) {
       transport::QpAttr a;
@@ -145,6 +154,7 @@ void Runner::setup(uint64_t max_total) {
       a.rq_psn = static_cast<uint32_t>(u64(peer, fmt::format("{}_psn{}", peer_tag, i)));
       a.sq_psn = l.psn[i];
       a.path_mtu = options::parse_mtu("--mtu", c_.mtu);
+      options::apply_multipath(c_.multipath, a);
       if (int rc = eng_.connect_qp(l.qps[i], a); rc != 0)
         throw std::runtime_error(fmt::format("QP {:#x}: connect failed: {}", l.qps[i].qpn, std::strerror(rc)));
     }

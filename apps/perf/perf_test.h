@@ -21,6 +21,7 @@
 #include "droce/engine/engine.h"
 #include "droce/oob/channel.h"
 #include "droce/oob/fields.h"
+#include "droce/options/multipath.h"
 #include "droce/options/values.h"
 #include "droce/telemetry/latency_histogram.h"
 #include "perf/bw_report.h"
@@ -116,6 +117,12 @@ struct Options {
   // What the QPs' packets carry: --dscp, --ecn, --vlan, --pcp, the same
   // flags as droce-endpoint's (app_options.h).
   options::PacketMarks marks;
+  // --recovery, --entropy, --entropy-paths, --flowlet-gap,
+  // --reorder-tolerance as given, and parsed (validate()). The client's
+  // recovery is the server's too (it travels in the HELLO); the entropy is
+  // each side's own requests'.
+  options::MultipathText multipath_text;
+  options::Multipath multipath;
   std::string capture;  // pcap of what the port sends and receives
 };
 
@@ -198,6 +205,10 @@ struct Peer {
   wire::IpAddress ip;
   std::vector<LocalQp> qps;
   std::vector<RemoteQp> remote;
+  // The loss recovery of the QPs with this peer: the client's (its
+  // --recovery, go-back-N by default), which a server adopts: a selective
+  // repeat requester needs a responder that SACKs.
+  transport::Recovery recovery = transport::Recovery::kGoBackN;
   // Server, bandwidth tests: this client's progress in the current size.
   bool ended = false;    // its "SYNC end" arrived
   bool replied = false;  // and was answered
@@ -249,6 +260,7 @@ class PerfTest {
   void setup();
   void exchange();
   void hello_from(Peer& p, const std::string& line);
+  void recovery_from(Peer& p, const oob::Fields& kv);
   void exchange_qps(Peer& p);
   void connect_qps();
   // A barrier with every peer: a server hears all its clients, then answers.

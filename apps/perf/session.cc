@@ -60,14 +60,20 @@ void PerfTest::exchange() {
                                   2 * max_size_});
     return;
   }
+  // The recovery field: a client's asks for it, a server's answers with
+  // the one it adopted for that client.
   const std::string hello = fmt::format(
       "HELLO v=1 test={} conn={} size={} all={} qps={} mtu={} check={} seed={} mac={} ip={}",
       o_.t->name, o_.connection, size(), o_.all ? 1 : 0, o_.qps, o_.mtu, o_.check ? 1 : 0,
       seed_, options::format_mac(mac_), options::format_ip(ip_));
+  auto hello_with = [&](transport::Recovery r) {
+    return fmt::format("{} recovery={}", hello, options::recovery_name(r));
+  };
   if (client()) {
     Peer& p = peers_[0];
+    p.recovery = o_.multipath.recovery.value_or(transport::Recovery::kGoBackN);
     p.oob.connect_to(o_.connect, o_.oob_port, o_.timeout, "--connect");
-    p.oob.send_line(hello);
+    p.oob.send_line(hello_with(p.recovery));
     hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
     exchange_qps(p);
     return;
@@ -80,7 +86,7 @@ void PerfTest::exchange() {
     p.oob = listener.accept(o_.timeout);
     try {
       hello_from(p, p.oob.recv_line(o_.timeout, "HELLO"));
-      p.oob.send_line(hello);
+      p.oob.send_line(hello_with(p.recovery));
       exchange_qps(p);
     } catch (const std::runtime_error& e) {
       if (!multi()) throw;
@@ -97,8 +103,11 @@ void PerfTest::exchange() {
 }
 
 void PerfTest::hello_from(Peer& p, const std::string& peer) {
+  if (client() && peer.rfind("REFUSED ", 0) == 0)
+    throw Failure(fmt::format("the server refused the test: {}", peer.substr(8)));
   if (peer.rfind("HELLO ", 0) != 0) throw Failure(fmt::format("peer said '{}'", peer));
   const oob::Fields kv = parse_fields(peer);
+  recovery_from(p, kv);
   if (field(kv, "test") != o_.t->name)
     throw Failure(fmt::format("the peer runs --test {}, this side --test {}", field(kv, "test"),
                               o_.t->name));
@@ -124,6 +133,36 @@ void PerfTest::hello_from(Peer& p, const std::string& peer) {
     throw Failure(fmt::format("peer sent a bad IP address '{}'", field(kv, "ip")));
   if (p.ip.v6 != ip_.v6)
     throw Failure("one side uses IPv4 and the other IPv6 (--ip): give both the same family");
+}
+
+// A selective repeat requester needs a responder that SACKs (transport/qp.h),
+// so both ends of a QP recover alike: the server takes the client's
+// recovery, or refuses it (its own --recovery differs) with a reason the
+// client prints. A peer without the field recovers by go-back-N.
+void PerfTest::recovery_from(Peer& p, const oob::Fields& kv) {
+  using transport::Recovery;
+  Recovery peer = Recovery::kGoBackN;
+  if (const auto it = kv.find("recovery"); it != kv.end()) {
+    if (it->second == "sr") peer = Recovery::kSelectiveRepeat;
+    else if (it->second != "gbn")
+      throw Failure(fmt::format("peer sent an unknown recovery '{}'", it->second));
+  }
+  if (client()) {
+    if (peer != p.recovery)
+      throw Failure(fmt::format("the server recovers by {}, this client by {} (a server "
+                                "without --recovery takes the client's)",
+                                options::recovery_name(peer), options::recovery_name(p.recovery)));
+    return;
+  }
+  if (o_.multipath.recovery && *o_.multipath.recovery != peer) {
+    const std::string why = fmt::format(
+        "the client asks for --recovery {}, the server was given --recovery {} (drop it on "
+        "the server: it takes the client's)",
+        options::recovery_name(peer), options::recovery_name(*o_.multipath.recovery));
+    p.oob.send_line("REFUSED " + why);
+    throw Failure(why);
+  }
+  p.recovery = peer;
 }
 
 void PerfTest::exchange_qps(Peer& p) {
@@ -165,6 +204,10 @@ void PerfTest::connect_qps() {
       a.path_mtu = options::parse_mtu("--mtu", o_.mtu);
       a.timeout = static_cast<uint8_t>(o_.qp_timeout);
       a.honour_credits = o_.honour_credits;
+      // Entropy and reorder tolerance are this side's, as a requester's;
+      // the recovery is the one both ends agreed on.
+      options::apply_multipath(o_.multipath, a);
+      a.recovery = p.recovery;
       options::apply_marks(o_.marks, a.path);
       if (int rc = eng_.connect_qp(p.qps[i].h, a); rc != 0)
         throw Failure(fmt::format("QP {:#x}: connect failed: {}", p.qps[i].h.qpn,
@@ -198,6 +241,12 @@ void PerfTest::print_header() const {
   fmt::print(" Data check      : {}\t\t{}\n", o_.check ? "ON" : "OFF",
              o_.duration > 0 ? fmt::format("Duration       : {} s", o_.duration)
                              : fmt::format("Iterations     : {}", iters()));
+  if (peers_[0].recovery != transport::Recovery::kGoBackN ||
+      o_.multipath.entropy.mode != transport::EntropyMode::kFixed) {
+    options::Multipath m = o_.multipath;
+    m.recovery = peers_[0].recovery;
+    fmt::print(" Multipath       : {}\n", options::describe(m));
+  }
   fmt::print("{}\n", line);
 }
 

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "droce/options/multipath.h"
 #include "droce/wire/ethernet.h"
 
 namespace droce::endpoint_config {
@@ -54,6 +55,21 @@ std::optional<std::string> get_str(const toml::table& t, const std::string& wher
   if (!n) return std::nullopt;
   if (auto s = n->value<std::string>()) return *s;
   throw ConfigError(key_path(where, key), "expected a string");
+}
+
+// A value given as a string or an integer ("8us" or 8000, "64" or 64), as
+// text for the options parsers, which name the key in their errors.
+std::optional<std::string> get_text(const toml::table& t, const std::string& where,
+                                    std::string_view key) {
+  const toml::node* n = t.get(key);
+  if (!n) return std::nullopt;
+  if (auto s = n->value<std::string>()) return *s;
+  if (n->is_integer()) {
+    const int64_t i = *n->value<int64_t>();
+    if (i < 0) throw ConfigError(key_path(where, key), fmt::format("{} is negative", i));
+    return std::to_string(i);
+  }
+  throw ConfigError(key_path(where, key), "expected an integer or a string");
 }
 
 void parse_fill(const std::string& option, const std::string& text, MrDef& m) {
@@ -137,13 +153,24 @@ MrDef read_mr(const toml::table& t, const std::string& w) {
   return m;
 }
 
+// The transport sprays only an RC QP's requests (QueuePair::modify).
+void set_multipath(QpDef& q, const options::MultipathText& text,
+                   const options::MultipathNames& names, std::string_view rc) {
+  const options::Multipath m = options::parse_multipath(text, names);
+  if (m.entropy.mode != transport::EntropyMode::kFixed && q.spec.type != transport::QpType::kRc)
+    throw ConfigError(names.entropy, fmt::format("{} needs {} (with selective repeat)",
+                                                 transport::to_string(m.entropy.mode), rc));
+  options::apply_multipath(m, q.attr);
+}
+
 QpDef read_qp(const toml::table& t, const std::string& w) {
   check_keys(t, w,
              {"port", "qpn", "peer_qpn", "type", "rq_psn", "sq_psn", "mtu", "local_mac",
               "peer_mac", "local_ip", "peer_ip", "dscp", "ecn", "vlan", "pcp", "cc",
               "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
               "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
-              "max_dest_rd_atomic", "pkey", "honour_credits"});
+              "max_dest_rd_atomic", "pkey", "honour_credits", "recovery", "entropy",
+              "entropy_paths", "flowlet_gap", "reorder_tolerance"});
   QpDef q;
   q.where = w;
   q.port = static_cast<uint32_t>(get_uint(t, w, "port", 0, 1023));
@@ -196,11 +223,26 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
     throw ConfigError(key_path(w, "pkey"),
                       fmt::format("{:#x} is in the invalid partition 0 (IBA 10.9)",
                                   at.pkey));
+  // Multipath (docs/MULTIPATH.md): the loss recovery, the UDP source ports
+  // of the QP's requests, selective repeat's reorder tolerance. recovery =
+  // "sr" and selective_repeat = true say the same.
+  options::MultipathText mp;
+  mp.recovery = get_str(t, w, "recovery");
+  mp.entropy = get_str(t, w, "entropy");
+  mp.entropy_paths = get_text(t, w, "entropy_paths");
+  mp.flowlet_gap = get_text(t, w, "flowlet_gap");
+  mp.reorder_tolerance = get_text(t, w, "reorder_tolerance");
   if (const toml::node* n = t.get("selective_repeat")) {
     auto b = n->value<bool>();
     if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");
-    at.recovery = *b ? transport::Recovery::kSelectiveRepeat : transport::Recovery::kGoBackN;
+    const std::string_view sr = *b ? "sr" : "gbn";
+    if (mp.recovery && options::parse_recovery(key_path(w, "recovery"), *mp.recovery) !=
+                           options::parse_recovery("", sr))
+      throw ConfigError(key_path(w, "selective_repeat"),
+                        fmt::format("{} contradicts recovery = \"{}\"", *b, *mp.recovery));
+    mp.recovery = std::string(sr);
   }
+  set_multipath(q, mp, options::MultipathNames::keys(w), "type = \"rc\"");
   // End-to-end credits (IBA 9.7.7.2): the QP's own SENDs and WRITEs
   // with immediate wait for the peer's credits.
   if (const toml::node* n = t.get("honour_credits")) {
@@ -317,6 +359,7 @@ void flags_to_defs(const FlagDefs& o, Definitions& d) {
     q.have_peer_ip = true;
   }
   options::apply_marks(o.marks, at.path);
+  set_multipath(q, o.multipath, options::MultipathNames::flags(), "--qp-type rc");
   q.recv_count = o.recv_wqes;
   q.recv_length = o.recv_size;
   if (o.recv_wqes) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "droce/transport/requester.h"
@@ -98,6 +99,29 @@ uint64_t parse_uint(std::string_view option, std::string_view text, uint64_t max
     throw ConfigError(std::string(option),
                       fmt::format("{} is out of range 0..{:#x}", text, max));
   return v;
+}
+
+uint64_t parse_time_ns(std::string_view option, std::string_view text, uint64_t max_ns) {
+  constexpr std::string_view kWant = "a time like 8us, 1.5us, 500ns, 2ms or 1s";
+  size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  const std::string_view num = text.substr(0, i);
+  const std::string_view unit = text.substr(i);
+  double scale = 0;
+  if (unit.empty() || unit == "ns") scale = 1;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  if (num.empty() || scale == 0 || (unit.empty() && num.find('.') != std::string_view::npos))
+    bad(option, text, kWant);
+  double v = 0;
+  auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+  if (ec != std::errc() || p != num.data() + num.size()) bad(option, text, kWant);
+  const double ns = v * scale;
+  if (!(ns <= static_cast<double>(max_ns)))
+    throw ConfigError(std::string(option),
+                      fmt::format("{} is out of range 0..{} ns", text, max_ns));
+  return static_cast<uint64_t>(std::llround(ns));
 }
 
 void apply_marks(const PacketMarks& m, wire::PathSpec& path, const std::string& ecn_option) {

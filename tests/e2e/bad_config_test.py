@@ -1,7 +1,8 @@
 """Bad configuration ends with exit code 2 and a message naming the option,
 never a crash: one case per kind (unknown app/EAL option, missing port, QPN
 out of range or taken, MR larger than EAL memory, bad MTU/MAC/CC, unknown or
-malformed config keys, TOML syntax error)."""
+malformed config keys, TOML syntax error, spraying without selective
+repeat)."""
 
 import os
 import subprocess
@@ -58,6 +59,11 @@ peer_mac = "{PEER_MAC}"
          "qp[0].bogus: unknown key"),
         ("config value out of range", [], ["--config", cfg("r.toml", qp_cfg + "dscp = 64\n")],
          "qp[0].dscp"),
+        ("spray without selective repeat (config)", [],
+         ["--config", cfg("e.toml", qp_cfg + 'entropy = "spray"\n')],
+         "qp[0].entropy: spray reorders packets: it needs qp[0].recovery sr"),
+        ("flowlet without selective repeat (flag)", [], QP_FLAGS + ["--entropy", "flowlet"],
+         "--entropy: flowlet reorders packets: it needs --recovery sr"),
         ("TOML syntax error", [], ["--config", cfg("s.toml", "[[qp]\n")], "config: "),
         ("missing config file", [], ["--config", os.path.join(d, "none.toml")], "--config"),
         ("MR key slot too large", [], ["--mr-size", "4096", "--mr-key", "0xffffff00"],

@@ -93,6 +93,90 @@ TEST(EndpointConfig, MistakesNameTheirKey) {
             std::string::npos);
 }
 
+// docs/MULTIPATH.md: the keys of droce-sim's flows, per QP.
+TEST(EndpointConfig, MultipathKeysSetTheQp) {
+  const Definitions d = load(R"(
+[[qp]]
+qpn = 0x11
+recovery = "sr"
+entropy = "spray"
+entropy_paths = 8
+reorder_tolerance = 64
+
+[[qp]]
+qpn = 0x12
+selective_repeat = true
+entropy = "flowlet"
+entropy_paths = "16"
+flowlet_gap = "4us"
+
+[[qp]]
+qpn = 0x13
+recovery = "selective_repeat"
+flowlet_gap = 2000
+entropy = "flowlet"
+
+[[qp]]
+qpn = 0x14
+)");
+  ASSERT_EQ(d.qps.size(), 4u);
+  const transport::QpAttr& a = d.qps[0].attr;
+  EXPECT_EQ(a.recovery, transport::Recovery::kSelectiveRepeat);
+  EXPECT_EQ(a.entropy.mode, transport::EntropyMode::kSpray);
+  EXPECT_EQ(a.entropy.paths, 8u);
+  EXPECT_EQ(a.sr_reorder_tolerance_pkts, 64u);
+  const transport::QpAttr& b = d.qps[1].attr;
+  EXPECT_EQ(b.recovery, transport::Recovery::kSelectiveRepeat);
+  EXPECT_EQ(b.entropy.mode, transport::EntropyMode::kFlowlet);
+  EXPECT_EQ(b.entropy.paths, 16u);
+  EXPECT_EQ(b.entropy.flowlet_gap_ns, 4'000u);
+  EXPECT_EQ(b.sr_reorder_tolerance_pkts, 0u);
+  EXPECT_EQ(d.qps[2].attr.entropy.flowlet_gap_ns, 2'000u);  // an integer is nanoseconds
+  const transport::QpAttr& def = d.qps[3].attr;
+  const transport::QpAttr none;
+  EXPECT_EQ(def.recovery, transport::Recovery::kGoBackN);
+  EXPECT_EQ(def.entropy.mode, transport::EntropyMode::kFixed);
+  EXPECT_EQ(def.entropy.paths, none.entropy.paths);
+  EXPECT_EQ(def.entropy.flowlet_gap_ns, none.entropy.flowlet_gap_ns);
+}
+
+TEST(EndpointConfig, MultipathMistakesNameTheirKey) {
+  auto err = [](const std::string& keys) {
+    return config_error_of([&] { load("[[qp]]\nqpn = 1\n" + keys); });
+  };
+  // What the transport would refuse with EINVAL, refused by name.
+  EXPECT_NE(err("entropy = \"spray\"\n").find("qp[0].entropy: spray reorders packets: it "
+                                               "needs qp[0].recovery sr"),
+            std::string::npos)
+      << err("entropy = \"spray\"\n");
+  EXPECT_NE(err("recovery = \"gbn\"\nentropy = \"flowlet\"\n").find("qp[0].entropy:"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\nentropy = \"spray\"\ntype = \"uc\"\n")
+                .find("qp[0].entropy: spray needs type = \"rc\""),
+            std::string::npos);
+  EXPECT_NE(err("entropy = \"ecmp\"\n").find("qp[0].entropy: 'ecmp' is not an entropy mode"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"irn\"\n").find("qp[0].recovery: 'irn'"), std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\nentropy = \"spray\"\nentropy_paths = 0\n")
+                .find("qp[0].entropy_paths: 0 is out of range 1..16384"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\nentropy = \"spray\"\nentropy_paths = 16385\n")
+                .find("qp[0].entropy_paths"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\nentropy = \"flowlet\"\nflowlet_gap = \"4 weeks\"\n")
+                .find("qp[0].flowlet_gap: '4 weeks' is not a time"),
+            std::string::npos);
+  EXPECT_NE(err("reorder_tolerance = 64\n").find("qp[0].reorder_tolerance: is selective "
+                                                 "repeat's"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\nentropy_paths = 8\n").find("qp[0].entropy_paths: needs"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"gbn\"\nselective_repeat = true\n")
+                .find("qp[0].selective_repeat: true contradicts recovery = \"gbn\""),
+            std::string::npos);
+  EXPECT_NE(err("recovery = 1\n").find("qp[0].recovery: expected a string"), std::string::npos);
+}
+
 TEST(EndpointConfig, FlagsDefineOneRegionAndOneQp) {
   FlagDefs f;
   f.mr_size = "4096";
@@ -119,6 +203,32 @@ TEST(EndpointConfig, FlagsDefineOneRegionAndOneQp) {
   bad_param.qpn = "1";
   bad_param.cc_params = {"=1"};
   EXPECT_NE(config_error_of([&] { flags_to_defs(bad_param, e); }).find("--cc-param"), std::string::npos);
+}
+
+TEST(EndpointConfig, FlagsSetTheFlagQpsMultipath) {
+  FlagDefs f;
+  f.qpn = "0x11";
+  f.multipath.recovery = "sr";
+  f.multipath.entropy = "spray";
+  f.multipath.entropy_paths = "8";
+  Definitions d;
+  flags_to_defs(f, d);
+  ASSERT_EQ(d.qps.size(), 1u);
+  EXPECT_EQ(d.qps[0].attr.recovery, transport::Recovery::kSelectiveRepeat);
+  EXPECT_EQ(d.qps[0].attr.entropy.mode, transport::EntropyMode::kSpray);
+  EXPECT_EQ(d.qps[0].attr.entropy.paths, 8u);
+  FlagDefs no_sr;
+  no_sr.qpn = "0x11";
+  no_sr.multipath.entropy = "flowlet";
+  Definitions e;
+  EXPECT_NE(config_error_of([&] { flags_to_defs(no_sr, e); })
+                .find("--entropy: flowlet reorders packets: it needs --recovery sr"),
+            std::string::npos);
+  FlagDefs ud = f;
+  ud.qp_type = "ud";
+  EXPECT_NE(config_error_of([&] { flags_to_defs(ud, e); })
+                .find("--entropy: spray needs --qp-type rc"),
+            std::string::npos);
 }
 
 TEST(EndpointConfig, CounterFillIsByVirtualAddress) {

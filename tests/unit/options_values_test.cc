@@ -54,6 +54,32 @@ TEST(OptionValues, ErrorsNameTheOptionAndTheAcceptedForm) {
   EXPECT_EQ(parse_ecn("--ecn", "ce"), wire::Ecn::kCe);
 }
 
+// Times as droce-sim's scenario files write them.
+TEST(OptionValues, TimesWithUnitsOrBareNanoseconds) {
+  EXPECT_EQ(parse_time_ns("--gap", "8us", 1'000'000'000), 8'000u);
+  EXPECT_EQ(parse_time_ns("--gap", "1.5us", 1'000'000'000), 1'500u);
+  EXPECT_EQ(parse_time_ns("--gap", "500ns", 1'000'000'000), 500u);
+  EXPECT_EQ(parse_time_ns("--gap", "2ms", 1'000'000'000), 2'000'000u);
+  EXPECT_EQ(parse_time_ns("--gap", "1s", 1'000'000'000), 1'000'000'000u);
+  EXPECT_EQ(parse_time_ns("--gap", "750", 1'000'000'000), 750u);
+  EXPECT_EQ(parse_time_ns("--gap", "0us", 1'000'000'000), 0u);
+  for (const char* bad : {"", "us", "8 us", "8h", "-1us", "1.5", "8us8", "0x10"}) {
+    try {
+      parse_time_ns("--gap", bad, 1'000'000'000);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.option(), "--gap");
+      EXPECT_NE(std::string(e.what()).find("a time like 8us"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    parse_time_ns("--gap", "2s", 1'000'000'000);
+    ADD_FAILURE() << "no error for 2s above 1s";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
 // IBA 9.6: path MTUs are 256..4096 bytes, powers of two.
 TEST(OptionValues, MtuIsOneOfTheFiveSizes) {
   EXPECT_EQ(parse_mtu("--mtu", 256), IBV_MTU_256);

@@ -15,6 +15,7 @@
 #include "droce/config_error.h"
 #include "droce/endpoint/ip_interface.h"
 #include "droce/engine/engine.h"
+#include "droce/options/multipath.h"
 #include "droce/options/values.h"
 #include "droce/transport/qp.h"
 
@@ -60,6 +61,7 @@ struct FlagDefs {
       peer_ip, qp_type = "rc", cc = "none";
   uint64_t mtu = 1024;
   options::PacketMarks marks{26};  // --dscp ... --pcp
+  options::MultipathText multipath;  // --recovery ... --reorder-tolerance
   std::vector<std::string> cc_params;
   std::string mr_key, mr_size, mr_fill = "zero", mr_iova = "0", mr_dump;
   uint32_t recv_wqes = 0, recv_size = 4096;

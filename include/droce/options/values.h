@@ -36,6 +36,10 @@ wire::Ecn parse_ecn(std::string_view option, std::string_view text);
 transport::QpType parse_qp_type(std::string_view option, std::string_view text);
 // An unsigned integer, decimal or 0x-hex, at most `max`.
 uint64_t parse_uint(std::string_view option, std::string_view text, uint64_t max);
+// A time in nanoseconds, at most `max_ns`: a decimal number with a unit,
+// "8us", "1.5us", "500ns", "2ms", "1s" (the units of droce-sim's scenario
+// files); a bare integer is nanoseconds.
+uint64_t parse_time_ns(std::string_view option, std::string_view text, uint64_t max_ns);
 
 // What a QP's packets carry, from --dscp, --ecn, --vlan and --pcp
 // (droce-endpoint's QPs, droce-perf's): the IP DSCP (IPv6: the

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "droce/options/multipath.h"
 #include "droce/pktgen/schedule.h"
 
 namespace droce::pktgen {
@@ -31,6 +32,10 @@ struct CollectiveRunConfig {
   uint32_t poll_sleep_us = 20;   // control thread: sleep when no completion
   bool verify = true;
   std::string json_path;         // rank 0: results_json() here
+  // --recovery, --entropy, ... for every QP (docs/MULTIPATH.md "In real
+  // time"); all ranks must recover alike (a selective repeat requester
+  // needs a responder that SACKs).
+  options::Multipath multipath;
 };
 
 // Empty when the schedule runs on the ring topology: every transfer goes

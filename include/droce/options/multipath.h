@@ -1,0 +1,78 @@
+// A QP's multipath settings as users give them, one way for every app:
+// droce-perf's --recovery, --entropy, --entropy-paths, --flowlet-gap and
+// --reorder-tolerance, droce-endpoint's [[qp]] keys recovery, entropy,
+// entropy_paths, flowlet_gap and reorder_tolerance, droce-pktgen's DPDK
+// collective. The names are droce-sim's scenario keys' (docs/MULTIPATH.md):
+// entropy "fixed", "spray", "flowlet"; recovery "gbn" (or "go_back_n"),
+// "sr" (or "selective_repeat").
+//
+// Anything but a fixed entropy reorders packets on a multipath fabric, and
+// go-back-N takes every overtaken packet for a loss (IBA 9.7.5.1.2), so
+// parse_multipath refuses it without selective repeat, as QueuePair::modify
+// would (EINVAL), but naming the option.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "droce/config_error.h"
+#include "droce/transport/entropy.h"
+#include "droce/transport/qp.h"
+
+namespace droce::options {
+
+// "fixed", "spray", "flowlet".
+transport::EntropyMode parse_entropy_mode(std::string_view option, std::string_view text);
+// "gbn", "go_back_n", "sr", "selective_repeat".
+transport::Recovery parse_recovery(std::string_view option, std::string_view text);
+// "gbn" or "sr": what parse_recovery reads back (out-of-band messages).
+std::string_view recovery_name(transport::Recovery r);
+// 1..transport::kMaxEntropyPaths.
+uint32_t parse_entropy_paths(std::string_view option, std::string_view text);
+// Packets, 0..kMaxReorderTolerance.
+uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text);
+
+constexpr uint32_t kMaxReorderTolerance = 1u << 16;  // as droce-sim's reorder_tolerance
+constexpr uint64_t kMaxFlowletGapNs = 1'000'000'000;  // 1 s, as droce-sim's flowlet_gap
+
+// The text of each setting, unset when not given.
+struct MultipathText {
+  std::optional<std::string> recovery;
+  std::optional<std::string> entropy;
+  std::optional<std::string> entropy_paths;
+  std::optional<std::string> flowlet_gap;
+  std::optional<std::string> reorder_tolerance;
+};
+
+// What errors call each setting: command-line flags or a config file's keys.
+struct MultipathNames {
+  std::string recovery, entropy, entropy_paths, flowlet_gap, reorder_tolerance;
+  static MultipathNames flags();                          // --recovery, --entropy, ...
+  static MultipathNames keys(const std::string& prefix);  // prefix.recovery, ...
+};
+
+// The settings; unset ones keep QpAttr's defaults.
+struct Multipath {
+  std::optional<transport::Recovery> recovery;
+  transport::EntropyConfig entropy;
+  std::optional<uint32_t> reorder_tolerance;
+  bool selective_repeat() const {
+    return recovery == transport::Recovery::kSelectiveRepeat;
+  }
+};
+
+// Parses and checks the combination: entropy other than fixed and a reorder
+// tolerance need selective repeat; entropy_paths needs spray or flowlet,
+// flowlet_gap needs flowlet. Throws ConfigError naming the setting.
+Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
+
+// Sets recovery, entropy and sr_reorder_tolerance_pkts of `attr` (unset
+// ones untouched).
+void apply_multipath(const Multipath& m, transport::QpAttr& attr);
+
+// "sr, spray over 8 paths", "gbn", ... for a program's header lines.
+std::string describe(const Multipath& m);
+
+}  // namespace droce::options

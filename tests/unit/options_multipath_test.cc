@@ -1,0 +1,133 @@
+// A QP's multipath settings as users give them (src/options/multipath.cc).
+#include "droce/options/multipath.h"
+
+#include <gtest/gtest.h>
+
+namespace droce::options {
+namespace {
+
+using transport::EntropyMode;
+using transport::Recovery;
+
+// The option an error names, or "" when there was none.
+template <class F>
+std::string error_option(F&& f, std::string* what = nullptr) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    if (what) *what = e.what();
+    return e.option();
+  }
+  return "";
+}
+
+TEST(OptionMultipath, TheScenarioNames) {
+  EXPECT_EQ(parse_entropy_mode("--entropy", "fixed"), EntropyMode::kFixed);
+  EXPECT_EQ(parse_entropy_mode("--entropy", "spray"), EntropyMode::kSpray);
+  EXPECT_EQ(parse_entropy_mode("--entropy", "flowlet"), EntropyMode::kFlowlet);
+  EXPECT_EQ(parse_recovery("--recovery", "gbn"), Recovery::kGoBackN);
+  EXPECT_EQ(parse_recovery("--recovery", "go_back_n"), Recovery::kGoBackN);
+  EXPECT_EQ(parse_recovery("--recovery", "sr"), Recovery::kSelectiveRepeat);
+  EXPECT_EQ(parse_recovery("--recovery", "selective_repeat"), Recovery::kSelectiveRepeat);
+  // What recovery_name writes, parse_recovery reads back.
+  for (Recovery r : {Recovery::kGoBackN, Recovery::kSelectiveRepeat})
+    EXPECT_EQ(parse_recovery("x", recovery_name(r)), r);
+  std::string what;
+  EXPECT_EQ(error_option([] { parse_entropy_mode("--entropy", "ecmp"); }, &what), "--entropy");
+  EXPECT_NE(what.find("fixed, spray or flowlet"), std::string::npos) << what;
+  EXPECT_EQ(error_option([] { parse_recovery("--recovery", "irn"); }, &what), "--recovery");
+  EXPECT_NE(what.find("gbn"), std::string::npos) << what;
+}
+
+TEST(OptionMultipath, PathsAndToleranceRanges) {
+  EXPECT_EQ(parse_entropy_paths("--entropy-paths", "1"), 1u);
+  EXPECT_EQ(parse_entropy_paths("--entropy-paths", "16384"), transport::kMaxEntropyPaths);
+  EXPECT_EQ(error_option([] { parse_entropy_paths("--entropy-paths", "0"); }), "--entropy-paths");
+  EXPECT_EQ(error_option([] { parse_entropy_paths("--entropy-paths", "16385"); }),
+            "--entropy-paths");
+  EXPECT_EQ(error_option([] { parse_entropy_paths("--entropy-paths", "eight"); }),
+            "--entropy-paths");
+  EXPECT_EQ(parse_reorder_tolerance("--reorder-tolerance", "0"), 0u);
+  EXPECT_EQ(parse_reorder_tolerance("--reorder-tolerance", "65536"), kMaxReorderTolerance);
+  EXPECT_EQ(error_option([] { parse_reorder_tolerance("--reorder-tolerance", "65537"); }),
+            "--reorder-tolerance");
+}
+
+TEST(OptionMultipath, NothingGivenKeepsTheQpDefaults) {
+  const Multipath m = parse_multipath({}, MultipathNames::flags());
+  EXPECT_FALSE(m.recovery);
+  EXPECT_FALSE(m.reorder_tolerance);
+  EXPECT_EQ(m.entropy.mode, EntropyMode::kFixed);
+  transport::QpAttr a;
+  a.sr_reorder_tolerance_pkts = 7;
+  apply_multipath(m, a);
+  EXPECT_EQ(a.recovery, Recovery::kGoBackN);
+  EXPECT_EQ(a.entropy.mode, EntropyMode::kFixed);
+  EXPECT_EQ(a.sr_reorder_tolerance_pkts, 7u);
+  EXPECT_EQ(describe(m), "gbn");
+}
+
+TEST(OptionMultipath, SprayWithSelectiveRepeatSetsTheQp) {
+  MultipathText t;
+  t.recovery = "sr";
+  t.entropy = "spray";
+  t.entropy_paths = "8";
+  t.reorder_tolerance = "64";
+  const Multipath m = parse_multipath(t, MultipathNames::flags());
+  transport::QpAttr a;
+  apply_multipath(m, a);
+  EXPECT_EQ(a.recovery, Recovery::kSelectiveRepeat);
+  EXPECT_EQ(a.entropy.mode, EntropyMode::kSpray);
+  EXPECT_EQ(a.entropy.paths, 8u);
+  EXPECT_EQ(a.sr_reorder_tolerance_pkts, 64u);
+  EXPECT_EQ(describe(m), "sr (reorder tolerance 64), spray over 8 ports");
+
+  t.entropy = "flowlet";
+  t.flowlet_gap = "4us";
+  const Multipath f = parse_multipath(t, MultipathNames::flags());
+  EXPECT_EQ(f.entropy.mode, EntropyMode::kFlowlet);
+  EXPECT_EQ(f.entropy.flowlet_gap_ns, 4'000u);
+}
+
+TEST(OptionMultipath, CombinationsTheTransportRefusesNameTheOption) {
+  std::string what;
+  MultipathText t;
+  t.entropy = "spray";
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::flags()); }, &what),
+            "--entropy");
+  EXPECT_NE(what.find("needs --recovery sr"), std::string::npos) << what;
+  t.recovery = "gbn";
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::flags()); }), "--entropy");
+
+  MultipathText tol;
+  tol.reorder_tolerance = "64";
+  EXPECT_EQ(error_option([&] { parse_multipath(tol, MultipathNames::flags()); }),
+            "--reorder-tolerance");
+
+  MultipathText paths;
+  paths.recovery = "sr";
+  paths.entropy_paths = "8";
+  EXPECT_EQ(error_option([&] { parse_multipath(paths, MultipathNames::flags()); }, &what),
+            "--entropy-paths");
+  EXPECT_NE(what.find("--entropy spray or flowlet"), std::string::npos) << what;
+
+  MultipathText gap;
+  gap.recovery = "sr";
+  gap.entropy = "spray";
+  gap.flowlet_gap = "4us";
+  EXPECT_EQ(error_option([&] { parse_multipath(gap, MultipathNames::flags()); }),
+            "--flowlet-gap");
+}
+
+TEST(OptionMultipath, ConfigKeysNameTheTableAndKey) {
+  MultipathText t;
+  t.entropy = "flowlet";
+  std::string what;
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::keys("qp[2]")); }, &what),
+            "qp[2].entropy");
+  EXPECT_NE(what.find("needs qp[2].recovery sr"), std::string::npos) << what;
+  EXPECT_EQ(MultipathNames::keys("").flowlet_gap, "flowlet_gap");
+}
+
+}  // namespace
+}  // namespace droce::options
