@@ -89,6 +89,26 @@ for name, cmd, iters in cases:
         c.ok(r[0] == 0 and m and int(m.group(1)) == iters,
              f"{name}: {side} exits 0 with its results line ({iters} iters)", show(r))
 
+# ---- the program's polls run the data path (callers_step): with workers
+# that sleep 50 ms when idle, a round trip of ibv_rc_pingpong (which polls
+# its CQ without pause) takes microseconds; with callers_step = false it
+# waits for the sleeping workers, tens of milliseconds.
+USEC = re.compile(r"iters in [\d.]+ seconds = ([\d.]+) usec/iter")
+for step, iters in (("true", 500), ("false", 20)):
+    slow = MemifPair(tmp, f"cs{step}", extra=f"callers_step = {step}\n", idle_sleep_us=50000)
+    s, cl = run_pair(LIB, slow, ["ibv_rc_pingpong", "-g", "1", "-n", str(iters)],
+                     ["ibv_rc_pingpong", "-g", "1", "-n", str(iters)])
+    m = USEC.search(cl[1])
+    usec = float(m.group(1)) if m else None
+    if step == "true":
+        c.ok(s[0] == 0 and cl[0] == 0 and usec is not None and usec < 5000,
+             f"callers_step: a round trip in {usec} us with workers asleep for 50 ms "
+             "(under 5000)", show(cl))
+    else:
+        c.ok(s[0] == 0 and cl[0] == 0 and usec is not None and usec > 5000,
+             f"callers_step = false: a round trip waits for the workers, {usec} us "
+             "(over 5000)", show(cl))
+
 # ---- an application that exits without cleaning up
 exchange = os.path.join(tmp, "abandon")
 os.mkdir(exchange)

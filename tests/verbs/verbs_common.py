@@ -81,13 +81,13 @@ def toml_list(items):
     return "[" + ", ".join('"' + i + '"' for i in items) + "]"
 
 
-def write_config(path, eal, port, addresses=(), neighbours=None, extra=""):
+def write_config(path, eal, port, addresses=(), neighbours=None, extra="", idle_sleep_us=20):
     with open(path, "w") as f:
         f.write(f"device = \"droce0\"\n")
         f.write(f"eal = {toml_list([*EAL_COMMON, *eal])}\n")
         f.write(f"port = \"{port}\"\n")
         f.write(f"addresses = {toml_list(addresses)}\n")
-        f.write("idle_sleep_us = 20\n")
+        f.write(f"idle_sleep_us = {idle_sleep_us}\n")
         f.write(extra)
         if neighbours:
             f.write("[neighbours]\n")
@@ -101,7 +101,7 @@ class MemifPair:
     server, 10.0.0.1, lcore 0) and `client` (10.0.0.2, lcore 1), each
     naming the other's MAC."""
 
-    def __init__(self, tmp, tag, extra=""):
+    def __init__(self, tmp, tag, extra="", idle_sleep_us=20):
         sock = os.path.join(tmp, f"{tag}.sock")
         self.sock = sock
         pid = os.getpid()
@@ -117,7 +117,8 @@ class MemifPair:
             self.configs[side] = write_config(
                 os.path.join(tmp, f"{tag}_{side}.toml"),
                 ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}", vdev],
-                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra)
+                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra,
+                idle_sleep_us)
 
     server_host = "127.0.0.1"
 
