@@ -3,9 +3,9 @@ verbs device only when /dev/infiniband/<uverbs device> exists as a
 character device it may open; the test makes one inside a private mount
 namespace of its own (unshare -m, an overlay on /dev), never on the host's
 /dev. Checks: ucx_info -d shows the droce0 memory domain with rc_verbs and
-ud_verbs; ucx_perftest over rc_verbs (put_bw short and zero-copy, am_bw)
-and ud_verbs (am_lat) between two processes over net_memif exits 0 on
-both sides with its final row. Root only (a
+ud_verbs; ucx_perftest over rc_verbs (put_bw short and zero-copy, am_bw),
+ud_verbs (am_lat) and UCP's tag_bw between two processes over net_memif
+exits 0 on both sides with its final row. Root only (a
 mount namespace and mknod), else skipped.
 
 Where Open MPI (mpirun) and MPI_CHECK are there: mpirun -np 2 over UCX
@@ -76,11 +76,17 @@ CASES = [
     ("rc_verbs", ["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "1000"], {}),
     ("rc_verbs", ["-t", "am_bw", "-n", "5000"], {}),
     ("ud_verbs", ["-t", "am_lat", "-n", "2000"], {"UCX_IB_GID_INDEX": "0"}),
+    # UCP (the API MPI uses) over the same transports: tagged messages of
+    # 64 KiB, rendezvous with zero-copy RDMA.
+    (None, ["-t", "tag_bw", "-s", "65536", "-n", "2000"],
+     {"UCX_NET_DEVICES": "droce0:1", "UCX_TLS": "rc_verbs,ud_verbs,self",
+      "UCX_IB_GID_INDEX": "0"}),
 ]
 for tl, args, extra_env in CASES:
     port = free_tcp_port()
-    cmd = ["ucx_perftest", "-p", str(port), "-d", "droce0:1", "-x", tl, *args]
-    name = f"ucx_perftest {tl} " + " ".join(args)
+    transport = ["-d", "droce0:1", "-x", tl] if tl else []
+    cmd = ["ucx_perftest", "-p", str(port), *transport, *args]
+    name = f"ucx_perftest {tl or 'UCP'} " + " ".join(args)
     pair.reset()
     # ucx_perftest's server opens its device only after its client has
     # connected over TCP, so the client is the memif server here, and the
