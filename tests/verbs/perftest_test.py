@@ -3,10 +3,13 @@ over net_memif: every bandwidth and latency test of RDMA WRITE, READ, SEND
 and atomics exits 0 on both sides with a results row whose figures are
 positive (ib_read_lat's server reports nothing), with -q 4 too; perftest keeps its plain verbs path (droce is not
 a Mellanox part: "ibv_wr* API : OFF"); -R (rdma_cm) fails with a message
-that says so.
+that says so. With a rate cap in droce's configuration (port_rate_gbps),
+ib_write_bw reports what the cap leaves for the payload, as droce-perf's
+rate test checks it.
 
 Usage: perftest_test.py LIBDROCE_VERBS"""
 
+import math
 import os
 import sys
 import tempfile
@@ -43,6 +46,22 @@ for tool, args, header in cases:
         c.ok(r[0] == 0 and good, f"{name}: {side} exits 0 with a results row", show(r))
     c.ok("ibv_wr* API     : OFF" in cl[1],
          f"{name}: perftest uses ibv_post_send (no ibv_wr_* API)", cl[1])
+
+# The rate cap: 2 Gb/s on both ports, MTU 1024, 64 KiB WRITEs. What the cap
+# leaves for the payload (tests/e2e_perf/rate_test.py): each of the 64
+# frames carries Ethernet, IPv4, UDP, BTH and ICRC headers and the wire's
+# FCS, preamble and gap, the first a RETH too.
+RATE, SIZE, MTU = 2, 65536, 1024
+capped = MemifPair(tmp, "ptcap", extra=f"mtu = {MTU}\nport_rate_gbps = {RATE}\n")
+cmd = ["ib_write_bw", "-x", "1", "--report_gbits", "-s", str(SIZE), "-D", "2"]
+s, cl = run_pair(LIB, capped, cmd, cmd)
+per_frame = 14 + 20 + 8 + 12 + 4 + 24
+want = RATE * SIZE / (SIZE + math.ceil(SIZE / MTU) * per_frame + 16)
+rows = rows_after(BW_HEADER, cl[1])
+avg = rows[0][3] if rows else 0.0
+c.ok(s[0] == 0 and cl[0] == 0 and 0.85 * want <= avg <= 1.01 * want,
+     f"ib_write_bw with port_rate_gbps = {RATE}: BW average {avg:.3f} Gb/s, "
+     f"the cap leaves {want:.3f}", show(cl))
 
 r = subprocess.run(["ib_write_bw", "-R", "-x", "1"], env=env_for(LIB, pair.configs["s"]),
                    capture_output=True, text=True, timeout=60)

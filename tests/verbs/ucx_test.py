@@ -10,7 +10,9 @@ mount namespace and mknod), else skipped.
 
 Where Open MPI (mpirun) and MPI_CHECK are there: mpirun -np 2 over UCX
 (rc_verbs, ud_verbs), one rank per side of the memif link, runs
-MPI_CHECK, which checks every byte it moved: exit 0, zero mismatches.
+MPI_CHECK, which checks every byte it moved: exit 0, zero mismatches; then
+mpirun -np 4 with four hosts on a switch (a Linux bridge joining four
+veths in a network namespace of the test's own, net_af_packet), the same.
 
 Usage: ucx_test.py LIBDROCE_VERBS [MPI_CHECK]"""
 
@@ -23,12 +25,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from verbs_common import (SKIP, Checks, MemifPair, env_for, free_tcp_port, listening,  # noqa: E402
-                          need_programs, show, write_config)
+from verbs_common import (SKIP, BridgeHosts, Checks, MemifPair, env_for,  # noqa: E402
+                          free_tcp_port, listening, need_programs, show, write_config)
 
 LIB = sys.argv[1]
 MPI_CHECK = sys.argv[2] if len(sys.argv) > 2 else None
-need_programs(["ucx_info", "ucx_perftest", "unshare", "mount", "mknod"])
+need_programs(["ucx_info", "ucx_perftest", "unshare", "mount", "mknod", "ip"])
 if os.geteuid() != 0:
     print("skipped: needs root (a private mount namespace with a device node)")
     sys.exit(SKIP)
@@ -117,30 +119,43 @@ for tl, args, extra_env in CASES:
 
 # ---- Open MPI over UCX: each rank its side of the link, through a wrapper
 # that gives it its configuration and the library.
-if MPI_CHECK and shutil.which("mpirun"):
-    rank_sh = os.path.join(tmp, "rank.sh")
+def run_mpi(ranks, configs, prefix, timeout=240):
+    """mpirun -np `ranks` of MPI_CHECK over UCX, rank i on configs[i]."""
+    rank_sh = os.path.join(tmp, f"rank{ranks}.sh")
     with open(rank_sh, "w") as f:
-        f.write(f"""#!/bin/bash
-if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then export DROCE_VERBS_CONFIG={pair.configs["s"]}
-else export DROCE_VERBS_CONFIG={pair.configs["c"]}; fi
-export LD_PRELOAD={LIB}
-exec "$@"
-""")
+        f.write("#!/bin/bash\n")
+        for i, cfg in enumerate(configs):
+            f.write(f'[ "$OMPI_COMM_WORLD_RANK" = {i} ] && export DROCE_VERBS_CONFIG={cfg}\n')
+        f.write(f"export LD_PRELOAD={LIB}\nexec \"$@\"\n")
     os.chmod(rank_sh, 0o755)
-    pair.reset()
-    cmd = [*PRIVATE, "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
-           "--mca", "pml", "ucx", "--mca", "btl", "^vader,tcp,openib,uct,smcuda",
+    cmd = [*prefix, *PRIVATE, "mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+           str(ranks), "--mca", "pml", "ucx", "--mca", "btl", "^vader,tcp,openib,uct,smcuda",
            "-x", "UCX_TLS=rc_verbs,ud_verbs,self", "-x", "UCX_IB_GID_INDEX=0",
            "-x", "UCX_NET_DEVICES=droce0:1", rank_sh, MPI_CHECK]
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DROCE_VERBS_CONFIG")}
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-        res = (p.returncode, p.stdout, p.stderr)
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        return (p.returncode, p.stdout, p.stderr)
     except subprocess.TimeoutExpired as e:
-        res = (-1, str(e.stdout), str(e.stderr))
+        return (-1, str(e.stdout), str(e.stderr))
+
+
+if MPI_CHECK and shutil.which("mpirun"):
+    pair.reset()
+    res = run_mpi(2, [pair.configs["s"], pair.configs["c"]], [])
     c.ok(res[0] == 0 and "ranks: 2 mismatches: 0" in res[1],
          "mpirun -np 2 over UCX: ping-pong, Allreduce, Alltoall, every byte checked, "
          "zero mismatches", show(res))
+    # Four hosts on a switch: a Linux bridge joining four veths in a
+    # namespace of the test's own, each rank's droce on net_af_packet.
+    hosts = BridgeHosts(tmp, "mpi", 4)
+    try:
+        res = run_mpi(4, hosts.configs, ["ip", "netns", "exec", hosts.ns])
+    finally:
+        hosts.remove()
+    c.ok(res[0] == 0 and "ranks: 4 mismatches: 0" in res[1],
+         "mpirun -np 4 over UCX, four hosts on a bridge (net_af_packet): every byte "
+         "checked, zero mismatches", show(res))
 else:
     print("mpirun or the MPI check program missing: MPI not run")
 

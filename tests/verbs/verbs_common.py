@@ -185,6 +185,43 @@ class NetnsPair:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+class BridgeHosts:
+    """`n` configurations, each on a veth of its own whose peer is a port of
+    one Linux bridge, all in one network namespace of the test's own: hosts
+    on a switch, with loopback for programs that meet over TCP (mpirun).
+    Host i is 10.77.0.(i+1) on lcore i % 2, net_af_packet on its veth; the
+    peers' MACs found by ARP. The caller removes the namespace (`remove`)."""
+
+    def __init__(self, tmp, tag, n):
+        pid = os.getpid()
+        self.ns = f"dvb{pid}{tag}"
+
+        def sh(*cmd):
+            subprocess.run(["ip", "-n", self.ns, *cmd], check=True, capture_output=True,
+                           timeout=30)
+        subprocess.run(["ip", "netns", "add", self.ns], check=True, capture_output=True)
+        sh("link", "set", "lo", "up")
+        sh("link", "add", "br0", "type", "bridge")
+        sh("link", "set", "br0", "up")
+        self.configs = []
+        for i in range(n):
+            host, port = f"h{i}", f"p{i}"
+            sh("link", "add", host, "type", "veth", "peer", "name", port)
+            sh("link", "set", port, "master", "br0")
+            for ifname in (port, host):
+                subprocess.run(["ip", "netns", "exec", self.ns, "sysctl", "-q", "-w",
+                                f"net.ipv6.conf.{ifname}.disable_ipv6=1"], capture_output=True)
+                sh("link", "set", ifname, "up")
+            self.configs.append(write_config(
+                os.path.join(tmp, f"{tag}_{i}.toml"),
+                ["-l", str(i % 2), f"--file-prefix=dv_{tag}{i}_{pid}",
+                 f"--vdev=net_af_packet0,iface={host}"],
+                "net_af_packet0", [f"10.77.0.{i + 1}"]))
+
+    def remove(self):
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
 def run_pair(lib, pair, server_cmd, client_cmd, timeout=90):
     """Starts the server program, waits until it listens on its TCP port
     (passed with -p), then the client, which connects to the server's
