@@ -25,8 +25,8 @@ import sys
 import tempfile
 import time
 
-from perf_common import (BW_HEADER, EAL_COMMON, Checks, rows_after, run_memif_pair,
-                         run_pair, veth_between_namespaces)
+from perf_common import (BW_HEADER, Checks, rows_after, run_memif_pair,
+                         run_veth_pair_captured, veth_between_namespaces)
 
 exe = os.path.abspath(sys.argv[1])
 c = Checks()
@@ -145,32 +145,8 @@ else:
         veth_between_namespaces(NS_A, NS_B, IF_A, IF_B)
         for tag, client_args, want in [("veth_spray", SPRAY, 8), ("veth_fixed", [], 1)]:
             pcap = os.path.join(tmp, f"{tag}.pcap")
-            cap = subprocess.Popen(["ip", "netns", "exec", NS_A, "tshark", "-i", IF_A, "-w",
-                                    pcap, "-f", "udp port 4791"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                t0 = time.time()
-                line = ""
-                while time.time() - t0 < 20 and "Capturing on" not in line:
-                    line = cap.stderr.readline()
-                s_eal = ["-l", "0", f"--file-prefix=dpmv_s_{pid}_{tag}",
-                         f"--vdev=net_af_packet0,iface={IF_A},qdisc_bypass=0"]
-                c_eal = ["-l", "1", f"--file-prefix=dpmv_c_{pid}_{tag}",
-                         f"--vdev=net_af_packet0,iface={IF_B},qdisc_bypass=0"]
-                srv, cli = run_pair(exe, "write_bw", s_eal, c_eal, BW,
-                                    server_args=["--bind", "10.66.0.1", "--ip", "10.77.0.1"],
-                                    client_args=["--ip", "10.77.0.2", *client_args],
-                                    server_prefix=["ip", "netns", "exec", NS_A],
-                                    client_prefix=["ip", "netns", "exec", NS_B],
-                                    connect="10.66.0.1")
-                time.sleep(0.5)  # let tshark write the last frames
-            finally:
-                cap.terminate()
-                try:
-                    cap.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    cap.kill()
-                    cap.wait()
+            srv, cli = run_veth_pair_captured(exe, "write_bw", BW, pcap, tag, (NS_A, NS_B),
+                                              (IF_A, IF_B), client_args=client_args)
             name = f"veth write_bw {' '.join(client_args) or '(fixed)'}"
             check_run(name, srv, cli)
             check_ports(name, pcap, "10.77.0.2", want)

@@ -134,3 +134,40 @@ def veth_between_namespaces(ns_a, ns_b, if_a, if_b,
         sh("ip", "-n", ns, "link", "set", ifname, "up")
         sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
            f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+
+
+def run_veth_pair_captured(exe, test, app_args, pcap, tag, ns, ifs, ips=("10.77.0.1", "10.77.0.2"),
+                           client_args=()):
+    """droce-perf's server in ns[0] and client in ns[1] over the veth
+    `ifs` (net_af_packet, the kernel's 10.66.0.1 carrying the out-of-band
+    channel, droce on `ips`), the RoCEv2 frames on ifs[0] captured by tshark
+    into `pcap` meanwhile. Returns (server, client) as run_pair does."""
+    cap = subprocess.Popen(["ip", "netns", "exec", ns[0], "tshark", "-i", ifs[0], "-w", pcap,
+                            "-f", "udp port 4791"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = os.getpid()
+    try:
+        # tshark says "Capturing on ..." once the capture runs.
+        t0 = time.time()
+        line = ""
+        while time.time() - t0 < 20 and "Capturing on" not in line:
+            line = cap.stderr.readline()
+        s_eal = ["-l", "0", f"--file-prefix=dpv_s_{pid}_{tag}",
+                 f"--vdev=net_af_packet0,iface={ifs[0]},qdisc_bypass=0"]
+        c_eal = ["-l", "1", f"--file-prefix=dpv_c_{pid}_{tag}",
+                 f"--vdev=net_af_packet0,iface={ifs[1]},qdisc_bypass=0"]
+        srv, cli = run_pair(exe, test, s_eal, c_eal, app_args,
+                            server_args=["--bind", "10.66.0.1", "--ip", ips[0]],
+                            client_args=["--ip", ips[1], *client_args],
+                            server_prefix=["ip", "netns", "exec", ns[0]],
+                            client_prefix=["ip", "netns", "exec", ns[1]],
+                            connect="10.66.0.1")
+        time.sleep(0.5)  # let tshark write the last frames
+    finally:
+        cap.terminate()
+        try:
+            cap.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            cap.kill()
+            cap.wait()
+    return srv, cli

@@ -19,10 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 from perf_common import (BW_HEADER, LAT_HEADER, Checks, rows_after, run_pair,
-                         veth_between_namespaces)
+                         run_veth_pair_captured, veth_between_namespaces)
 
 exe = os.path.abspath(sys.argv[1])
 c = Checks()
@@ -69,34 +68,9 @@ def heuristic_args(pcap):
 
 def capture_and_run(test, app_args, v6, tag):
     pcap = os.path.join(tmp, f"{tag}.pcap")
-    cap = subprocess.Popen(["ip", "netns", "exec", NS_A, "tshark", "-i", IF_A, "-w", pcap,
-                            "-f", "udp port 4791"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # tshark says "Capturing on ..." once the capture runs.
-        t0 = time.time()
-        line = ""
-        while time.time() - t0 < 20 and "Capturing on" not in line:
-            line = cap.stderr.readline()
-        ip_a, ip_b = ("fd77::1", "fd77::2") if v6 else ("10.77.0.1", "10.77.0.2")
-        s_eal = ["-l", "0", f"--file-prefix=dpv_s_{pid}_{tag}",
-                 f"--vdev=net_af_packet0,iface={IF_A},qdisc_bypass=0"]
-        c_eal = ["-l", "1", f"--file-prefix=dpv_c_{pid}_{tag}",
-                 f"--vdev=net_af_packet0,iface={IF_B},qdisc_bypass=0"]
-        srv, cli = run_pair(exe, test, s_eal, c_eal, app_args,
-                            server_args=["--bind", "10.66.0.1", "--ip", ip_a],
-                            client_args=["--ip", ip_b],
-                            server_prefix=["ip", "netns", "exec", NS_A],
-                            client_prefix=["ip", "netns", "exec", NS_B],
-                            connect="10.66.0.1")
-        time.sleep(0.5)  # let tshark write the last frames
-    finally:
-        cap.terminate()
-        try:
-            cap.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            cap.kill()
-            cap.wait()
+    ips = ("fd77::1", "fd77::2") if v6 else ("10.77.0.1", "10.77.0.2")
+    srv, cli = run_veth_pair_captured(exe, test, app_args, pcap, tag, (NS_A, NS_B),
+                                      (IF_A, IF_B), ips)
     return srv, cli, pcap
 
 
