@@ -352,14 +352,19 @@ std::array<uint8_t, 6> Engine::port_mac(PortIndex port) const {
 }
 
 uint32_t Engine::port_mtu(PortIndex port) const {
-  const uint16_t id = impl_->port(port).port_id;
+  const PortState& p = impl_->port(port);
   uint16_t mtu = RTE_ETHER_MTU;
-  rte_eth_dev_get_mtu(id, &mtu);
+  rte_eth_dev_get_mtu(p.port_id, &mtu);
   uint32_t out = mtu;
   rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(p.port_id, &info) != 0) return out;
+  // memif and ring hand whole mbufs to their peer: what an mbuf holds is
+  // the limit, whatever MTU their device info claims (memif's 1500).
+  const std::string_view driver = info.driver_name ? info.driver_name : "";
+  if (driver == "net_memif" || driver == "net_ring")
+    out = p.cfg.mbuf_data_bytes - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
   char name[IF_NAMESIZE] = {};
-  if (rte_eth_dev_info_get(id, &info) == 0 && info.if_index != 0 &&
-      if_indextoname(info.if_index, name) != nullptr) {
+  if (info.if_index != 0 && if_indextoname(info.if_index, name) != nullptr) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ifreq req{};
     std::memcpy(req.ifr_name, name, IF_NAMESIZE);  // both IF_NAMESIZE, NUL-terminated

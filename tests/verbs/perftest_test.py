@@ -1,7 +1,8 @@
 """perftest (Debian's, unmodified) on libdroce-verbs between two processes
 over net_memif: every bandwidth and latency test of RDMA WRITE, READ, SEND
 and atomics exits 0 on both sides with a results row whose figures are
-positive (ib_read_lat's server reports nothing), with -q 4 too; perftest keeps its plain verbs path (droce is not
+positive (ib_read_lat's server reports nothing), with -q 4 and -a (every
+size, 2 B to 8 MiB) too; perftest keeps its plain verbs path (droce is not
 a Mellanox part: "ibv_wr* API : OFF"); -R (rdma_cm) fails with a message
 that says so. With a rate cap in droce's configuration (port_rate_gbps),
 ib_write_bw reports what the cap leaves for the payload, as droce-perf's
@@ -29,6 +30,8 @@ pair = MemifPair(tmp, "pt")
 
 cases = [(t, ["-D", "1"], BW_HEADER) for t in BW]
 cases += [("ib_write_bw", ["-D", "1", "-q", "4"], BW_HEADER)]
+# Every size from 2 bytes to 8 MiB, 1000 messages each.
+cases += [("ib_write_bw", ["-a"], BW_HEADER)]
 cases += [(t, ["-n", "500"], LAT_HEADER) for t in LAT]
 for tool, args, header in cases:
     cmd = [tool, "-x", "1", "--report_gbits", *args]
@@ -43,6 +46,8 @@ for tool, args, header in cases:
         # Bandwidth rows: bytes, iterations, peak, average, rate; latency
         # rows: bytes, iterations, t_min, t_max, t_typical, ...
         good = bool(rows) and all(x[1] > 0 and x[3] > 0 and x[4] > 0 for x in rows)
+        if "-a" in args and side == "client":
+            good = good and [int(x[0]) for x in rows] == [2 ** k for k in range(1, 24)]
         c.ok(r[0] == 0 and good, f"{name}: {side} exits 0 with a results row", show(r))
     c.ok("ibv_wr* API     : OFF" in cl[1],
          f"{name}: perftest uses ibv_post_send (no ibv_wr_* API)", cl[1])

@@ -68,7 +68,9 @@ c.ok(p.returncode == 0 and re.search(r"Memory domain: droce0", out)
      "ucx_info -d: droce0 with rc_verbs and ud_verbs", show((p.returncode, out, p.stderr)))
 c.ok(not os.path.exists("/dev/infiniband/uverbs_droce0"), "the host's /dev is untouched")
 
-pair = MemifPair(tmp, "ucx")
+# Each process prints its port's counters at exit (the MPI checks read them).
+COUNTERS = "counters_at_exit = true\n"
+pair = MemifPair(tmp, "ucx", extra=COUNTERS)
 # UCX's UD transport drops a datagram whose GRH destination is not among the
 # device's GIDs (ETH_DGID_CHECK). Without sysfs to say a GID is IPv4, UCX
 # compares all 16 bytes, which an IPv4 header in the GRH's second half
@@ -77,6 +79,7 @@ CASES = [
     ("rc_verbs", ["-t", "put_bw", "-n", "2000"], {}),
     ("rc_verbs", ["-t", "put_bw", "-D", "zcopy", "-s", "65536", "-n", "1000"], {}),
     ("rc_verbs", ["-t", "am_bw", "-n", "5000"], {}),
+    ("rc_verbs", ["-t", "am_lat", "-n", "2000"], {}),
     ("ud_verbs", ["-t", "am_lat", "-n", "2000"], {"UCX_IB_GID_INDEX": "0"}),
     # UCP (the API MPI uses) over the same transports: tagged messages of
     # 64 KiB, rendezvous with zero-copy RDMA.
@@ -140,15 +143,24 @@ def run_mpi(ranks, configs, prefix, timeout=240):
         return (-1, str(e.stdout), str(e.stderr))
 
 
+def clean_counters(err, ranks):
+    """Every rank printed its counters at exit, none a malformed frame (the
+    rx_error_* reasons: parse, ICRC, ... and their sum rx_malformed)."""
+    return (err.count("libdroce-verbs: counters at exit") == ranks
+            and not re.search(r"^\s+(rx_malformed|rx_error_\w+)\s+[1-9]", err, re.M))
+
+
 if MPI_CHECK and shutil.which("mpirun"):
     pair.reset()
     res = run_mpi(2, [pair.configs["s"], pair.configs["c"]], [])
     c.ok(res[0] == 0 and "ranks: 2 mismatches: 0" in res[1],
          "mpirun -np 2 over UCX: ping-pong, Allreduce, Alltoall, every byte checked, "
          "zero mismatches", show(res))
+    c.ok(clean_counters(res[2], 2), "mpirun -np 2: no parse or ICRC error in the counters at exit",
+         res[2][-4000:])
     # Four hosts on a switch: a Linux bridge joining four veths in a
     # namespace of the test's own, each rank's droce on net_af_packet.
-    hosts = BridgeHosts(tmp, "mpi", 4)
+    hosts = BridgeHosts(tmp, "mpi", 4, extra=COUNTERS)
     try:
         res = run_mpi(4, hosts.configs, ["ip", "netns", "exec", hosts.ns])
     finally:
@@ -156,6 +168,8 @@ if MPI_CHECK and shutil.which("mpirun"):
     c.ok(res[0] == 0 and "ranks: 4 mismatches: 0" in res[1],
          "mpirun -np 4 over UCX, four hosts on a bridge (net_af_packet): every byte "
          "checked, zero mismatches", show(res))
+    c.ok(clean_counters(res[2], 4), "mpirun -np 4: no parse or ICRC error in the counters at exit",
+         res[2][-4000:])
 else:
     print("mpirun or the MPI check program missing: MPI not run")
 

@@ -192,7 +192,7 @@ class BridgeHosts:
     Host i is 10.77.0.(i+1) on lcore i % 2, net_af_packet on its veth; the
     peers' MACs found by ARP. The caller removes the namespace (`remove`)."""
 
-    def __init__(self, tmp, tag, n):
+    def __init__(self, tmp, tag, n, extra=""):
         pid = os.getpid()
         self.ns = f"dvb{pid}{tag}"
 
@@ -216,7 +216,7 @@ class BridgeHosts:
                 os.path.join(tmp, f"{tag}_{i}.toml"),
                 ["-l", str(i % 2), f"--file-prefix=dv_{tag}{i}_{pid}",
                  f"--vdev=net_af_packet0,iface={host}"],
-                "net_af_packet0", [f"10.77.0.{i + 1}"]))
+                "net_af_packet0", [f"10.77.0.{i + 1}"], extra=extra))
 
     def remove(self):
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)

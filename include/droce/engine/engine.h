@@ -389,10 +389,10 @@ class Engine {
   uint16_t port_id(PortIndex port) const;
   // The port's MAC address.
   std::array<uint8_t, 6> port_mac(PortIndex port) const;
-  // The largest IP packet the port carries: the device's MTU, and for a
-  // PMD over a kernel interface (net_af_packet, net_tap: the device info
-  // names its ifindex) no more than that interface's MTU, which frames
-  // beyond it do not pass.
+  // The largest IP packet the port carries: the device's MTU (for memif
+  // and ring, what a port's mbuf holds), and for a PMD over a kernel
+  // interface (net_af_packet, net_tap: the device info names its ifindex)
+  // no more than that interface's MTU, which frames beyond it do not pass.
   uint32_t port_mtu(PortIndex port) const;
 
   // Throws ConfigError("qpn", ...) for a requested QPN that is out of
