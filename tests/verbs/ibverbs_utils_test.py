@@ -16,16 +16,18 @@ the configuration checked first: exit 2 naming the key).
 
 Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN VERBS_ABANDON"""
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from verbs_common import (Checks, MemifPair, env_for, need_programs, run_pair, show,  # noqa: E402
-                          write_config)
+from verbs_common import (Checks, MemifPair, env_for, free_tcp_port, need_programs,  # noqa: E402
+                          run_pair, show, write_config)
 
 LIB, MISUSE, DROCE_RUN, ABANDON = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 need_programs(["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong",
@@ -108,6 +110,30 @@ for step, iters in (("true", 500), ("false", 20)):
         c.ok(s[0] == 0 and cl[0] == 0 and usec is not None and usec > 5000,
              f"callers_step = false: a round trip waits for the workers, {usec} us "
              "(over 5000)", show(cl))
+
+# ---- telemetry of the preloaded engine: dpdk-telemetry.py on the program's
+# EAL file prefix while ibv_rc_pingpong's server waits for its client.
+if shutil.which("dpdk-telemetry.py"):
+    tele = MemifPair(tmp, "tel")
+    prefix = re.search(r"--file-prefix=([^\"]+)", open(tele.configs["s"]).read()).group(1)
+    srv = subprocess.Popen(["ibv_rc_pingpong", "-g", "1", "-p", str(free_tcp_port())],
+                           env=env_for(LIB, tele.configs["s"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    stats, deadline = None, time.time() + 30
+    try:
+        while stats is None and time.time() < deadline and srv.poll() is None:
+            time.sleep(0.5)
+            q = subprocess.run(["dpdk-telemetry.py", "-f", prefix], input="/droce/stats\n",
+                               capture_output=True, text=True, timeout=30)
+            m = re.search(r"\{.*\}", q.stdout, re.S)
+            if m and '"/droce/stats"' in m.group(0):
+                stats = json.loads(m.group(0))["/droce/stats"]
+    finally:
+        srv.kill()
+        srv.communicate()
+    c.ok(stats is not None and stats.get("ports") == 1 and stats.get("qps", 0) >= 1,
+         "dpdk-telemetry.py on the program's file prefix: /droce/stats with its port and QP",
+         str(stats))
 
 # ---- an application that exits without cleaning up
 exchange = os.path.join(tmp, "abandon")
