@@ -34,9 +34,13 @@ constexpr uint32_t kRecvDepth = 2048;
 uint32_t next_of(uint32_t r, uint32_t n) { return (r + 1) % n; }
 uint32_t prev_of(uint32_t r, uint32_t n) { return (r + n - 1) % n; }
 
-// A field of a rank's all-gather line: a peer's words are checked input.
-uint64_t u64(const std::string& line, const std::string& key) {
-  return oob::field_u64(oob::parse_fields(line), key);
+// Every rank's all-gather line, parsed once: a peer's words are checked
+// input (oob::field_u64 refuses what is not a number).
+std::vector<oob::Fields> parse_all(const std::vector<std::string>& lines) {
+  std::vector<oob::Fields> out;
+  out.reserve(lines.size());
+  for (const std::string& l : lines) out.push_back(oob::parse_fields(l));
+  return out;
 }
 
 struct Link {
@@ -124,34 +128,36 @@ void Runner::setup(uint64_t max_total) {
   };
   const std::string_view recovery =
       options::recovery_name(c_.multipath.recovery.value_or(transport::Recovery::kGoBackN));
-  const auto all = oob_.all_gather(fmt::format("QPS rank={} channels={} recovery={}{}{}", r_,
-                                               c_.params.channels, recovery,
-                                               describe(next_, "next"), describe(prev_, "prev")));
+  const auto all = parse_all(oob_.all_gather(
+      fmt::format("QPS rank={} channels={} recovery={}{}{}", r_, c_.params.channels, recovery,
+                  describe(next_, "next"), describe(prev_, "prev"))));
   for (uint32_t i = 0; i < n_; ++i) {
-    if (u64(all[i], "channels") != c_.params.channels)
-      throw oob::Error(fmt::format("rank {} uses --channels {}, this rank {}", i,
-                                   u64(all[i], "channels"), c_.params.channels));
-    const std::string& theirs = oob::field(oob::parse_fields(all[i]), "recovery");
+    const uint64_t channels = oob::field_u64(all[i], "channels");
+    if (channels != c_.params.channels)
+      throw oob::Error(fmt::format("rank {} uses --channels {}, this rank {}", i, channels,
+                                   c_.params.channels));
+    const std::string& theirs = oob::field(all[i], "recovery");
     if (theirs != recovery)
       throw oob::Error(fmt::format("rank {} uses --recovery {}, this rank {} (give every rank "
                                    "the same)",
                                    i, theirs, recovery));
   }
-  auto connect = [&](Link& l, const std::string& peer, const char* peer_tag, uint32_t peer_rank) {
+  auto connect = [&](Link& l, const oob::Fields& peer, const char* peer_tag, uint32_t peer_rank) {
     for (size_t i = 0; i < l.qps.size(); ++i) {
       transport::QpAttr a;
       a.path.src_mac = eng_.port_mac(l.port);
       {
-        const std::string mac = oob::field(oob::parse_fields(peer), fmt::format("{}_mac", peer_tag));
+        const std::string mac = oob::field(peer, fmt::format("{}_mac", peer_tag));
         if (!options::try_parse_mac(mac, a.path.dst_mac))
           throw oob::Error(fmt::format("bad MAC '{}' from a peer", mac));
       }
       a.path.src_ip = wire::IpAddress::v4(0x0A000001u + r_);
       a.path.dst_ip = wire::IpAddress::v4(0x0A000001u + peer_rank);
-      const uint32_t peer_qpn = static_cast<uint32_t>(u64(peer, fmt::format("{}_qpn{}", peer_tag, i)));
+      const uint32_t peer_qpn =
+          static_cast<uint32_t>(oob::field_u64(peer, fmt::format("{}_qpn{}", peer_tag, i)));
       a.path.udp_src_port = wire::udp_src_port_entropy(l.qps[i].qpn, peer_qpn);
       a.dest_qpn = peer_qpn;
-      a.rq_psn = static_cast<uint32_t>(u64(peer, fmt::format("{}_psn{}", peer_tag, i)));
+      a.rq_psn = static_cast<uint32_t>(oob::field_u64(peer, fmt::format("{}_psn{}", peer_tag, i)));
       a.sq_psn = l.psn[i];
       a.path_mtu = options::parse_mtu("--mtu", c_.mtu);
       options::apply_multipath(c_.multipath, a);
@@ -161,8 +167,8 @@ void Runner::setup(uint64_t max_total) {
   };
   connect(next_, all[next_of(r_, n_)], "prev", next_of(r_, n_));
   connect(prev_, all[prev_of(r_, n_)], "next", prev_of(r_, n_));
-  peer_prev_rkey_ = static_cast<uint32_t>(u64(all[next_of(r_, n_)], "prev_rkey"));
-  peer_prev_va_ = u64(all[next_of(r_, n_)], "prev_va");
+  peer_prev_rkey_ = static_cast<uint32_t>(oob::field_u64(all[next_of(r_, n_)], "prev_rkey"));
+  peer_prev_va_ = oob::field_u64(all[next_of(r_, n_)], "prev_va");
   for (Link* l : {&next_, &prev_})
     for (auto& qp : l->qps)
       for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(qp);
@@ -349,11 +355,11 @@ int Runner::run() {
       const bool timed = it >= c_.warmup;
       const uint64_t jct = run_iteration(s, vb, timed ? &stats : nullptr);
       const uint64_t w = c_.verify ? vb.wrong_per_rank()[r_] : 0;
-      const auto all = oob_.all_gather(fmt::format("DONE jct={} wrong={}", jct, w));
+      const auto all = parse_all(oob_.all_gather(fmt::format("DONE jct={} wrong={}", jct, w)));
       uint64_t max_jct = 0, sum_wrong = 0;
-      for (const auto& l : all) {
-        max_jct = std::max(max_jct, u64(l, "jct"));
-        sum_wrong += u64(l, "wrong");
+      for (const oob::Fields& l : all) {
+        max_jct = std::max(max_jct, oob::field_u64(l, "jct"));
+        sum_wrong += oob::field_u64(l, "wrong");
       }
       if (timed) {
         stats.record_iteration(max_jct);
