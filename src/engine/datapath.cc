@@ -408,6 +408,13 @@ bool worker_step(Worker& w, uint64_t& next) {
 bool step_for_caller(Worker& w) {
   if (!w.steppable.load(std::memory_order_acquire)) return false;
   if (w.in_step.test_and_set(std::memory_order_acquire)) return false;
+  // Looked at again under the flag: Engine::stop() clears `steppable`
+  // before it takes the flag, so a caller that got the flag after it sees
+  // the worker stopping and leaves.
+  if (!w.steppable.load(std::memory_order_acquire)) {
+    w.in_step.clear(std::memory_order_release);
+    return false;
+  }
   uint64_t next;
   const bool busy = worker_step(w, next);
   w.in_step.clear(std::memory_order_release);
