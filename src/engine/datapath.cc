@@ -387,19 +387,13 @@ bool worker_step(Worker& w, uint64_t& next) {
     ++s->counters.loops;
     const bool sharded = s->port->sharded();
     if (s->index == 0 && now >= s->next_link_poll) poll_link(*s, now);
+    if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
+    if (s->rx_ring) busy |= poll_rx_ring(*s, now);
     if (sharded) apply_pfc(*s, now);
-    // TX before RX: the answers (ACKs) that this pass's receptions make go
-    // out in the next pass's burst, with what the application posts in
-    // between, the reply it makes to what it just received. A ping-pong
-    // then sends one burst a turn instead of two, which on a PMD whose
-    // every burst is a system call (af_packet) is most of the cost. The
-    // next pass follows at once: a pass that received is busy.
     // Posted work: the endpoint takes the rung QPs when it transmits.
     busy |= s->ep->doorbells_pending();
     busy |= poll_tx(*s, now);
     if (sharded && s->index == 0) busy |= poll_tx_rings(*s, now);
-    if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
-    if (s->rx_ring) busy |= poll_rx_ring(*s, now);
     next = std::min(next, s->ep->next_deadline());
   }
   return busy;
