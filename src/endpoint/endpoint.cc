@@ -127,6 +127,9 @@ void Endpoint::detach(uint32_t qpn) {
   // Its entries in the timing wheels and the resolution waits name the
   // QPN: they find no slot and are dropped when they come up.
   if (last_slot_ == s) last_slot_ = nullptr;
+  // The next burst starts its matching from the last predicted slot: not
+  // from one that is gone (verbs programs destroy QPs while others run).
+  if (rx_last_predicted_ == s) rx_last_predicted_ = nullptr;
   slots_.erase(it);
 }
 
@@ -277,7 +280,8 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     // Frames in a row for the QP of the previous predicted frame (of this
     // burst or the one before) are matched against its template in one call
     // (the template compares the destination QP too, so a match is the slot
-    // predict() would find, without the lookup; slots are never removed).
+    // predict() would find, without the lookup; detach() forgets a removed
+    // slot).
     QpSlot*& last = rx_last_predicted_;
     for (size_t i = 0; i < n; ++i) {
       if (last) {

@@ -1065,6 +1065,38 @@ TEST(HeaderPredictionMessages, EmptyWriteOnly) {
 
 // A response queue with no room: the predicted WRITE must be dropped
 // exactly as execute() drops it (the requester resends it).
+// The next burst starts matching from the QP of the last predicted frame:
+// once that QP is detached, its frames are for no QP and nothing may read
+// the slot that was freed (a use after free before; valgrind or ASan see
+// it, and the frame was placed for a QP that was gone).
+TEST(Endpoint, HeaderPredictionForgetsADetachedQp) {
+  Responder r(true);
+  const transport::QueuePair& qp = *r.qps[0];
+  const wire::PathSpec from = reversed(qp.attr().path);
+  auto write = [&](uint32_t psn, uint8_t fill) {
+    wire::TransportSpec t;
+    t.opcode = IBV_OPCODE_RC_RDMA_WRITE_ONLY;
+    t.dest_qp = qp.qpn();
+    t.psn = psn;
+    t.reth_rkey = r.mr->rkey();
+    t.reth_va = 0;
+    t.reth_dma_length = 64;
+    std::vector<uint8_t> payload(64, fill), f(300);
+    f.resize(wire::build_packet(from, t, payload, f));
+    return f;
+  };
+  const uint32_t psn = qp.expected_psn();
+  const auto first = write(psn, 0x11);
+  r.ep->receive_burst(std::vector<std::span<const uint8_t>>{first}, 1);
+  ASSERT_EQ(r.memory[0], 0x11);
+  const uint64_t unknown = r.ep->counters().rx_unknown_qpn;
+  r.ep->detach(qp.qpn());
+  const auto second = write(psn + 1, 0x22);
+  r.ep->receive_burst(std::vector<std::span<const uint8_t>>{second}, 2);
+  EXPECT_EQ(r.memory[0], 0x11);  // not placed: its QP is gone
+  EXPECT_EQ(r.ep->counters().rx_unknown_qpn, unknown + 1);
+}
+
 TEST(Endpoint, HeaderPredictionLeavesAFullResponseQueueToTheRules) {
   Responder predicted(true), parsed(false);
   const transport::QueuePair& qp = *predicted.qps[0];
