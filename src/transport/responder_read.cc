@@ -63,12 +63,22 @@ void QueuePair::replay_read(const wire::ParsedPacket& pkt) {
   if (pkt.reth_dma_length > 0 && check_remote(pkt.reth_rkey, pkt.reth_va, pkt.reth_dma_length,
                                               IBV_ACCESS_REMOTE_READ, &mr) != AccessCheck::kOk)
     return;
-  // Already answering that range: the queued stream covers it.
+  const uint32_t end_psn = wire::psn_add(pkt.psn, npkts);
   for (uint32_t i = 0; i < resp_count_; ++i) {
-    const Response& q = resp_at(resp_head_ + i);
-    if (q.kind == Response::Kind::kRead && wire::psn_le(q.psn, pkt.psn) &&
-        wire::psn_lt(pkt.psn, q.end_psn))
+    Response& q = resp_at(resp_head_ + i);
+    if (q.kind != Response::Kind::kRead || !wire::psn_lt(pkt.psn, q.end_psn)) continue;
+    // Already answering that range: the queued stream covers it.
+    if (wire::psn_le(q.psn, pkt.psn)) return;
+    // The same READ (it ends where the queued stream ends), whose stream
+    // has sent past the PSN asked for: answered again from there (IBA
+    // 9.7.5.2), by the queued stream itself. A second stream would answer
+    // one READ twice and count twice against max_dest_rd_atomic, and the
+    // next new READ would be refused as an invalid request.
+    if (q.end_psn == end_psn) {
+      ++rare_counters().rx_duplicate_reads;
+      q = read_response(pkt, npkts, q.msn, mr);
       return;
+    }
   }
   Response* r = push_response();
   if (!r) {

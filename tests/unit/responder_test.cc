@@ -310,6 +310,32 @@ TEST(Responder, ReadIsSegmentedByMtuAndReExecutedOnDuplicate) {
   EXPECT_EQ(b.qp_->counters().rx_duplicate_reads, 1u);
 }
 
+TEST(Responder, DuplicateOfAReadBeingAnsweredRestartsItsStream) {
+  // A READ of three packets whose FIRST and MIDDLE are out; the requester
+  // asks for it again from its first PSN (it took the responses for lost):
+  // the queued stream starts over from there, as one stream. A second one
+  // would answer the READ twice and count twice as an outstanding READ.
+  QpBench b;
+  auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
+  t.reth_va = b.va(100);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = 2500;
+  b.feed(t);
+  std::vector<uint8_t> buf(9000);
+  ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  b.feed(t);
+  EXPECT_EQ(b.qp_->responses_queued(), 1u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_reads, 1u);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
+  EXPECT_EQ(out[2].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_LAST);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(out[i].p.psn, 500 + i);
+  EXPECT_EQ(0, std::memcmp(out[0].p.payload, b.mem_.data() + 100, 1024));
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+}
+
 TEST(Responder, AnswerRingGrowsOnDemandKeepingTheAnswersInOrder) {
   // The answer ring starts empty and doubles when full (an idle QP should
   // not carry room for 16 outstanding READs): growing it while its queued

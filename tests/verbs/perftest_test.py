@@ -26,10 +26,7 @@ LAT = ["ib_write_lat", "ib_read_lat", "ib_send_lat"]
 need_programs(BW + LAT)
 c = Checks()
 tmp = tempfile.mkdtemp(prefix="droce_perftest_")
-# MTU 1024, droce-perf's default and what the bench compares at: at memif's
-# 4096, ib_read_bw now and then ends with IBV_WC_REM_INV_REQ_ERR
-# (docs/VERBS.md "Not done").
-pair = MemifPair(tmp, "pt", extra="mtu = 1024\n")
+pair = MemifPair(tmp, "pt")
 
 cases = [(t, ["-D", "1"], BW_HEADER) for t in BW]
 cases += [("ib_write_bw", ["-D", "1", "-q", "4"], BW_HEADER)]
