@@ -36,6 +36,15 @@ std::string port_names() {
   return out.empty() ? "none (give a PCI device or --vdev)" : out;
 }
 
+namespace {
+
+// memif and ring: a software link to one peer, handing it whole mbufs.
+bool is_point_to_point(std::string_view driver) {
+  return driver == "net_memif" || driver == "net_ring";
+}
+
+}  // namespace
+
 // Queues in one direction ("TX" or "RX") for a port's shards: one per
 // shard when insisted on (too few is a ConfigError naming "shards") or when
 // automatic and the PMD has enough; else one.
@@ -150,7 +159,7 @@ void configure_device(PortState& port, const PortConfig& config, size_t nshards,
   // net_memif and net_ring a TX queue is the peer's RX queue of the same
   // index: a peer that polls one RX queue would miss the others.
   const std::string_view driver = info.driver_name ? info.driver_name : "";
-  const bool point_to_point = driver == "net_memif" || driver == "net_ring";
+  const bool point_to_point = is_point_to_point(driver);
   p->tx_queues = queues_for_shards(
       "TX", info.max_tx_queues, nshards, config.shard_tx == PortConfig::ShardTx::kQueues,
       config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point, p->name, driver);
@@ -361,7 +370,7 @@ uint32_t Engine::port_mtu(PortIndex port) const {
   // memif and ring hand whole mbufs to their peer: what an mbuf holds is
   // the limit, whatever MTU their device info claims (memif's 1500).
   const std::string_view driver = info.driver_name ? info.driver_name : "";
-  if (driver == "net_memif" || driver == "net_ring")
+  if (is_point_to_point(driver))
     out = p.cfg.mbuf_data_bytes - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
   char name[IF_NAMESIZE] = {};
   if (info.if_index != 0 && if_indextoname(info.if_index, name) != nullptr) {
