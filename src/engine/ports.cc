@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "droce/options/device_args.h"
 #include "engine_impl.h"
 
 namespace droce::engine {
@@ -372,6 +373,20 @@ uint32_t Engine::port_mtu(PortIndex port) const {
   const std::string_view driver = info.driver_name ? info.driver_name : "";
   if (is_point_to_point(driver))
     out = p.cfg.mbuf_data_bytes - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+  // A memif frame longer than one descriptor slot (the vdev's bsize)
+  // spans slots, and the PMD's copy path marks a slot "continued" without
+  // clearing the mark when the slot next carries the start of a frame: a
+  // short frame on such a slot reaches the peer joined to what follows
+  // (chained mbufs, dropped as rx_multiseg_dropped; then a receiver that
+  // reads past the ring's head). Frames of one slot at most never meet it.
+  if (driver == "net_memif" && info.device != nullptr) {
+    const rte_devargs* da = rte_dev_devargs(info.device);
+    const uint32_t slot =
+        options::memif_slot_bytes(da != nullptr && da->args != nullptr ? da->args : "");
+    // A slot holds the Ethernet header, a VLAN tag and the IP packet.
+    if (slot > RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN)
+      out = std::min<uint32_t>(out, slot - RTE_ETHER_HDR_LEN - RTE_VLAN_HLEN);
+  }
   char name[IF_NAMESIZE] = {};
   if (info.if_index != 0 && if_indextoname(info.if_index, name) != nullptr) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

@@ -68,6 +68,19 @@ c.ok(re.search(r"GID\[\s*0\]:\s+fe80::[0-9a-f:]+, RoCE v2", out)
      and re.search(r"GID\[\s*2\]:\s+fd00::1, RoCE v2", out),
      "ibv_devinfo: link-local, IPv4-mapped and IPv6 GIDs, all RoCE v2", out)
 
+# A memif port's active MTU fits one of its descriptor slots (bsize,
+# 2048 by default): frames spanning slots meet a defect of the PMD.
+for bsize, want in ((None, 1024), (8192, 4096)):
+    arg = f",bsize={bsize}" if bsize else ""
+    cfg = write_config(os.path.join(tmp, f"memif_mtu_{want}.toml"),
+                       ["-l", "0", f"--file-prefix=dv_mm_{want}_{pid}",
+                        f"--vdev=net_memif0,role=server,socket={tmp}/mm{want}.sock,"
+                        f"socket-abstract=no{arg}"], "net_memif0", ["10.0.0.1"])
+    res = run(["ibv_devinfo"], cfg)
+    m = re.search(r"active_mtu:\s+(\d+)", res[1])
+    c.ok(res[0] == 0 and m and int(m.group(1)) == want,
+         f"ibv_devinfo over memif{arg or ' (default bsize)'}: active MTU {want}", show(res))
+
 res = run([MISUSE], null_cfg)
 c.ok(res[0] == 0 and "0 failure(s)" in res[1],
      "verbs droce does not implement are refused (EOPNOTSUPP / EINVAL), not crashed on",

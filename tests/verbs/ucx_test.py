@@ -70,10 +70,7 @@ c.ok(not os.path.exists("/dev/infiniband/uverbs_droce0"), "the host's /dev is un
 
 # Each process prints its port's counters at exit (the MPI checks read them).
 COUNTERS = "counters_at_exit = true\n"
-# MTU 1024, what a 1500-byte Ethernet link gives (the bridge's veths
-# below): at memif's 4096, UCP's tag_bw and Open MPI stall (docs/VERBS.md
-# "Not done").
-pair = MemifPair(tmp, "ucx", extra=COUNTERS + "mtu = 1024\n")
+pair = MemifPair(tmp, "ucx", extra=COUNTERS)
 # UCX's UD transport drops a datagram whose GRH destination is not among the
 # device's GIDs (ETH_DGID_CHECK). Without sysfs to say a GID is IPv4, UCX
 # compares all 16 bytes, which an IPv4 header in the GRH's second half

@@ -109,8 +109,10 @@ class MemifPair:
         ips = {"s": "10.0.0.1", "c": "10.0.0.2"}
         self.configs = {}
         for side, role, lcore, peer in (("s", "server", 0, "c"), ("c", "client", 1, "s")):
+            # Slots of 8 KiB: a 4096-byte MTU's frames fit one (the port's
+            # active MTU is what one slot holds).
             vdev = (f"--vdev=net_memif0,role={role},socket={sock},socket-abstract=no,"
-                    f"mac={macs[side]}")
+                    f"bsize=8192,mac={macs[side]}")
             # A memif client that finds no socket when its port starts never
             # connects: the client's port waits for the server's.
             wait = f"wait_for = \"{sock}\"\n" if role == "client" else ""

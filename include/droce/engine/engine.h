@@ -390,7 +390,8 @@ class Engine {
   // The port's MAC address.
   std::array<uint8_t, 6> port_mac(PortIndex port) const;
   // The largest IP packet the port carries: the device's MTU (for memif
-  // and ring, what a port's mbuf holds), and for a PMD over a kernel
+  // and ring, what a port's mbuf holds; for memif also what one of its
+  // descriptor slots holds, the vdev's bsize), and for a PMD over a kernel
   // interface (net_af_packet, net_tap: the device info names its ifindex)
   // no more than that interface's MTU, which frames beyond it do not pass.
   uint32_t port_mtu(PortIndex port) const;
