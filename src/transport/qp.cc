@@ -345,7 +345,8 @@ void QueuePair::complete_send(SendWqe& w, ibv_wc_status status) {
 
 void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
                               uint32_t byte_len, unsigned flags, uint32_t imm,
-                              uint32_t inv_rkey, uint32_t src_qp, bool solicited) {
+                              uint32_t inv_rkey, uint32_t src_qp, bool solicited,
+                              uint8_t sl) {
   WorkCompletion wc;
   wc.wr_id = w.wr_id;
   wc.status = status;
@@ -357,6 +358,7 @@ void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opc
   wc.qp_num = qpn_;
   wc.src_qp = src_qp;
   wc.solicited = solicited;
+  wc.sl = sl;
   // As complete_send: the receive slot is free before its completion shows
   // (an application reposting the buffer it just got back must not meet
   // ENOMEM). SRQ slots are the SRQ's, freed when taken.

@@ -103,7 +103,8 @@ void QueuePair::on_request_ud(const wire::ParsedPacket& pkt) {
   unsigned flags = IBV_WC_GRH;
   if (pkt.has(wire::kExtImmDt)) flags |= IBV_WC_WITH_IMM;
   complete_recv(r, IBV_WC_SUCCESS, IBV_WC_RECV, total, flags, pkt.imm_data, 0,
-                pkt.deth_src_qp, pkt.solicited);
+                pkt.deth_src_qp, pkt.solicited,
+                pkt.ipv6() ? kWcSlRoceV2Ipv6 : kWcSlRoceV2Ipv4);
   consume_recv_wqe();
 }
 

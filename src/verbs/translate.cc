@@ -372,6 +372,7 @@ void to_ibv_wc(const transport::WorkCompletion& in, ibv_wc& out) {
   out.qp_num = in.qp_num;
   out.src_qp = in.src_qp;
   out.wc_flags = in.wc_flags;
+  out.sl = in.sl;
   out.pkey_index = 0;
 }
 

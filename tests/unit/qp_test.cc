@@ -359,6 +359,9 @@ TEST(Qp, UdDatagramWithGrhQkeyAndImm) {
   EXPECT_EQ(wc[0].imm_data, 77u);
   EXPECT_EQ(wc[0].src_qp, tx.qp_->qpn());
   EXPECT_EQ(rx.mem_[20] >> 4, 4);  // IPv4 version nibble
+  // Expect: the completion says the datagram came over RoCEv2 on IPv4
+  // (ibv_wc.sl as RoCE NICs report it), where the destination IP lies.
+  EXPECT_EQ(wc[0].sl, kWcSlRoceV2Ipv4);
   EXPECT_EQ(0, std::memcmp(rx.mem_.data() + 40, tx.mem_.data(), 100));
   // Expect: a wrong Q_Key is dropped silently.
   auto t = req(IBV_OPCODE_UD_SEND_ONLY, 1);

@@ -297,6 +297,7 @@ TEST(VerbsWc, CompletionsInVerbsTerms) {
   w.qp_num = 0x12;
   w.src_qp = 0x34;
   w.wc_flags = IBV_WC_WITH_IMM | IBV_WC_GRH;
+  w.sl = transport::kWcSlRoceV2Ipv6;
   ibv_wc wc;
   to_ibv_wc(w, wc);
   EXPECT_EQ(wc.wr_id, 7u);
@@ -307,6 +308,7 @@ TEST(VerbsWc, CompletionsInVerbsTerms) {
   EXPECT_EQ(wc.qp_num, 0x12u);
   EXPECT_EQ(wc.src_qp, 0x34u);
   EXPECT_EQ(wc.wc_flags, static_cast<unsigned>(IBV_WC_WITH_IMM | IBV_WC_GRH));
+  EXPECT_EQ(wc.sl, transport::kWcSlRoceV2Ipv6);
   w.wc_flags = IBV_WC_WITH_INV;
   w.invalidated_rkey = 0x99;
   to_ibv_wc(w, wc);

@@ -363,7 +363,8 @@ class QueuePair {
   void complete_send(SendWqe& w, ibv_wc_status status);
   void complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opcode op,
                      uint32_t byte_len, unsigned flags, uint32_t imm,
-                     uint32_t inv_rkey, uint32_t src_qp, bool solicited = false);
+                     uint32_t inv_rkey, uint32_t src_qp, bool solicited = false,
+                     uint8_t sl = 0);
   void dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now);
   size_t produce_frame(uint64_t now, std::span<uint8_t> buf);
   bool gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) const;

@@ -68,7 +68,17 @@ struct WorkCompletion {
   // The message asked for a solicited event (BTH SE, IBA 9.2.3); what a CQ
   // armed for solicited completions only waits for (cq.h).
   bool solicited = false;
+  // ibv_wc.sl. RoCE carries no service level; for a UD receive, RoCE NICs
+  // report there what network header the datagram came in (RoCEv2 Annex
+  // A17.4.5.1 asks for that flag beside the source address; bit 3 "has a
+  // UDP header", bits 2:0 1 = IPv6, 2 = IPv4, as mlx5 devices put it), and
+  // UCX's UD transport reads it to find the destination IP in the GRH area.
+  uint8_t sl = 0;
 };
+
+// WorkCompletion::sl of a RoCEv2 datagram.
+inline constexpr uint8_t kWcSlRoceV2Ipv6 = 0x8 | 0x1;
+inline constexpr uint8_t kWcSlRoceV2Ipv4 = 0x8 | 0x2;
 
 // A posted send WQE plus the requester/completer progress on it. The first
 // cache line is what post_send writes (a WR's fields, its first SGE); the
