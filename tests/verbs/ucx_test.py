@@ -11,8 +11,9 @@ mount namespace and mknod), else skipped.
 Where Open MPI (mpirun) and MPI_CHECK are there: mpirun -np 2 over UCX
 (rc_verbs, ud_verbs), one rank per side of the memif link, runs
 MPI_CHECK, which checks every byte it moved: exit 0, zero mismatches; then
-mpirun -np 4 with four hosts on a switch (a Linux bridge joining four
-veths in a network namespace of the test's own, net_af_packet), the same.
+mpirun -np 4 on two hosts of two ranks each (a network namespace per
+host, each rank's droce on net_af_packet over its own veth into a Linux
+bridge), the same.
 
 Usage: ucx_test.py LIBDROCE_VERBS [MPI_CHECK]"""
 
@@ -25,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from verbs_common import (SKIP, BridgeHosts, Checks, MemifPair, env_for,  # noqa: E402
+from verbs_common import (SKIP, Checks, MemifPair, SwitchedHosts, env_for,  # noqa: E402
                           free_tcp_port, listening, need_programs, show, write_config)
 
 LIB = sys.argv[1]
@@ -124,7 +125,7 @@ for tl, args, extra_env in CASES:
 
 # ---- Open MPI over UCX: each rank its side of the link, through a wrapper
 # that gives it its configuration and the library.
-def run_mpi(ranks, configs, prefix, timeout=240):
+def run_mpi(ranks, configs, prefix=(), mpirun_args=(), timeout=240):
     """mpirun -np `ranks` of MPI_CHECK over UCX, rank i on configs[i]."""
     rank_sh = os.path.join(tmp, f"rank{ranks}.sh")
     with open(rank_sh, "w") as f:
@@ -134,7 +135,8 @@ def run_mpi(ranks, configs, prefix, timeout=240):
         f.write(f"export LD_PRELOAD={LIB}\nexec \"$@\"\n")
     os.chmod(rank_sh, 0o755)
     cmd = [*prefix, *PRIVATE, "mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
-           str(ranks), "--mca", "pml", "ucx", "--mca", "btl", "^vader,tcp,openib,uct,smcuda",
+           str(ranks), *mpirun_args, "--mca", "pml", "ucx",
+           "--mca", "btl", "^vader,tcp,openib,uct,smcuda",
            "-x", "UCX_TLS=rc_verbs,ud_verbs,self",
            "-x", "UCX_NET_DEVICES=droce0:1", rank_sh, MPI_CHECK]
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DROCE_VERBS_CONFIG")}
@@ -160,16 +162,23 @@ if MPI_CHECK and shutil.which("mpirun"):
          "zero mismatches", show(res))
     c.ok(clean_counters(res[2], 2), "mpirun -np 2: no parse or ICRC error in the counters at exit",
          res[2][-4000:])
-    # Four hosts on a switch: a Linux bridge joining four veths in a
-    # namespace of the test's own, each rank's droce on net_af_packet.
-    hosts = BridgeHosts(tmp, "mpi", 4, extra=COUNTERS)
+    # Two hosts on a switch, two ranks each: a network namespace per host,
+    # each rank's droce on net_af_packet over a veth of its own into one
+    # Linux bridge. mpirun starts in the first host and its daemons through
+    # the hosts' remote-shell agent, speaking TCP over their control link.
+    # (rtc_hwloc_vmhole none: an orted otherwise crashes writing its hwloc
+    # topology to shared memory.)
+    hosts = SwitchedHosts(tmp, "mpi", 2, 2, extra=COUNTERS)
     try:
-        res = run_mpi(4, hosts.configs, ["ip", "netns", "exec", hosts.ns])
+        res = run_mpi(4, hosts.configs, ["ip", "netns", "exec", hosts.host_ns[0]],
+                      ["-H", hosts.mpirun_hosts(), "--mca", "plm_rsh_agent", hosts.launcher,
+                       "--mca", "oob_tcp_if_include", SwitchedHosts.CONTROL_NET,
+                       "--mca", "rtc_hwloc_vmhole", "none"])
     finally:
         hosts.remove()
     c.ok(res[0] == 0 and "ranks: 4 mismatches: 0" in res[1],
-         "mpirun -np 4 over UCX, four hosts on a bridge (net_af_packet): every byte "
-         "checked, zero mismatches", show(res))
+         "mpirun -np 4 over UCX, two hosts of two ranks on a bridge (net_af_packet): every "
+         "byte checked, zero mismatches", show(res))
     c.ok(clean_counters(res[2], 4), "mpirun -np 4: no parse or ICRC error in the counters at exit",
          res[2][-4000:])
 else:

@@ -187,41 +187,74 @@ class NetnsPair:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-class BridgeHosts:
-    """`n` configurations, each on a veth of its own whose peer is a port of
-    one Linux bridge, all in one network namespace of the test's own: hosts
-    on a switch, with loopback for programs that meet over TCP (mpirun).
-    Host i is 10.77.0.(i+1) on lcore i % 2, net_af_packet on its veth; the
-    peers' MACs found by ARP. The caller removes the namespace (`remove`)."""
+class SwitchedHosts:
+    """Hosts on a switch for MPI: `hosts` network namespaces of the test's
+    own, each with `ranks_per_host` veths whose peers are ports of one Linux
+    bridge in a switch namespace; rank r (host r // ranks_per_host) runs
+    droce on net_af_packet over its own veth as 10.77.0.(r+1), on lcore
+    r % 2, the peers' MACs found by ARP. A second bridge joins one more
+    veth per host, with a kernel address (10.78.0.(h+1)), for mpirun's own
+    TCP. `launcher` is the remote-shell agent mpirun starts its daemons
+    with: it runs the command in the named host's namespace. The caller
+    removes the namespaces (`remove`)."""
 
-    def __init__(self, tmp, tag, n, extra=""):
+    CONTROL_NET = "10.78.0.0/24"
+
+    def __init__(self, tmp, tag, hosts, ranks_per_host, extra=""):
         pid = os.getpid()
-        self.ns = f"dvb{pid}{tag}"
+        self.switch = f"dvs{pid}{tag}"
+        self.host_ns = [f"dvh{pid}{tag}{h}" for h in range(hosts)]
+        self.host_names = [f"h{h}" for h in range(hosts)]
+        self.ranks_per_host = ranks_per_host
 
-        def sh(*cmd):
-            subprocess.run(["ip", "-n", self.ns, *cmd], check=True, capture_output=True,
-                           timeout=30)
-        subprocess.run(["ip", "netns", "add", self.ns], check=True, capture_output=True)
-        sh("link", "set", "lo", "up")
-        sh("link", "add", "br0", "type", "bridge")
-        sh("link", "set", "br0", "up")
+        def ip(ns, *cmd):
+            subprocess.run(["ip", "-n", ns, *cmd], check=True, capture_output=True, timeout=30)
+
+        def host_link(ns, name, peer, bridge):
+            subprocess.run(["ip", "link", "add", name, "netns", ns, "type", "veth",
+                            "peer", "name", peer, "netns", self.switch],
+                           check=True, capture_output=True, timeout=30)
+            ip(self.switch, "link", "set", peer, "master", bridge)
+            ip(self.switch, "link", "set", peer, "up")
+            # No IPv6 on the hosts' links: the kernel's own router and
+            # neighbour solicitations would be frames droce never asked for.
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                            f"net.ipv6.conf.{name}.disable_ipv6=1"], capture_output=True)
+            ip(ns, "link", "set", name, "up")
+
+        for ns in (self.switch, *self.host_ns):
+            subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
+            ip(ns, "link", "set", "lo", "up")
+        for bridge in ("br0", "br1"):
+            ip(self.switch, "link", "add", bridge, "type", "bridge")
+            ip(self.switch, "link", "set", bridge, "up")
         self.configs = []
-        for i in range(n):
-            host, port = f"h{i}", f"p{i}"
-            sh("link", "add", host, "type", "veth", "peer", "name", port)
-            sh("link", "set", port, "master", "br0")
-            for ifname in (port, host):
-                subprocess.run(["ip", "netns", "exec", self.ns, "sysctl", "-q", "-w",
-                                f"net.ipv6.conf.{ifname}.disable_ipv6=1"], capture_output=True)
-                sh("link", "set", ifname, "up")
-            self.configs.append(write_config(
-                os.path.join(tmp, f"{tag}_{i}.toml"),
-                ["-l", str(i % 2), f"--file-prefix=dv_{tag}{i}_{pid}",
-                 f"--vdev=net_af_packet0,iface={host}"],
-                "net_af_packet0", [f"10.77.0.{i + 1}"], extra=extra))
+        for h, ns in enumerate(self.host_ns):
+            host_link(ns, "ctl", f"c{h}", "br1")
+            ip(ns, "addr", "add", f"10.78.0.{h + 1}/24", "dev", "ctl")
+            for k in range(ranks_per_host):
+                rank = h * ranks_per_host + k
+                host_link(ns, f"r{k}", f"p{rank}", "br0")
+                self.configs.append(write_config(
+                    os.path.join(tmp, f"{tag}_{rank}.toml"),
+                    ["-l", str(rank % 2), f"--file-prefix=dv_{tag}{rank}_{pid}",
+                     f"--vdev=net_af_packet0,iface=r{k}"],
+                    "net_af_packet0", [f"10.77.0.{rank + 1}"], extra=extra))
+        self.launcher = os.path.join(tmp, f"{tag}_launch.sh")
+        with open(self.launcher, "w") as f:
+            f.write("#!/bin/bash\nhost=$1; shift\ncase $host in\n")
+            for name, ns in zip(self.host_names, self.host_ns):
+                f.write(f'  {name}) ns={ns} ;;\n')
+            f.write('  *) echo "unknown host $host" >&2; exit 1 ;;\nesac\n'
+                    'exec ip netns exec "$ns" sh -c "$*"\n')
+        os.chmod(self.launcher, 0o755)
+
+    def mpirun_hosts(self):
+        return ",".join(f"{n}:{self.ranks_per_host}" for n in self.host_names)
 
     def remove(self):
-        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        for ns in (*self.host_ns, self.switch):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def run_pair(lib, pair, server_cmd, client_cmd, timeout=90):
