@@ -491,14 +491,20 @@ int Engine::dereg_mr(const MrInfo& info) {
 
 namespace {
 
+// The entry of `h`'s QP, or nullptr for a handle no port knows. Its `qp`
+// is looked at under the entry's lock: a destroy may have emptied it.
+QpEntry* find_entry(Engine::Impl& im, QpHandle h) {
+  if (h.port >= im.ports.size()) return nullptr;
+  return im.ports[h.port]->qps.find(h.qpn);
+}
+
 // Posts `wrs` to the QP of `h` with `post` (the QP's lock held), then rings
 // its doorbell once.
 template <class Wr, class Post>
 int post_to_qp(Engine::Impl& im, QpHandle h, std::span<const Wr> wrs, size_t* posted,
                Post post) {
   if (posted) *posted = 0;
-  if (h.port >= im.ports.size()) return ENOENT;
-  QpEntry* e = im.ports[h.port]->qps.find(h.qpn);
+  QpEntry* e = find_entry(im, h);
   if (!e) return ENOENT;
   int rc = 0;
   size_t n = 0;
@@ -533,9 +539,7 @@ int Engine::post_recv(QpHandle h, std::span<const transport::RecvWr> wrs, size_t
 }
 
 std::optional<transport::QpState> Engine::qp_state(QpHandle h) const {
-  Impl& im = *impl_;
-  if (h.port >= im.ports.size()) return std::nullopt;
-  QpEntry* e = im.ports[h.port]->qps.find(h.qpn);
+  QpEntry* e = find_entry(*impl_, h);
   if (!e) return std::nullopt;
   std::lock_guard lock(e->lock);
   if (!e->qp) return std::nullopt;

@@ -15,6 +15,16 @@ std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
   return v;
 }
 
+// An RDMA READ request for `len` bytes at `va`: its RETH carries the
+// address, the region's key and the length.
+wire::TransportSpec read_req(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t len) {
+  auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, psn);
+  t.reth_va = va;
+  t.reth_rkey = rkey;
+  t.reth_dma_length = len;
+  return t;
+}
+
 void expect_nak(const std::vector<Frame>& out, uint32_t psn, uint8_t syndrome) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_ACKNOWLEDGE);
@@ -281,10 +291,7 @@ TEST(Responder, ReceiveBufferGoneIsRemoteOperationalError) {
 
 TEST(Responder, ReadIsSegmentedByMtuAndReExecutedOnDuplicate) {
   QpBench b;
-  auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
-  t.reth_va = b.va(100);
-  t.reth_rkey = b.mr_->rkey();
-  t.reth_dma_length = 2500;
+  auto t = read_req(500, b.va(100), b.mr_->rkey(), 2500);
   b.feed(t);
   auto out = b.drain();
   // Expect: FIRST/MIDDLE/LAST at PSNs 500..502 with 1024/1024/452 bytes
@@ -316,10 +323,7 @@ TEST(Responder, DuplicateOfAReadBeingAnsweredRestartsItsStream) {
   // the queued stream starts over from there, as one stream. A second one
   // would answer the READ twice and count twice as an outstanding READ.
   QpBench b;
-  auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
-  t.reth_va = b.va(100);
-  t.reth_rkey = b.mr_->rkey();
-  t.reth_dma_length = 2500;
+  auto t = read_req(500, b.va(100), b.mr_->rkey(), 2500);
   b.feed(t);
   std::vector<uint8_t> buf(9000);
   ASSERT_GT(b.qp_->produce(0, buf), 0u);
@@ -343,11 +347,7 @@ TEST(Responder, AnswerRingGrowsOnDemandKeepingTheAnswersInOrder) {
   // READs, the advertised maximum, are all answered.
   QpBench b;
   auto read_at = [&](uint32_t psn) {
-    auto t = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, psn);
-    t.reth_va = b.va(64 * (psn - 500));
-    t.reth_rkey = b.mr_->rkey();
-    t.reth_dma_length = 16;
-    b.feed(t);
+    b.feed(read_req(psn, b.va(64 * (psn - 500)), b.mr_->rkey(), 16));
   };
   for (uint32_t psn = 500; psn < 503; ++psn) read_at(psn);
   // Two answers out, so the queued ones start mid-ring ...
@@ -479,10 +479,7 @@ TEST(Responder, SendWithInvalidateLeavesEarlierReadAndAtomicToComplete) {
   uint64_t v = 41;
   std::memcpy(b.mem_.data() + 8, &v, 8);
   const std::vector<uint8_t> before = b.mem_;
-  auto rd = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
-  rd.reth_va = b.va(1000);
-  rd.reth_rkey = b.mr_->rkey();
-  rd.reth_dma_length = 1500;  // two responses: PSNs 500, 501
+  auto rd = read_req(500, b.va(1000), b.mr_->rkey(), 1500);  // two responses: PSNs 500, 501
   b.feed(rd);
   auto cas = req(IBV_OPCODE_RC_COMPARE_SWAP, 502);
   cas.atomic_va = b.va(8);
@@ -542,10 +539,7 @@ TEST(Responder, ReadOfADeregisteredRegionIsNakedRemoteOperationalError) {
         b.dev_.reg_mr(b.pd_, b.mem_.data() + 8192, 8192, IBV_ACCESS_REMOTE_READ, uint64_t{0x90000});
     ASSERT_NE(tmp, nullptr);
     const uint32_t key = tmp->rkey();
-    auto rd = req(IBV_OPCODE_RC_RDMA_READ_REQUEST, 500);
-    rd.reth_va = 0x90000;
-    rd.reth_rkey = key;
-    rd.reth_dma_length = 2500;  // PSNs 500..502
+    auto rd = read_req(500, 0x90000, key, 2500);  // PSNs 500..502
     b.feed(rd);
     const uint8_t data[4] = {1, 2, 3, 4};
     b.feed(req(IBV_OPCODE_RC_SEND_ONLY, 503), data);
