@@ -310,7 +310,15 @@ bool flush_held(Shard& s, uint64_t now) {
 
 // Lets the endpoint fill mbuf data areas, then hands them to the PMD (or,
 // for a shard without a TX queue, to the RX lcore's ring).
-bool poll_tx(Shard& s, uint64_t now) {
+//
+// `join`: this pass is one of the application's own loop and received
+// frames, so what it builds now is mostly answers to them (ACKs, READ
+// responses), and the application is about to post its own answer (a
+// ping-pong's next message). Where each tx_burst is a system call those
+// frames wait for the next pass and leave in one burst with it: one call
+// on the round trip instead of two. They wait one pass at most; the
+// application's loop comes straight back.
+bool poll_tx(Shard& s, uint64_t now, bool join) {
   PortState& p = *s.port;
   // Frames still waiting for the queue go first; no new ones until then.
   if (!flush_held(s, now)) return true;
@@ -324,20 +332,28 @@ bool poll_tx(Shard& s, uint64_t now) {
       if (s.stash_n == 0) return false;
     }
   }
-  for (size_t i = 0; i < s.stash_n; ++i) {
+  const size_t first = s.joining;
+  for (size_t i = first; i < s.stash_n; ++i) {
     rte_mbuf* m = s.stash[i];
     s.bufs[i] = std::span(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m));
   }
-  const size_t n = s.ep->transmit(now, std::span(s.bufs.data(), s.stash_n),
-                                  std::span(s.lens.data(), s.stash_n));
-  if (n == 0) return false;
-  for (size_t i = 0; i < n; ++i) {
+  const size_t built = s.ep->transmit(now, std::span(s.bufs.data() + first, s.stash_n - first),
+                                      std::span(s.lens.data() + first, s.stash_n - first));
+  for (size_t i = first; i < first + built; ++i) {
     rte_mbuf* m = s.stash[i];
     m->data_len = static_cast<uint16_t>(s.lens[i]);
     m->pkt_len = s.lens[i];
     s.counters.tx_bytes += s.lens[i];
     capture(s, rte_pktmbuf_mtod(m, const uint8_t*), s.lens[i]);
   }
+  const size_t n = first + built;
+  if (n == 0) return false;
+  if (join && first == 0 && p.tx_burst_is_syscall) {
+    s.joining = n;
+    s.counters.tx_joined += n;
+    return true;
+  }
+  s.joining = 0;
   send_burst(s, s.stash.data(), n, now);
   // Keep the unused mbufs at the front of the stash for the next call.
   const size_t left = s.stash_n - n;
@@ -372,7 +388,7 @@ bool poll_tx_rings(Shard& s, uint64_t now) {
 // One pass of a worker's data path: commands, then per shard RX and TX
 // (which takes the posted work). Returns whether anything was done; `next` gets the earliest
 // deadline of its endpoints.
-bool worker_step(Worker& w, uint64_t& next) {
+bool worker_step(Worker& w, uint64_t& next, bool app_loop) {
   const uint64_t now = now_ns();  // the one clock read of this pass
   bool busy = false;
   const size_t ncmd = w.commands.pop(w.cmd_buf.data(), w.cmd_buf.size());
@@ -387,12 +403,14 @@ bool worker_step(Worker& w, uint64_t& next) {
     ++s->counters.loops;
     const bool sharded = s->port->sharded();
     if (s->index == 0 && now >= s->next_link_poll) poll_link(*s, now);
-    if (s->rx_queue >= 0) busy |= poll_rx(*s, now);
-    if (s->rx_ring) busy |= poll_rx_ring(*s, now);
+    bool received = false;
+    if (s->rx_queue >= 0) received |= poll_rx(*s, now);
+    if (s->rx_ring) received |= poll_rx_ring(*s, now);
+    busy |= received;
     if (sharded) apply_pfc(*s, now);
     // Posted work: the endpoint takes the rung QPs when it transmits.
     busy |= s->ep->doorbells_pending();
-    busy |= poll_tx(*s, now);
+    busy |= poll_tx(*s, now, app_loop && received);
     if (sharded && s->index == 0) busy |= poll_tx_rings(*s, now);
     next = std::min(next, s->ep->next_deadline());
   }

@@ -151,6 +151,10 @@ struct Shard {
   // loop iterations so that an idle port does not allocate and free.
   std::vector<rte_mbuf*> stash;
   size_t stash_n = 0;
+  // The first `joining` of the stash are frames built in the previous
+  // pass of an application's own loop, waiting to leave with what it
+  // posts in answer (poll_tx).
+  size_t joining = 0;
   // Frames the TX queue (or the ring to shard 0) did not take yet, in
   // order: they go first on the next pass, and until they have gone the
   // endpoint makes no new ones, so the QPs wait. A NIC whose ring is full
@@ -200,6 +204,9 @@ struct PortState {
   uint64_t line_rate = 0;
   uint16_t tx_queues = 1;
   uint16_t rx_queues = 1;  // 1, or one per shard (PortConfig::shard_rx)
+  // Every tx_burst is a system call (net_af_packet's sendto, net_tap's
+  // write): worth joining an answer with the application's next frames.
+  bool tx_burst_is_syscall = false;
   rte_mempool* pool = nullptr;
   std::vector<std::unique_ptr<Shard>> shards;
   // Control thread only: QPN -> shard index (where create/modify/post go).
@@ -355,7 +362,9 @@ uint16_t queues_for_shards(std::string_view dir, uint16_t available, size_t nsha
                            bool insist, bool want, const std::string& port,
                            std::string_view driver);
 // One pass of a worker's data path; `next` gets the earliest deadline.
-bool worker_step(Worker& w, uint64_t& next);
+// `app_loop`: the pass is one of the application's own loop
+// (Engine::poll), which comes back for the next one.
+bool worker_step(Worker& w, uint64_t& next, bool app_loop = false);
 // A caller's pass of a running worker's data path (EngineConfig::
 // callers_step): false without doing anything when the worker is not
 // running or another thread is in a pass.

@@ -161,6 +161,7 @@ void configure_device(PortState& port, const PortConfig& config, size_t nshards,
   // index: a peer that polls one RX queue would miss the others.
   const std::string_view driver = info.driver_name ? info.driver_name : "";
   const bool point_to_point = is_point_to_point(driver);
+  p->tx_burst_is_syscall = driver == "net_af_packet" || driver == "net_tap";
   p->tx_queues = queues_for_shards(
       "TX", info.max_tx_queues, nshards, config.shard_tx == PortConfig::ShardTx::kQueues,
       config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point, p->name, driver);
@@ -469,6 +470,13 @@ void Engine::close_ports() {
   Impl& im = *impl_;
   stop();
   if (im.ports_closed) return;
+  // Answers built in the application's last pass, waiting for one more
+  // (poll_tx): that pass will not come.
+  for (auto& p : im.ports)
+    for (auto& sh : p->shards) {
+      sh->counters.tx_dropped += sh->joining;
+      sh->joining = 0;
+    }
   stats_now();  // the final numbers, while the ports still answer
   for (auto& p : im.ports) {
     for (auto& sh : p->shards) {

@@ -558,7 +558,7 @@ bool Engine::poll() {
   for (auto& w : im.workers) {
     if (w->launched || w->shards.empty()) continue;
     uint64_t next;
-    busy |= worker_step(*w, next);
+    busy |= worker_step(*w, next, /*app_loop=*/true);
   }
   im.inline_pass.clear(std::memory_order_release);
   // Telemetry reads the latest snapshot; no worker refreshes it here.

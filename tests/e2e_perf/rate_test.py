@@ -11,7 +11,8 @@ and ICRC headers plus that overhead, and the first one a RETH too:
 
 write_bw is capped at the client (the requester sends the data); read_bw
 at the server, which sends the READ responses: no RETH, an AETH on the
-first and the last (IBA 9.3.3).
+first and the last (IBA 9.3.3). Every run must stay under the cap; the best
+of up to three must come within 0.85 of it.
 
 usage: rate_test.py DROCE_PERF"""
 
@@ -46,24 +47,41 @@ CASES = [
     ("read_bw", "server", 2, 2000),
 ]
 
-for test, side, rate, n in CASES:
+def run_case(test, side, rate, n, attempt):
+    """(both exited 0, detail, BW average or None) of one capped run."""
     cap = ["--rate-gbps", str(rate)]
     (src, sout, serr), (crc, cout, cerr) = run_memif_pair(
         exe, test, ["-n", str(n), "-s", str(SIZE), "-m", str(MTU), "--report_gbits"],
-        tmp, f"{test}{rate}", server_args=cap if side == "server" else (),
+        tmp, f"{test}{rate}_{attempt}", server_args=cap if side == "server" else (),
         client_args=cap if side == "client" else ())
-    name = f"{test} capped at {rate} Gb/s on the {side}"
-    c.ok(crc == 0 and src == 0, f"{name}: both exit 0 (client {crc}: {cerr.strip()[-400:]}; "
-                                f"server {src}: {serr.strip()[-400:]})")
+    detail = f"client {crc}: {cerr.strip()[-400:]}; server {src}: {serr.strip()[-400:]}"
     rows = rows_after(BW_HEADER, cout)
-    if not rows:
-        c.ok(False, f"{name}: no bandwidth row in\n{cout}")
-        continue
-    avg = rows[0][3]
+    return crc == 0 and src == 0, detail, rows[0][3] if rows else None
+
+
+# A busy machine can only slow a run down, never speed it up: every run must
+# stay under the cap, and the best of up to three must come near it (half a
+# second of data is short enough for one scheduler stall to show).
+ATTEMPTS = 3
+for test, side, rate, n in CASES:
+    name = f"{test} capped at {rate} Gb/s on the {side}"
     want = expected_gbits(rate, test)
-    # Never above the cap's goodput (1 % for the clock and rounding); not
-    # far below it either: the cap, not the machine, sets the pace.
-    c.ok(0.85 * want <= avg <= 1.01 * want,
-         f"{name}: BW average {avg:.3f} Gb/s, the cap leaves {want:.3f}")
+    best = None
+    for attempt in range(ATTEMPTS):
+        exited, detail, avg = run_case(test, side, rate, n, attempt)
+        c.ok(exited, f"{name}: both exit 0 ({detail})")
+        if avg is None:
+            c.ok(False, f"{name}: a bandwidth row")
+            break
+        # Never above the cap's goodput (1 % for the clock and rounding).
+        c.ok(avg <= 1.01 * want, f"{name}: BW average {avg:.3f} Gb/s, at most the "
+                                 f"{want:.3f} the cap leaves")
+        best = avg if best is None else max(best, avg)
+        if best >= 0.85 * want:
+            break
+    # Not far below it either: the cap, not the machine, sets the pace.
+    if best is not None:
+        c.ok(best >= 0.85 * want, f"{name}: best BW average of up to {ATTEMPTS} runs "
+                                  f"{best:.3f} Gb/s, the cap leaves {want:.3f}")
 
 c.finish()

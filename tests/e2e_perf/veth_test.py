@@ -3,7 +3,8 @@ net_af_packet, the traffic captured with tshark on the veth: every RoCEv2
 frame decodes as well-formed InfiniBand over UDP 4791 (no _ws.malformed, no
 expert errors; tshark's IPv6 "UDP checksum 0" note is expected for IPv6
 only, since RoCEv2 senders leave it zero, annex A17.4.3), and the data
-checks pass. IPv4 and IPv6. Then an RX queue per shard on a real
+checks pass. IPv4 and IPv6. In send_lat, each side's ACKs leave in one TX
+burst with its next SEND (port_tx_joined). Then an RX queue per shard on a real
 multi-queue port: the server's af_packet port has qpairs=2, which the
 kernel fills by its flow hash over the UDP ports (PACKET_FANOUT_HASH, what
 RSS does on a NIC), and the server shards 16 QPs over two lcores with
@@ -115,7 +116,7 @@ try:
 
     CASES = [
         ("write_bw", ["-n", "100", "-s", "8192", "--check"], False, BW_HEADER),
-        ("send_lat", ["-n", "30", "-s", "700", "--check"], False, LAT_HEADER),
+        ("send_lat", ["-n", "30", "-s", "700", "--check", "--counters"], False, LAT_HEADER),
         ("read_bw", ["-n", "60", "-s", "5000", "--check"], True, BW_HEADER),
     ]
     for i, (test, args, v6, header) in enumerate(CASES):
@@ -129,6 +130,13 @@ try:
              f"{name}: data check passed")
         rows = rows_after(header, cout)
         c.ok(bool(rows), f"{name}: result row printed ({rows})")
+        if "--counters" in args:
+            # af_packet's TX burst is a system call: each side's ACK waits
+            # for its next SEND and leaves in one burst with it.
+            joined = [int(m.group(1)) if m else 0 for m in
+                      (re.search(r"^\s*port_tx_joined\s+(\d+)", out, re.M) for out in (cout, sout))]
+            c.ok(all(j > 0 for j in joined), f"{name}: answers joined the next frames "
+                                            f"(port_tx_joined client, server: {joined})")
         if not os.path.exists(pcap):
             c.ok(False, f"{name}: tshark wrote a capture")
             continue

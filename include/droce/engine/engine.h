@@ -161,7 +161,8 @@ struct PortConfig {
   X(tx_retries)         /* tx_burst calls that took less than offered */      \
   X(tx_held)            /* frames the TX queue did not take at once: kept */  \
   X(tx_held_ns)         /* time frames waited for the TX queue to take them */ \
-  X(tx_dropped)         /* frames still held when the port closed: freed */   \
+  X(tx_joined)          /* answers that waited a pass of the application's loop to leave with its next frames */ \
+  X(tx_dropped)         /* frames still waiting when the port closed: freed */ \
   X(tx_link_down)       /* frames sent while the link was down: discarded */ \
   X(tx_stuck)           /* frames the TX queue took none of for 200 ms: discarded */ \
   X(loops)              /* worker loop iterations over this port */           \
