@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "droce/cc/registry.h"
 #include "droce/wire/build.h"
@@ -363,28 +364,31 @@ std::vector<uint8_t> pfc_frame(uint8_t priority, uint16_t quanta) {
 std::vector<std::vector<uint8_t>> frames_of_every_fate(uint32_t qpn, uint64_t va, uint32_t rkey) {
   std::vector<std::vector<uint8_t>> out;
   auto make = [&](uint8_t opcode, uint32_t psn, const wire::PathSpec& path, uint16_t pkey = 0xFFFF,
-                  uint32_t key = 0, uint32_t len = 0, uint32_t dest_qp = 0) {
+                  std::optional<uint32_t> key = std::nullopt, uint32_t len = 0,
+                  uint32_t dest_qp = 0) {
     wire::TransportSpec t;
     t.opcode = opcode;
     t.dest_qp = dest_qp ? dest_qp : qpn;
     t.psn = psn;
     t.pkey = pkey;
     t.reth_va = va;
-    t.reth_rkey = key ? key : rkey;
+    t.reth_rkey = key.value_or(rkey);
     t.reth_dma_length = len;
     std::vector<uint8_t> payload(len, 0x5A);
     std::vector<uint8_t> f(len + 256);
     f.resize(wire::build_packet(path, t, payload, f));
     return f;
   };
+  constexpr std::nullopt_t own_key = std::nullopt;  // the region's rkey
   const wire::PathSpec peer = path_between(2, 1), stranger = path_between(3, 1);
-  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, peer, 0xFFFF, 0, 64));  // taken
-  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 1, peer, 0xFFFF, 0, 64));  // taken
-  auto bad_icrc = make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, 0, 64);
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 0, peer, 0xFFFF, own_key, 64));  // taken
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 1, peer, 0xFFFF, own_key, 64));  // taken
+  auto bad_icrc = make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, own_key, 64);
   bad_icrc.back() ^= 1;
   out.push_back(bad_icrc);
   out.push_back({bad_icrc.begin(), bad_icrc.begin() + 30});                     // truncated
-  out.push_back(make(IBV_OPCODE_RC_SEND_ONLY, 2, peer, 0xFFFF, 0, 0, qpn + 0x100));  // no such QP
+  // No such QP.
+  out.push_back(make(IBV_OPCODE_RC_SEND_ONLY, 2, peer, 0xFFFF, own_key, 0, qpn + 0x100));
   std::vector<uint8_t> arp(60, 0);
   arp[12] = 0x08;
   arp[13] = 0x06;
@@ -408,9 +412,10 @@ std::vector<std::vector<uint8_t>> frames_of_every_fate(uint32_t qpn, uint64_t va
   out.push_back(make(IBV_OPCODE_UC_SEND_ONLY, 2, peer));                       // wrong transport
   out.push_back(make(wire::kOpCnp, 0, peer));                                  // CNP
   out.push_back(make(IBV_OPCODE_ACKNOWLEDGE, 5, peer));                        // response
-  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, rkey ^ 0xFF, 64));  // fatal
-  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 3, peer, 0xFFFF, 0, 64));  // after it
-  out.push_back(make(IBV_OPCODE_RC_RDMA_READ_REQUEST, 4, peer, 0xFFFF, 0, 0));  // after it
+  // Fatal. The key may come out 0 (rkey 0xFF): still not the region's.
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 2, peer, 0xFFFF, rkey ^ 0xFF, 64));
+  out.push_back(make(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 3, peer, 0xFFFF, own_key, 64));  // after it
+  out.push_back(make(IBV_OPCODE_RC_RDMA_READ_REQUEST, 4, peer, 0xFFFF, own_key, 0));  // after it
   auto rd = make(IBV_OPCODE_RC_SEND_ONLY, 2, peer);
   rd[14 + 20 + 8] = 0x40;  // an RD opcode: unsupported (ICRC now wrong too)
   out.push_back(rd);
