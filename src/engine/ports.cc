@@ -44,6 +44,11 @@ bool is_point_to_point(std::string_view driver) {
   return driver == "net_memif" || driver == "net_ring";
 }
 
+// af_packet and tap: each TX burst is a system call (sendto, write).
+bool tx_burst_is_syscall(std::string_view driver) {
+  return driver == "net_af_packet" || driver == "net_tap";
+}
+
 }  // namespace
 
 // Queues in one direction ("TX" or "RX") for a port's shards: one per
@@ -161,7 +166,7 @@ void configure_device(PortState& port, const PortConfig& config, size_t nshards,
   // index: a peer that polls one RX queue would miss the others.
   const std::string_view driver = info.driver_name ? info.driver_name : "";
   const bool point_to_point = is_point_to_point(driver);
-  p->tx_burst_is_syscall = driver == "net_af_packet" || driver == "net_tap";
+  p->tx_burst_is_syscall = tx_burst_is_syscall(driver);
   p->tx_queues = queues_for_shards(
       "TX", info.max_tx_queues, nshards, config.shard_tx == PortConfig::ShardTx::kQueues,
       config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point, p->name, driver);
