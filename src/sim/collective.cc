@@ -30,6 +30,7 @@ QpOptions qp_options(const FlowSpec& f) {
   o.ack_every_n = f.ack_every_n;
   o.entropy = f.entropy;
   o.reorder_tolerance = f.reorder_tolerance;
+  o.reorder_window_ns = f.reorder_window_ns;
   o.rto_low_ns = f.rto_low_ns;
   o.sack_window = f.sack_window;
   o.rto_low_threshold = f.rto_low_threshold;
@@ -223,6 +224,7 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["entropy"] = to_string(spec.qp.entropy.mode);
   j["entropy_paths"] = spec.qp.entropy.paths;
   j["reorder_tolerance"] = spec.qp.reorder_tolerance;
+  j["reorder_window_ns"] = spec.qp.reorder_window_ns;
   j["stalled"] = r.stalled;
   j["failed_wrs"] = r.failed_wrs;
   j["jct_ns"] = r.jct_ns;

@@ -208,8 +208,8 @@ std::vector<std::string_view> with(const std::vector<std::string_view>& a,
 const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
-    "entropy_paths", "flowlet_gap", "reorder_tolerance", "rto_low", "rto_low_threshold",
-    "sack_window"};
+    "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window", "rto_low",
+    "rto_low_threshold", "sack_window"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -263,6 +263,7 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   r.time(t, "flowlet_gap", path, f.entropy.flowlet_gap_ns, 1'000'000'000);
   if (r.integer(t, "reorder_tolerance", path, v, 0, 1 << 16))
     f.reorder_tolerance = static_cast<uint32_t>(v);
+  r.time(t, "reorder_window", path, f.reorder_window_ns, 1'000'000'000);
   r.time(t, "rto_low", path, f.rto_low_ns, 1'000'000'000);
   if (r.integer(t, "rto_low_threshold", path, v, 0, 1 << 16))
     f.rto_low_threshold = static_cast<uint32_t>(v);
@@ -279,6 +280,12 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
     r.fail(n ? n->source() : t.source(), Reader::join(path, key),
            "entropy = \"" + std::string(transport::to_string(f.entropy.mode)) +
                "\" reorders packets: it needs recovery = \"selective_repeat\"");
+  }
+  if (f.reorder_window_ns && f.recovery != transport::Recovery::kSelectiveRepeat) {
+    const toml::node* n = t.get("reorder_window");
+    r.fail(n ? n->source() : t.source(), Reader::join(path, "reorder_window"),
+           "time-based loss detection is selective repeat's: it needs recovery = "
+           "\"selective_repeat\"");
   }
   r.boolean(t, "verify", path, f.verify);
   using Payload = FlowSpec::Payload;

@@ -52,9 +52,13 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
     return true;
   }
   const uint32_t newly = wire::psn_distance(acked_psn_, psn);
+  rack_delivered(psn, sack_state(psn) == kSackResent, now);
   clear_sacks_through(wire::psn_add(acked_psn_, 1), psn);
   acked_psn_ = psn;
-  if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) sr_recovery_ = false;
+  if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) {
+    sr_recovery_ = false;
+    rack_rewalk_armed_ = false;
+  }
   if (wire::psn_gt(psn, sr_sack_high_)) sr_sack_high_ = psn;
   // Forward progress resets the retry budgets (IBA 9.7.6.1.3: the retry
   // counter counts consecutive failures) and re-enables RTO_low.
@@ -263,35 +267,33 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       const uint32_t sack = pkt.aeth_msn & wire::kPsnMask;
       uint32_t high = wire::psn_add(psn, 1);
       if (sack != psn && wire::psn_gt(sack, psn) && wire::psn_lt(sack, send_high_)) {
+        rack_delivered(sack, sack_state(sack) == kSackResent, now);
         sack_mark(sack);
         high = sack;
         if (wire::psn_gt(sack, sr_sack_high_)) sr_sack_high_ = sack;
       }
       // On a network that reorders, only holes at least
-      // sr_reorder_tolerance_pkts below the highest SACK are losses; the
-      // rest may still be on their way (qp.h).
+      // sr_reorder_tolerance_pkts below the highest SACK are losses, or
+      // (RACK) holes out for longer than a later packet's round trip plus
+      // the reorder window; the rest may still be on their way (qp.h).
+      bool counted_lost = true;
       if (const uint32_t tol = attr_.sr_reorder_tolerance_pkts) {
-        if (wire::psn_distance(psn, sr_sack_high_) < tol || !wire::psn_gt(sr_sack_high_, psn))
-          return;
+        counted_lost =
+            wire::psn_distance(psn, sr_sack_high_) >= tol && wire::psn_gt(sr_sack_high_, psn);
         const uint32_t limit = wire::psn_add(sr_sack_high_, (wire::kPsnMask + 1 - tol) & wire::kPsnMask);
         high = wire::psn_add(limit, 1);
       }
-      if (!sr_recovery_) {
-        ++rare_counters().retransmit_seq_nak;
-        sr_recovery_ = true;
-        sr_cursor_ = psn;
-        sr_high_ = high;
-        // IRN: each hole is resent once per recovery episode; the episode
-        // lasts until everything sent before it is acknowledged.
-        sr_point_ = send_high_;
-      } else if (wire::psn_gt(high, sr_high_)) {
-        sr_high_ = high;
+      if (counted_lost) {
+        if (!sr_recovery_) ++rare_counters().retransmit_seq_nak;
+        sr_extend_recovery(psn, high);
       }
+      if (rack_on()) rack_detect(now);
+      else if (!counted_lost) return;
       // IRN §3.2: a SACK for a PSN first sent after some hole was resent
       // means that resend was lost as well: walk the holes again from the
       // first missing PSN (produce_sack_hole resends only those whose
       // resend is now known lost).
-      if (sr_rewalk_armed_ && wire::psn_ge(sr_sack_high_, sr_rewalk_at_)) {
+      if (sr_recovery_ && sr_rewalk_armed_ && wire::psn_ge(sr_sack_high_, sr_rewalk_at_)) {
         sr_rewalk_armed_ = false;
         sr_cursor_ = psn;
       }
@@ -313,6 +315,19 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
     default:
       ++rare_counters().acks_ghost;  // reserved NAK code
       return;
+  }
+}
+
+void QueuePair::sr_extend_recovery(uint32_t first_missing, uint32_t high) {
+  if (!sr_recovery_) {
+    sr_recovery_ = true;
+    sr_cursor_ = first_missing;
+    sr_high_ = high;
+    // IRN: each hole is resent once per recovery episode; the episode
+    // lasts until everything sent before it is acknowledged.
+    sr_point_ = send_high_;
+  } else if (wire::psn_gt(high, sr_high_)) {
+    sr_high_ = high;
   }
 }
 

@@ -172,6 +172,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         acked_psn_ = wire::psn_add(a.sq_psn, wire::kPsnMask);  // sq_psn - 1
         sr_sack_high_ = acked_psn_;
         sr_rewalk_armed_ = false;
+        rack_restart();
         rto_low_spent_ = false;
         tail_ack_req_ = false;
         credits_ = CreditLimit{};
@@ -181,6 +182,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.sr_reorder_tolerance_pkts = a.sr_reorder_tolerance_pkts;
+      rack_configure(a.sr_reorder_window_ns);
       attr_.timeout = a.timeout;
       attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);
@@ -629,6 +631,7 @@ uint64_t QueuePair::next_deadline() const {
   uint64_t d = std::numeric_limits<uint64_t>::max();
   if (const uint64_t t = ack_deadline()) d = std::min(d, t);
   if (rnr_wait_until_) d = std::min(d, rnr_wait_until_);
+  if (rack_deadline_) d = std::min(d, rack_deadline_);
   return d;
 }
 

@@ -381,6 +381,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   } else {
     const uint32_t span = w.opcode == IBV_WR_RDMA_READ ? w.npkts - k : 1;
     send_high_ = wire::psn_add(psn, span);
+    if (!sr_sent_ns_.empty()) sr_note_first_send(psn, span, now);
     tail_ack_req_ = built_ack_req_;
     if (built_ack_req_ || last_ack_req_ns_ == UINT64_MAX) last_ack_req_ns_ = now;
     // The RTT is sampled on a packet that asks for its ACK: the responder
@@ -458,10 +459,11 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     bool again = false;
     if (sack_state(psn) == kSackResent) {
       // On a network that reorders, the packets sent after the resend may
-      // overtake it: only a SACK the reorder tolerance beyond is evidence.
+      // overtake it: only a SACK the reorder tolerance beyond is evidence,
+      // or (RACK) a later packet delivered long enough before now.
       const uint32_t mark =
           wire::psn_add(sr_mark_[psn % sr_mark_.size()], attr_.sr_reorder_tolerance_pkts);
-      if (!wire::psn_ge(sr_sack_high_, mark)) {
+      if (!wire::psn_ge(sr_sack_high_, mark) && !rack_resend_lost(psn, now)) {
         if (!sr_rewalk_armed_ || wire::psn_lt(mark, sr_rewalk_at_)) {
           sr_rewalk_armed_ = true;
           sr_rewalk_at_ = mark;
@@ -477,6 +479,7 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     if (!n) return 0;
     sr_cursor_ = next_cursor;
     sr_note_resent(psn);
+    if (rack_on()) rack_note_resend(psn, now);
     ++counters_.tx_request_packets;
     ++rare_counters().tx_retransmit_packets;
     ++rare_counters().retransmit_sack_holes;
@@ -503,6 +506,7 @@ void QueuePair::sr_resend_all() {
     if (st == kSackResent) st = kSackNone;
   }
   sr_rewalk_armed_ = false;
+  rack_rewalk_armed_ = false;
   sr_recovery_ = true;
   sr_cursor_ = resume_psn();
   sr_high_ = send_high_;
@@ -518,6 +522,7 @@ void QueuePair::requester_timer(uint64_t now) {
     rewind_to(rnr_psn_);
     arm_timer(now);
   }
+  if (rack_deadline_ && now >= rack_deadline_) rack_detect(now);
   const uint64_t due = ack_deadline();
   if (!due || now < due) return;
   const bool outstanding = sq_head_ != sq_tail_ && sq_at(sq_head_).started;

@@ -93,6 +93,7 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     run_bytes += bytes;
     ++counters_.tx_request_packets;
     send_high_ = wire::psn_add(psn, 1);
+    if (!sr_sent_ns_.empty()) sr_note_first_send(psn, 1, now);
     tail_ack_req_ = r.ack_req;
     if (r.ack_req || last_ack_req_ns_ == UINT64_MAX) last_ack_req_ns_ = now;
     if (timed && r.ack_req) {

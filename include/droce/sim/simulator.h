@@ -80,6 +80,7 @@ struct QpOptions {
   uint32_t ack_every_n = 0;
   transport::EntropyConfig entropy;  // needs selective repeat unless fixed
   uint32_t reorder_tolerance = 0;
+  uint64_t reorder_window_ns = 0;
   uint64_t rto_low_ns = 100'000;
   uint32_t sack_window = 1024;
   uint32_t rto_low_threshold = 3;

@@ -25,6 +25,7 @@ namespace droce::transport {
   C(retransmit_sack_holes) /* selective repeat: holes resent */               \
   C(retransmit_sack_again) /* SR: a resent hole resent again (IRN 3.2) */    \
   C(retransmit_timeouts_low) /* SR: RTO_low expired (IRN 3.1) */             \
+  C(retransmit_rack)       /* SR: holes found lost by time (RFC 8985) */     \
   C(rnr_naks_received)                                                        \
   C(rnr_retries)                                                              \
   C(seq_naks_received)                                                        \

@@ -121,7 +121,8 @@ struct QpInitAttr {
 //                entropy
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
-//                sr_rto_low_threshold_pkts, sr_reorder_tolerance_pkts, honour_credits
+//                sr_rto_low_threshold_pkts, sr_reorder_tolerance_pkts,
+//                sr_reorder_window_ns, honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -186,6 +187,18 @@ struct QpAttr {
   // network that keeps a flow in order. A lost packet the threshold hides
   // (the last few of a message) is found by RTO_low.
   uint32_t sr_reorder_tolerance_pkts = 0;
+  // Selective repeat only: time-based loss detection (RACK, RFC 8985
+  // section 6.2; requester_rack.cc), 0 = off. A hole is taken for a loss
+  // once a packet first sent after it was delivered (SACKed or ACKed) and
+  // the hole has been out for longer than that packet's round trip plus
+  // this window: a loss near the end of a message, which no SACK far
+  // enough beyond it reveals, is found in about one round trip instead of
+  // RTO_low, and a hole is not resent while it is merely late by less
+  // than the window. The window must cover how much later one path can
+  // deliver than another (RFC 8985 section 6.2.4 starts from a quarter of
+  // the minimum RTT; a sprayed fabric's queues need more). Either this
+  // or sr_reorder_tolerance_pkts finding a hole lost is enough.
+  uint64_t sr_reorder_window_ns = 0;
   // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
   // WRITE with immediate only within the limit the responder's ACKs
   // advertise, or alone as a probe when nothing is outstanding. Off by
@@ -429,6 +442,33 @@ class QueuePair {
   bool sacked(uint32_t psn) const { return sack_state(psn) == kSackReceived; }
   void clear_sacks_through(uint32_t from, uint32_t to);
   void sr_note_resent(uint32_t psn);
+  // Selective repeat: a hole episode starts at `first_missing`, or the one
+  // under way grows, to resend the holes below `high`.
+  void sr_extend_recovery(uint32_t first_missing, uint32_t high);
+
+  // ---- requester_rack.cc: time-based loss detection (RFC 8985)
+  // At RTS: the window (QpAttr::sr_reorder_window_ns) and the send times
+  // it needs; a new connection forgets what was delivered.
+  void rack_configure(uint64_t window_ns);
+  void rack_restart();
+  // A request packet for `psn` (and the `span` - 1 after it, a READ's)
+  // left for the first time at `now`.
+  void sr_note_first_send(uint32_t psn, uint32_t span, uint64_t now);
+  // `psn` was delivered (SACKed, or the PSN an ACK names); `resent`: a
+  // copy of it was resent, so which copy arrived is unknown (RFC 8985 6.2
+  // step 2: no RTT from it).
+  void rack_delivered(uint32_t psn, bool resent, uint64_t now);
+  // Marks lost the holes RACK's rule finds and arms the reorder timer for
+  // the next one that may become lost (rack_deadline_).
+  void rack_detect(uint64_t now);
+  bool rack_on() const { return attr_.sr_reorder_window_ns != 0 && !sr_sent_ns_.empty(); }
+  // Hole `psn` was resent at `now`: rack_detect walks the holes again
+  // once that resend is lost by RACK's rule ...
+  void rack_note_resend(uint32_t psn, uint64_t now);
+  // ... and the walk asks: lost (true), or not yet (then it re-arms that
+  // walk for this resend).
+  bool rack_resend_lost(uint32_t psn, uint64_t now);
+  void rack_arm_rewalk(uint64_t resent_ns);
 
   // ---- responder.cc, responder_*.cc (the steps: responder_steps.h)
   void on_request(const wire::ParsedPacket& pkt, uint64_t now);
@@ -590,6 +630,20 @@ class QueuePair {
   uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
   EntropySource entropy_;          // UDP source ports of request packets
   uint32_t reorder_depth_max_ = 0;  // responder: furthest PSN ahead of epsn_ seen
+  // RACK (requester_rack.cc): first-send time of each PSN in the window
+  // (rising with the PSN) and of each resent hole's resend, the newest
+  // first-send time among delivered packets and that packet's round trip,
+  // the PSN below which every hole is lost by time, and the reorder timer
+  // (0: none).
+  std::vector<uint64_t> sr_sent_ns_;    // indexed by psn % sack_window
+  std::vector<uint64_t> sr_resent_ns_;  // a resent hole's last resend
+  uint64_t rack_xmit_ns_ = 0;
+  uint64_t rack_rtt_ns_ = 0;
+  uint64_t rack_deadline_ = 0;
+  uint64_t rack_rewalk_ns_ = 0;       // oldest resend skipped as not yet lost
+  uint32_t rack_high_ = 0;
+  bool rack_rewalk_armed_ = false;
+  bool rack_valid_ = false;           // something was delivered
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked

@@ -1,0 +1,128 @@
+// Time-based loss detection for selective repeat: RACK (Cheng et al.,
+// RFC 8985), on top of the requester's hole walk (qp.h "Loss recovery").
+//
+// RACK takes a packet for lost when a packet sent after it was delivered
+// and it has been out for longer than that packet's round trip plus a
+// reorder window (RFC 8985 6.2). Delivered, here: the PSN a SACK names or
+// an ACK covers. First transmissions leave in PSN order, so their send
+// times rise with the PSN and the holes lost by time are every hole below
+// one PSN, rack_high_, found by bisection. A resend is judged by the same
+// rule on its own send time.
+#include <algorithm>
+
+#include "droce/transport/qp.h"
+#include "droce/wire/psn.h"
+
+namespace droce::transport {
+
+void QueuePair::rack_configure(uint64_t window_ns) {
+  attr_.sr_reorder_window_ns = window_ns;
+  // The send times only for the QPs that use them: an idle QP's size is
+  // what a million QPs cost.
+  if (attr_.recovery == Recovery::kSelectiveRepeat && window_ns) {
+    if (sr_sent_ns_.size() != attr_.sack_window) {
+      sr_sent_ns_.assign(attr_.sack_window, 0);
+      sr_resent_ns_.assign(attr_.sack_window, 0);
+    }
+  } else {
+    sr_sent_ns_.clear();
+    sr_resent_ns_.clear();
+  }
+}
+
+void QueuePair::rack_restart() {
+  rack_rewalk_armed_ = false;
+  rack_valid_ = false;
+  rack_deadline_ = 0;
+  rack_high_ = send_high_;
+}
+
+void QueuePair::sr_note_first_send(uint32_t psn, uint32_t span, uint64_t now) {
+  if (sr_sent_ns_.empty()) return;
+  const uint32_t n = std::min<uint32_t>(span, static_cast<uint32_t>(sr_sent_ns_.size()));
+  for (uint32_t i = 0; i < n; ++i) sr_sent_ns_[wire::psn_add(psn, i) % sr_sent_ns_.size()] = now;
+}
+
+void QueuePair::rack_delivered(uint32_t psn, bool resent, uint64_t now) {
+  if (!rack_on() || resent) return;
+  const uint64_t sent = sr_sent_ns_[psn % sr_sent_ns_.size()];
+  if (sent > now) return;
+  // RFC 8985 6.2 step 2: the most recently sent of the delivered packets
+  // sets both the time line and the round trip.
+  if (!rack_valid_ || sent >= rack_xmit_ns_) {
+    rack_valid_ = true;
+    rack_xmit_ns_ = sent;
+    rack_rtt_ns_ = now - sent;
+  }
+}
+
+void QueuePair::rack_detect(uint64_t now) {
+  rack_deadline_ = 0;
+  const uint32_t first = wire::psn_add(acked_psn_, 1);
+  if (wire::psn_lt(rack_high_, first)) rack_high_ = first;
+  if (!rack_valid_ || !wire::psn_gt(sr_sack_high_, acked_psn_)) return;
+  // RFC 8985 6.2 step 5: lost when sent before the newest delivered packet
+  // and out for longer than its round trip plus the reorder window.
+  const uint64_t wait = rack_rtt_ns_ + attr_.sr_reorder_window_ns;
+  const auto sent = [&](uint32_t i) {
+    return sr_sent_ns_[wire::psn_add(first, i) % sr_sent_ns_.size()];
+  };
+  const auto lost = [&](uint64_t t) { return t < rack_xmit_ns_ && t + wait <= now; };
+  // Every candidate is below the highest SACKed (or ACKed) PSN.
+  uint32_t lo = 0;
+  uint32_t hi = wire::psn_distance(first, sr_sack_high_);
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (lost(sent(mid))) lo = mid + 1;
+    else hi = mid;
+  }
+  const uint32_t boundary = wire::psn_add(first, lo);
+  // RFC 8985 6.3: the reorder timer, for when the oldest packet not yet
+  // lost will be (if it was sent before the newest delivered one).
+  if (lo < wire::psn_distance(first, sr_sack_high_) && sent(lo) < rack_xmit_ns_)
+    rack_deadline_ = sent(lo) + wait;
+  if (wire::psn_gt(boundary, rack_high_)) {
+    uint32_t holes = 0;
+    for (uint32_t p = rack_high_; p != boundary; p = wire::psn_add(p, 1))
+      holes += sack_state(p) == kSackNone;
+    rack_high_ = boundary;
+    if (holes) {
+      rare_counters().retransmit_rack += holes;
+      sr_extend_recovery(first, boundary);
+    }
+  }
+  // The oldest resend not yet known lost (rack_note_resend,
+  // rack_resend_lost): walk the holes again once it is, or wake up when
+  // it will be.
+  if (rack_rewalk_armed_ && rack_rewalk_ns_ < rack_xmit_ns_) {
+    if (rack_rewalk_ns_ + wait <= now) {
+      rack_rewalk_armed_ = false;
+      if (sr_recovery_) sr_cursor_ = first;
+    } else if (!rack_deadline_ || rack_rewalk_ns_ + wait < rack_deadline_) {
+      rack_deadline_ = rack_rewalk_ns_ + wait;
+    }
+  }
+}
+
+void QueuePair::rack_arm_rewalk(uint64_t resent_ns) {
+  if (!rack_rewalk_armed_ || resent_ns < rack_rewalk_ns_) {
+    rack_rewalk_armed_ = true;
+    rack_rewalk_ns_ = resent_ns;
+  }
+}
+
+void QueuePair::rack_note_resend(uint32_t psn, uint64_t now) {
+  sr_resent_ns_[psn % sr_resent_ns_.size()] = now;
+  rack_arm_rewalk(now);
+}
+
+bool QueuePair::rack_resend_lost(uint32_t psn, uint64_t now) {
+  if (!rack_on()) return false;
+  const uint64_t t = sr_resent_ns_[psn % sr_resent_ns_.size()];
+  if (rack_valid_ && t < rack_xmit_ns_ && t + rack_rtt_ns_ + attr_.sr_reorder_window_ns <= now)
+    return true;
+  rack_arm_rewalk(t);
+  return false;
+}
+
+}  // namespace droce::transport

@@ -1,0 +1,133 @@
+// Selective repeat's time-based loss detection (RACK, RFC 8985;
+// requester_rack.cc): holes lost by time, late holes left alone, lost
+// resends found again, and nothing changed when it is off.
+#include <gtest/gtest.h>
+
+#include "droce/transport/requester.h"
+#include "transport_test_util.h"
+
+namespace droce::transport {
+namespace {
+
+using namespace testing;
+
+wire::TransportSpec sack_nak(uint32_t first_missing, uint32_t sacked) {
+  auto t = ack(first_missing, nak(wire::NakCode::kPsnSequenceError));
+  t.aeth_msn = sacked;
+  return t;
+}
+
+// Selective repeat with a reorder tolerance (64) that no test here
+// reaches, so only time finds losses; RTO_low off, RTO_high 4.19 ms.
+QpAttr rack_attr(uint64_t window_ns) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  a.sr_reorder_tolerance_pkts = 64;
+  a.sr_rto_low_ns = 0;
+  a.sr_reorder_window_ns = window_ns;
+  return a;
+}
+
+// Eight one-packet WRITEs, PSN 100 + i sent at i us.
+void send_eight(QpBench& b) {
+  for (uint32_t i = 0; i < 8; ++i) {
+    ASSERT_EQ(b.post_send(i, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+    const auto out = b.drain(i * 1000);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].p.psn, 100 + i);
+  }
+}
+
+// 100..104 ACKed, 105 lost, 106 and 107 SACKed: the round trip of 107
+// (sent at 7 us, SACKed at 11 us) is 4 us.
+void lose_105(QpBench& b) {
+  b.feed(ack(104), {}, 9'000);
+  b.feed(sack_nak(105, 106), {}, 10'000);
+  b.feed(sack_nak(105, 107), {}, 11'000);
+}
+
+// RFC 8985 6.2: 105 is lost once it has been out for the delivered
+// packet's round trip plus the window (5 + 4 + 3 = 12 us); the reorder
+// timer wakes the QP then, with no further SACK.
+TEST(RequesterRack, ATailLossIsResentAfterARoundTripAndTheWindow) {
+  QpBench b(QpType::kRc, rack_attr(3'000));
+  send_eight(b);
+  lose_105(b);
+  // Expect: nothing yet (105 may still be on its way), the timer at 12 us.
+  EXPECT_EQ(b.drain(11'000).size(), 0u);
+  EXPECT_EQ(b.qp_->next_deadline(), 12'000u);
+  b.qp_->on_timer(12'000);
+  auto out = b.drain(12'000);
+  // Expect: only the hole, counted as found by time.
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 105u);
+  EXPECT_EQ(b.qp_->counters().retransmit_rack, 1u);
+  EXPECT_EQ(b.qp_->counters().retransmit_sack_holes, 1u);
+  b.feed(ack(107), {}, 14'000);
+  EXPECT_EQ(b.poll().size(), 8u);
+}
+
+// A hole that arrives late, within the window, is not resent.
+TEST(RequesterRack, ALatePacketWithinTheWindowIsNotResent) {
+  QpBench b(QpType::kRc, rack_attr(3'000));
+  send_eight(b);
+  lose_105(b);
+  // 105 arrives at 11.5 us: the responder ACKs 107.
+  b.feed(ack(107), {}, 11'500);
+  // Expect: the timer, had it stayed, finds nothing to resend.
+  b.qp_->on_timer(12'000);
+  EXPECT_EQ(b.drain(12'000).size(), 0u);
+  EXPECT_EQ(b.qp_->counters().retransmit_rack, 0u);
+  EXPECT_EQ(b.qp_->counters().tx_retransmit_packets, 0u);
+  EXPECT_EQ(b.poll().size(), 8u);
+}
+
+// Off (window 0), the same events leave the hole to the tolerance and
+// the timeouts: no resend at 12 us, and no reorder timer.
+TEST(RequesterRack, OffLeavesTheHoleToTheTimeouts) {
+  QpBench b(QpType::kRc, rack_attr(0));
+  send_eight(b);
+  lose_105(b);
+  EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+  b.qp_->on_timer(12'000);
+  EXPECT_EQ(b.drain(12'000).size(), 0u);
+  EXPECT_EQ(b.qp_->counters().retransmit_rack, 0u);
+}
+
+// A resend is judged by its own send time: lost again once a packet first
+// sent after it was delivered and the window passed (IRN 3.2 says the
+// same of an in-order network with no window).
+TEST(RequesterRack, ALostResendIsFoundByALaterDelivery) {
+  QpBench b(QpType::kRc, rack_attr(3'000));
+  send_eight(b);
+  lose_105(b);
+  b.qp_->on_timer(12'000);
+  ASSERT_EQ(b.drain(12'000).size(), 1u);  // 105 resent at 12 us, lost again
+  ASSERT_EQ(b.post_send(8, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+  ASSERT_EQ(b.drain(13'000).size(), 1u);  // 108 at 13 us
+  b.feed(sack_nak(105, 108), {}, 15'000);  // round trip 2 us
+  // Expect: the resend is out 12 + 2 + 3 = 17 us at the earliest.
+  EXPECT_EQ(b.drain(15'000).size(), 0u);
+  EXPECT_EQ(b.qp_->next_deadline(), 17'000u);
+  b.qp_->on_timer(17'000);
+  auto out = b.drain(17'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 105u);
+  EXPECT_EQ(b.qp_->counters().retransmit_sack_again, 1u);
+  b.feed(ack(108), {}, 19'000);
+  EXPECT_EQ(b.poll().size(), 9u);
+}
+
+// Go-back-N keeps no send times; the window is selective repeat's.
+TEST(RequesterRack, GoBackNIgnoresTheWindow) {
+  QpAttr a = QpBench::default_attr();
+  a.sr_reorder_window_ns = 3'000;
+  QpBench b(QpType::kRc, a);
+  send_eight(b);
+  b.feed(ack(104), {}, 9'000);
+  EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+}
+
+}  // namespace
+}  // namespace droce::transport
