@@ -31,6 +31,7 @@ QpOptions qp_options(const FlowSpec& f) {
   o.entropy = f.entropy;
   o.reorder_tolerance = f.reorder_tolerance;
   o.reorder_window_ns = f.reorder_window_ns;
+  o.reth_every_packet = f.reth_every_packet;
   o.rto_low_ns = f.rto_low_ns;
   o.sack_window = f.sack_window;
   o.rto_low_threshold = f.rto_low_threshold;
@@ -225,6 +226,7 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["entropy_paths"] = spec.qp.entropy.paths;
   j["reorder_tolerance"] = spec.qp.reorder_tolerance;
   j["reorder_window_ns"] = spec.qp.reorder_window_ns;
+  j["reth_every_packet"] = spec.qp.reth_every_packet;
   j["stalled"] = r.stalled;
   j["failed_wrs"] = r.failed_wrs;
   j["jct_ns"] = r.jct_ns;

@@ -209,7 +209,7 @@ const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
     "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window", "rto_low",
-    "rto_low_threshold", "sack_window"};
+    "rto_low_threshold", "sack_window", "reth_every_packet"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -287,6 +287,7 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
            "time-based loss detection is selective repeat's: it needs recovery = "
            "\"selective_repeat\"");
   }
+  r.boolean(t, "reth_every_packet", path, f.reth_every_packet);
   r.boolean(t, "verify", path, f.verify);
   using Payload = FlowSpec::Payload;
   r.choice(t, "payload", path, f.payload,

@@ -179,6 +179,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         ssn_ = 0;
       }
       attr_.honour_credits = a.honour_credits;
+      attr_.write_reth_every_packet = a.write_reth_every_packet;
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.sr_reorder_tolerance_pkts = a.sr_reorder_tolerance_pkts;

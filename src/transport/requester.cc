@@ -154,15 +154,21 @@ wire::TxRequest QueuePair::send_write_fields(const SendWqe& w, uint32_t k, bool 
     code = first ? wire::kOpRcSendOnlyWithInvalidate : wire::kOpRcSendLastWithInvalidate;
     r.ieth_rkey = w.invalidate_rkey;
   }
-  if (type_ == QpType::kUd)
-    r.opcode = imm ? IBV_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE : IBV_OPCODE_UD_SEND_ONLY;
-  else
-    r.opcode = static_cast<uint8_t>((type_ == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC) | code);
-  if (write && first) {
+  if (write && !(first && last) && attr_.write_reth_every_packet) {
+    // A WRITE ONLY of this packet's slice (QpAttr::write_reth_every_packet).
+    code = imm && last ? 0x0b : 0x0a;
+    r.reth_va = w.remote_addr + *off;
+    r.reth_rkey = w.rkey;
+    r.reth_dma_length = *len;
+  } else if (write && first) {
     r.reth_va = w.remote_addr;
     r.reth_rkey = w.rkey;
     r.reth_dma_length = w.length;
   }
+  if (type_ == QpType::kUd)
+    r.opcode = imm ? IBV_OPCODE_UD_SEND_ONLY_WITH_IMMEDIATE : IBV_OPCODE_UD_SEND_ONLY;
+  else
+    r.opcode = static_cast<uint8_t>((type_ == QpType::kUc ? IBV_OPCODE_UC : IBV_OPCODE_RC) | code);
   if (imm) r.imm_data = w.imm_data;
   r.solicited = last && (w.send_flags & IBV_SEND_SOLICITED);
   r.ack_req = wants_ack(w, k) || (type_ == QpType::kRc && ask_ack);

@@ -90,6 +90,9 @@ struct FlowSpec {
   // Selective repeat's time-based loss detection, 0 = off
   // (QpAttr::sr_reorder_window_ns, RACK).
   uint64_t reorder_window_ns = 0;
+  // Every RDMA WRITE packet a WRITE ONLY with its own RETH
+  // (QpAttr::write_reth_every_packet).
+  bool reth_every_packet = false;
   uint64_t rto_low_ns = 100'000;  // selective repeat's RTO_low (IRN 3.1)
   uint32_t sack_window = 1024;    // PSNs selective repeat tracks (QpAttr)
   uint32_t rto_low_threshold = 3; // RTO_low only with at most this many in flight

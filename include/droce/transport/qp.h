@@ -122,7 +122,7 @@ struct QpInitAttr {
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
 //                sr_rto_low_threshold_pkts, sr_reorder_tolerance_pkts,
-//                sr_reorder_window_ns, honour_credits
+//                sr_reorder_window_ns, write_reth_every_packet, honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -199,6 +199,18 @@ struct QpAttr {
   // the minimum RTT; a sprayed fabric's queues need more). Either this
   // or sr_reorder_tolerance_pkts finding a hole lost is enough.
   uint64_t sr_reorder_window_ns = 0;
+  // An RDMA WRITE longer than the path MTU leaves as a run of WRITE ONLY
+  // packets, each with the RETH of its own slice, instead of FIRST,
+  // MIDDLE..., LAST (IBA 9.7.4: each is a message of its own to the
+  // responder; ImmDt rides on the last). A selective-repeat responder
+  // places a MIDDLE or LAST only once it knows its message's FIRST, so on
+  // a network that loses or reorders, a late or lost FIRST costs its whole
+  // message (dropped, resent as holes found only by RTO_high when it ends
+  // a burst); with a RETH in every packet each one is placed wherever it
+  // lands. IRN puts a RETH in every packet for the same reason (Mittal et
+  // al. SIGCOMM 2018, 4.2); this is the same on a standard wire, for 16
+  // bytes a packet. Off by default, as RoCE NICs segment.
+  bool write_reth_every_packet = false;
   // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
   // WRITE with immediate only within the limit the responder's ACKs
   // advertise, or alone as a probe when nothing is outstanding. Off by
