@@ -13,8 +13,10 @@ transport::EntropyMode parse_entropy_mode(std::string_view option, std::string_v
   if (text == "fixed") return EntropyMode::kFixed;
   if (text == "spray") return EntropyMode::kSpray;
   if (text == "flowlet") return EntropyMode::kFlowlet;
+  if (text == "path_aware") return EntropyMode::kPathAware;
   throw ConfigError(std::string(option),
-                    fmt::format("'{}' is not an entropy mode: fixed, spray or flowlet", text));
+                    fmt::format("'{}' is not an entropy mode: fixed, spray, flowlet or path_aware",
+                                text));
 }
 
 transport::Recovery parse_recovery(std::string_view option, std::string_view text) {
@@ -74,7 +76,8 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
   if (t.entropy_paths && m.entropy.mode == EntropyMode::kFixed)
     throw ConfigError(n.entropy_paths,
-                      fmt::format("needs {} spray or flowlet (fixed uses one port)", n.entropy));
+                      fmt::format("needs {} spray, flowlet or path_aware (fixed uses one port)",
+                                  n.entropy));
   if (t.flowlet_gap && m.entropy.mode != EntropyMode::kFlowlet)
     throw ConfigError(n.flowlet_gap, fmt::format("needs {} flowlet", n.entropy));
   return m;
@@ -92,6 +95,9 @@ std::string describe(const Multipath& m) {
   switch (m.entropy.mode) {
     case EntropyMode::kFixed: break;
     case EntropyMode::kSpray: s += fmt::format(", spray over {} ports", m.entropy.paths); break;
+    case EntropyMode::kPathAware:
+      s += fmt::format(", path-aware spray over {} ports", m.entropy.paths);
+      break;
     case EntropyMode::kFlowlet:
       s += fmt::format(", flowlets over {} ports (gap {} ns)", m.entropy.paths,
                        m.entropy.flowlet_gap_ns);

@@ -209,7 +209,7 @@ const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
     "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window", "rto_low",
-    "rto_low_threshold", "sack_window", "reth_every_packet"};
+    "rto_low_threshold", "sack_window", "reth_every_packet", "path_rtt_threshold"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -257,10 +257,12 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   r.choice(t, "entropy", path, f.entropy.mode,
            {{"fixed", transport::EntropyMode::kFixed},
             {"spray", transport::EntropyMode::kSpray},
-            {"flowlet", transport::EntropyMode::kFlowlet}});
+            {"flowlet", transport::EntropyMode::kFlowlet},
+            {"path_aware", transport::EntropyMode::kPathAware}});
   if (r.integer(t, "entropy_paths", path, v, 1, transport::kMaxEntropyPaths))
     f.entropy.paths = static_cast<uint32_t>(v);
   r.time(t, "flowlet_gap", path, f.entropy.flowlet_gap_ns, 1'000'000'000);
+  r.time(t, "path_rtt_threshold", path, f.entropy.path_rtt_threshold_ns, 1'000'000'000);
   if (r.integer(t, "reorder_tolerance", path, v, 0, 1 << 16))
     f.reorder_tolerance = static_cast<uint32_t>(v);
   r.time(t, "reorder_window", path, f.reorder_window_ns, 1'000'000'000);

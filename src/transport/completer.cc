@@ -52,7 +52,7 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
     return true;
   }
   const uint32_t newly = wire::psn_distance(acked_psn_, psn);
-  rack_delivered(psn, sack_state(psn) == kSackResent, now);
+  sr_delivered(psn, now);
   clear_sacks_through(wire::psn_add(acked_psn_, 1), psn);
   acked_psn_ = psn;
   if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) {
@@ -267,7 +267,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       const uint32_t sack = pkt.aeth_msn & wire::kPsnMask;
       uint32_t high = wire::psn_add(psn, 1);
       if (sack != psn && wire::psn_gt(sack, psn) && wire::psn_lt(sack, send_high_)) {
-        rack_delivered(sack, sack_state(sack) == kSackResent, now);
+        sr_delivered(sack, now);
         sack_mark(sack);
         high = sack;
         if (wire::psn_gt(sack, sr_sack_high_)) sr_sack_high_ = sack;

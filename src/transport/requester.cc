@@ -234,7 +234,7 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
   built_ack_req_ = true;
   if (attr_.entropy.mode != EntropyMode::kFixed) {
     wire::PathSpec path = attr_.path;
-    path.udp_src_port = entropy_.next(now);
+    path.udp_src_port = request_port(t.psn, now);
     return build(t, {}, buf, &path);
   }
   return build(t, {}, buf);
@@ -250,7 +250,7 @@ size_t QueuePair::build_templated(const SendWqe& w, const wire::TxRequest& r, ui
   // the ICRC, which covers it.
   if (attr_.entropy.mode != EntropyMode::kFixed && type_ != QpType::kUd)
     wire::store_be16(buf.data() + tx_template_.bth_offset - wire::kUdpSize,
-                     entropy_.next(now));
+                     request_port(r.psn, now));
   if (len > 0 && !gather(w, off, len, buf.data() + wire::tx_payload_offset(tx_template_, r.opcode))) {
     *ok = false;
     return 0;
@@ -481,6 +481,7 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     }
     const uint32_t bytes = w.is_read_or_atomic() ? 0 : mtu_;
     *attempted = true;
+    sr_note_lost(psn, now);
     const size_t n = gated_request(idx, k, bytes, now, buf);
     if (!n) return 0;
     sr_cursor_ = next_cursor;

@@ -1,5 +1,7 @@
-// Time-based loss detection for selective repeat: RACK (Cheng et al.,
-// RFC 8985), on top of the requester's hole walk (qp.h "Loss recovery").
+// Selective repeat's record of each send and what it serves: time-based
+// loss detection, RACK (Cheng et al., RFC 8985), on top of the
+// requester's hole walk (qp.h "Loss recovery"), and the round trips and
+// losses path-aware entropy steers by (entropy.h).
 //
 // RACK takes a packet for lost when a packet sent after it was delivered
 // and it has been out for longer than that packet's round trip plus a
@@ -15,18 +17,27 @@
 
 namespace droce::transport {
 
-void QueuePair::rack_configure(uint64_t window_ns) {
+void QueuePair::sr_configure_send_record(uint64_t window_ns) {
   attr_.sr_reorder_window_ns = window_ns;
-  // The send times only for the QPs that use them: an idle QP's size is
-  // what a million QPs cost.
-  if (attr_.recovery == Recovery::kSelectiveRepeat && window_ns) {
-    if (sr_sent_ns_.size() != attr_.sack_window) {
-      sr_sent_ns_.assign(attr_.sack_window, 0);
-      sr_resent_ns_.assign(attr_.sack_window, 0);
-    }
+  // Only for the QPs that use it: an idle QP's size is what a million QPs
+  // cost.
+  const bool sr = attr_.recovery == Recovery::kSelectiveRepeat;
+  const bool path_aware = sr && attr_.entropy.mode == EntropyMode::kPathAware;
+  const uint32_t n = attr_.sack_window;
+  if (sr && (window_ns || path_aware)) {
+    if (sr_sent_ns_.size() != n) sr_sent_ns_.assign(n, 0);
   } else {
     sr_sent_ns_.clear();
+  }
+  if (sr && window_ns) {
+    if (sr_resent_ns_.size() != n) sr_resent_ns_.assign(n, 0);
+  } else {
     sr_resent_ns_.clear();
+  }
+  if (path_aware) {
+    if (sr_path_.size() != n) sr_path_.assign(n, 0);
+  } else {
+    sr_path_.clear();
   }
 }
 
@@ -43,17 +54,28 @@ void QueuePair::sr_note_first_send(uint32_t psn, uint32_t span, uint64_t now) {
   for (uint32_t i = 0; i < n; ++i) sr_sent_ns_[wire::psn_add(psn, i) % sr_sent_ns_.size()] = now;
 }
 
-void QueuePair::rack_delivered(uint32_t psn, bool resent, uint64_t now) {
-  if (!rack_on() || resent) return;
+uint16_t QueuePair::request_port(uint32_t psn, uint64_t now) {
+  const uint16_t port = entropy_.next(now);
+  if (!sr_path_.empty()) sr_path_[psn % sr_path_.size()] = static_cast<uint16_t>(entropy_.index());
+  return port;
+}
+
+void QueuePair::sr_delivered(uint32_t psn, uint64_t now) {
+  if (sr_sent_ns_.empty() || sack_state(psn) != kSackNone) return;
   const uint64_t sent = sr_sent_ns_[psn % sr_sent_ns_.size()];
   if (sent > now) return;
+  if (!sr_path_.empty()) entropy_.on_delivered(sr_path_[psn % sr_path_.size()], now - sent, now);
   // RFC 8985 6.2 step 2: the most recently sent of the delivered packets
   // sets both the time line and the round trip.
-  if (!rack_valid_ || sent >= rack_xmit_ns_) {
+  if (rack_on() && (!rack_valid_ || sent >= rack_xmit_ns_)) {
     rack_valid_ = true;
     rack_xmit_ns_ = sent;
     rack_rtt_ns_ = now - sent;
   }
+}
+
+void QueuePair::sr_note_lost(uint32_t psn, uint64_t now) {
+  if (!sr_path_.empty()) entropy_.on_lost(sr_path_[psn % sr_path_.size()], now);
 }
 
 void QueuePair::rack_detect(uint64_t now) {

@@ -121,7 +121,7 @@ r = subprocess.run([exe, "--", "--test", "write_bw", "--connect", "127.0.0.1",
                     "--recovery", "sr", "--entropy-paths", "8"],
                    capture_output=True, text=True, timeout=30)
 c.ok(r.returncode == 2 and "--entropy-paths" in r.stderr,
-     f"--entropy-paths without spray or flowlet: exit 2 naming it ({r.stderr.strip()[:300]})")
+     f"--entropy-paths with fixed entropy: exit 2 naming it ({r.stderr.strip()[:300]})")
 r = subprocess.run([exe, "--", "--test", "write_bw", "--connect", "127.0.0.1",
                     "--recovery", "irn"], capture_output=True, text=True, timeout=30)
 c.ok(r.returncode == 2 and "--recovery" in r.stderr and "gbn" in r.stderr,

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/multipath-experiment at its smoke size (8 ranks, 2 MiB ring, 1:1,
-ecmp/spray/adaptive, PFC off, 0 and 1 % loss): every run finishes, the table,
-the CSV and the plots are written, and the hashed ECMP run loads its busiest
-uplink more than the spraying and adaptive ones.
+ecmp/spray/path_aware/adaptive, PFC off, 0 and 1 % loss) over two seeds:
+every run finishes, the table, the CSVs and the plots are written, a point's
+JCT p50 and p99 are taken over both seeds' runs, and the hashed ECMP run
+loads its busiest uplink more than the spraying and adaptive ones.
 
   multipath_smoke_test.py SOURCE_ROOT DROCE_SIM OUT_DIR
 """
@@ -17,22 +18,30 @@ def main():
     root, sim, out = sys.argv[1:4]
     shutil.rmtree(out, ignore_errors=True)
     p = subprocess.run([os.path.join(root, "scripts", "multipath-experiment"),
-                        "--smoke", "--sim", sim, "--out", out, "-j", "2"],
+                        "--smoke", "--seeds", "2", "--sim", sim, "--out", out, "-j", "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         print(p.stdout, p.stderr)
         sys.exit(f"multipath-experiment exited {p.returncode}")
     with open(os.path.join(out, "results.csv")) as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 6, rows
+    with open(os.path.join(out, "runs.csv")) as f:
+        runs = list(csv.DictReader(f))
+    assert len(rows) == 8 and len(runs) == 16, (rows, runs)
     for r in rows:
-        assert r["done"] == "True", r
-        assert 0 < float(r["of_bound"]) <= 1.0, r
+        assert r["done"] == "True" and r["seeds"] == "2", r
+        assert 0 < float(r["of_bound_p99"]) <= float(r["of_bound"]) <= 1.0, r
+        # p50 and p99 of the two seeds' JCTs (one iteration each).
+        jcts = sorted(int(x["jct_ns"]) for x in runs
+                      if (x["mode"], x["loss"]) == (r["mode"], r["loss"]))
+        assert len(jcts) == 2, jcts
+        assert (round(jcts[0] / 1e3, 1), round(jcts[1] / 1e3, 1)) == \
+            (float(r["jct_p50_us"]), float(r["jct_p99_us"])), (r, jcts)
     spread = {(r["mode"], r["loss"]): float(r["uplink_max_over_mean"]) for r in rows}
     for loss in ("0.0", "0.01"):
         assert spread[("ecmp", loss)] > spread[("spray", loss)], spread
         assert spread[("ecmp", loss)] > 1.5, spread
-    assert open(os.path.join(out, "table.md")).read().count("\n") == 8
+    assert open(os.path.join(out, "table.md")).read().count("\n") == 10
     try:
         import matplotlib  # noqa: F401
         for png in ("jct.png", "uplinks.png"):

@@ -70,6 +70,74 @@ TEST(Entropy, OneConfiguredPathNeverChanges) {
   EXPECT_EQ(e.changes(), 0u);
 }
 
+// Path-aware: with no feedback it sprays round robin like kSpray.
+TEST(Entropy, PathAwareWithoutFeedbackSpraysRoundRobin) {
+  EntropySource pa, sp;
+  pa.reset({EntropyMode::kPathAware, 8, 0, 4'000}, 0xC040);
+  sp.reset({EntropyMode::kSpray, 8, 0}, 0xC040);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(pa.next(i * 100), sp.next(i * 100));
+  EXPECT_EQ(pa.avoided(), 0u);
+}
+
+// A round trip 10 us above the smallest seen (threshold 4 us) makes that
+// path avoided for 10 us; a sample under the threshold changes nothing.
+TEST(Entropy, PathAwareAvoidsAPathWithQueueingForAsLongAsItsExcess) {
+  EntropySource e;
+  e.reset({EntropyMode::kPathAware, 4, 0, 4'000}, 0xC050);
+  EXPECT_EQ(e.next(0), entropy_port(0xC050, 0));
+  e.on_delivered(0, 5'000, 100);   // the smallest round trip: 5 us
+  e.on_delivered(1, 8'000, 100);   // 3 us of queueing: under the threshold
+  e.on_delivered(2, 15'000, 100);  // 10 us: avoided until 10.1 us
+  std::vector<uint32_t> order;
+  for (int i = 0; i < 6; ++i) {
+    e.next(200);
+    order.push_back(e.index());
+  }
+  EXPECT_EQ(order, (std::vector<uint32_t>{1, 3, 0, 1, 3, 0}));
+  EXPECT_EQ(e.avoided(), 2u);
+  e.next(10'100);
+  EXPECT_EQ(e.index(), 1u);
+  e.next(10'100);
+  EXPECT_EQ(e.index(), 2u) << "free again once its excess has passed";
+}
+
+// A loss avoids the path for the smallest round trip plus the threshold;
+// with every path avoided the one free soonest is taken.
+TEST(Entropy, PathAwareAvoidsALossyPathAndFallsBackToTheSoonestFree) {
+  EntropySource e;
+  e.reset({EntropyMode::kPathAware, 2, 0, 4'000}, 0xC060);
+  e.next(0);                      // path 0
+  e.on_delivered(0, 5'000, 5'000);
+  e.on_lost(1, 6'000);            // until 6 + 5 + 4 = 15 us
+  e.next(7'000);
+  EXPECT_EQ(e.index(), 0u);
+  e.next(8'000);
+  EXPECT_EQ(e.index(), 0u);
+  e.on_lost(0, 9'000);            // until 18 us: both avoided now
+  e.next(10'000);
+  EXPECT_EQ(e.index(), 1u) << "path 1 is free first (15 us)";
+  e.next(15'000);
+  EXPECT_EQ(e.index(), 1u);
+  e.next(18'000);
+  EXPECT_EQ(e.index(), 0u);
+}
+
+// Feedback is path-aware's alone: spraying ignores it.
+TEST(Entropy, SprayIgnoresFeedback) {
+  EntropySource e;
+  e.reset({EntropyMode::kSpray, 4, 0}, 0xC070);
+  e.next(0);
+  e.on_delivered(0, 1'000, 0);
+  e.on_delivered(1, 100'000, 0);
+  e.on_lost(2, 0);
+  std::vector<uint32_t> order;
+  for (int i = 0; i < 4; ++i) {
+    e.next(10);
+    order.push_back(e.index());
+  }
+  EXPECT_EQ(order, (std::vector<uint32_t>{1, 2, 3, 0}));
+}
+
 using testing::TwoEnds;
 
 TEST(Entropy, QpRefusesReorderingEntropyWithoutSelectiveRepeat) {

@@ -25,6 +25,7 @@ TEST(OptionMultipath, TheScenarioNames) {
   EXPECT_EQ(parse_entropy_mode("--entropy", "fixed"), EntropyMode::kFixed);
   EXPECT_EQ(parse_entropy_mode("--entropy", "spray"), EntropyMode::kSpray);
   EXPECT_EQ(parse_entropy_mode("--entropy", "flowlet"), EntropyMode::kFlowlet);
+  EXPECT_EQ(parse_entropy_mode("--entropy", "path_aware"), EntropyMode::kPathAware);
   EXPECT_EQ(parse_recovery("--recovery", "gbn"), Recovery::kGoBackN);
   EXPECT_EQ(parse_recovery("--recovery", "go_back_n"), Recovery::kGoBackN);
   EXPECT_EQ(parse_recovery("--recovery", "sr"), Recovery::kSelectiveRepeat);
@@ -34,7 +35,7 @@ TEST(OptionMultipath, TheScenarioNames) {
     EXPECT_EQ(parse_recovery("x", recovery_name(r)), r);
   std::string what;
   EXPECT_EQ(error_option([] { parse_entropy_mode("--entropy", "ecmp"); }, &what), "--entropy");
-  EXPECT_NE(what.find("fixed, spray or flowlet"), std::string::npos) << what;
+  EXPECT_NE(what.find("fixed, spray, flowlet or path_aware"), std::string::npos) << what;
   EXPECT_EQ(error_option([] { parse_recovery("--recovery", "irn"); }, &what), "--recovery");
   EXPECT_NE(what.find("gbn"), std::string::npos) << what;
 }
@@ -109,7 +110,7 @@ TEST(OptionMultipath, CombinationsTheTransportRefusesNameTheOption) {
   paths.entropy_paths = "8";
   EXPECT_EQ(error_option([&] { parse_multipath(paths, MultipathNames::flags()); }, &what),
             "--entropy-paths");
-  EXPECT_NE(what.find("--entropy spray or flowlet"), std::string::npos) << what;
+  EXPECT_NE(what.find("--entropy spray, flowlet or path_aware"), std::string::npos) << what;
 
   MultipathText gap;
   gap.recovery = "sr";

@@ -1,7 +1,12 @@
-// Selective repeat's time-based loss detection (RACK, RFC 8985;
-// requester_rack.cc): holes lost by time, late holes left alone, lost
-// resends found again, and nothing changed when it is off.
+// Selective repeat's record of each send (requester_rack.cc): time-based
+// loss detection (RACK, RFC 8985) finds holes lost by time, leaves late
+// ones alone, finds lost resends again and changes nothing when off; and
+// path-aware entropy hears each packet's round trip and loss by the path
+// it took.
 #include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
 
 #include "droce/transport/requester.h"
 #include "transport_test_util.h"
@@ -127,6 +132,58 @@ TEST(RequesterRack, GoBackNIgnoresTheWindow) {
   send_eight(b);
   b.feed(ack(104), {}, 9'000);
   EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+}
+
+// Path-aware entropy over 4 ports: the round trip of each delivered packet
+// and each hole resent reach the path that packet took.
+TEST(RequesterRack, PathAwareEntropyHearsRoundTripsAndLossesByPath) {
+  QpAttr a = rack_attr(0);
+  a.sr_reorder_tolerance_pkts = 0;
+  a.entropy = {EntropyMode::kPathAware, 4, 0, 4'000};
+  QpBench b(QpType::kRc, a);
+  std::vector<uint16_t> port;  // of PSN 100 + i
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(b.post_send(i, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+    const auto out = b.drain(0);
+    ASSERT_EQ(out.size(), 1u);
+    port.push_back(out[0].p.udp_src_port);
+  }
+  EXPECT_EQ(std::set<uint16_t>(port.begin(), port.end()).size(), 4u);
+  // 100 ACKed after 5 us (the smallest round trip); 101 lost; 102 SACKed
+  // after 6 us (1 us of queueing: under the threshold).
+  b.feed(ack(100), {}, 5'000);
+  b.feed(sack_nak(101, 102), {}, 6'000);
+  // Expect: the hole 101 resent at once (tolerance 0), on the port after
+  // 103's; path 1, which lost it, avoided until 6 + 5 + 4 = 15 us.
+  auto out = b.drain(6'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 101u);
+  EXPECT_EQ(out[0].p.udp_src_port, port[0]);
+  // 103 (path 3) SACKed after 20 us: 15 us of queueing, avoided until 35 us.
+  b.feed(sack_nak(101, 103), {}, 20'000);
+  EXPECT_EQ(b.drain(20'000).size(), 0u);
+  // Expect: new packets at 21 us pass over path 3 only.
+  std::vector<uint16_t> next;
+  for (uint32_t i = 4; i < 8; ++i) {
+    ASSERT_EQ(b.post_send(i, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+    const auto o = b.drain(21'000);
+    ASSERT_EQ(o.size(), 1u);
+    next.push_back(o[0].p.udp_src_port);
+  }
+  EXPECT_EQ(next, (std::vector<uint16_t>{port[1], port[2], port[0], port[1]}));
+  // And at 10 us path 1 was still avoided: a QP that sends then skips it.
+  QpBench c(QpType::kRc, a);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(c.post_send(i, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+    ASSERT_EQ(c.drain(0).size(), 1u);
+  }
+  c.feed(ack(100), {}, 5'000);
+  c.feed(sack_nak(101, 102), {}, 6'000);
+  ASSERT_EQ(c.drain(6'000).size(), 1u);  // 101 on path 0
+  ASSERT_EQ(c.post_send(4, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+  out = c.drain(10'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.udp_src_port, port[2]) << "path 1 passed over";
 }
 
 }  // namespace

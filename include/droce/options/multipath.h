@@ -3,7 +3,7 @@
 // --reorder-tolerance, droce-endpoint's [[qp]] keys recovery, entropy,
 // entropy_paths, flowlet_gap and reorder_tolerance, droce-pktgen's DPDK
 // collective. The names are droce-sim's scenario keys' (docs/MULTIPATH.md):
-// entropy "fixed", "spray", "flowlet"; recovery "gbn" (or "go_back_n"),
+// entropy "fixed", "spray", "flowlet", "path_aware"; recovery "gbn" (or "go_back_n"),
 // "sr" (or "selective_repeat").
 //
 // Anything but a fixed entropy reorders packets on a multipath fabric, and
@@ -23,7 +23,7 @@
 
 namespace droce::options {
 
-// "fixed", "spray", "flowlet".
+// "fixed", "spray", "flowlet", "path_aware".
 transport::EntropyMode parse_entropy_mode(std::string_view option, std::string_view text);
 // "gbn", "go_back_n", "sr", "selective_repeat".
 transport::Recovery parse_recovery(std::string_view option, std::string_view text);
@@ -64,7 +64,7 @@ struct Multipath {
 };
 
 // Parses and checks the combination: entropy other than fixed and a reorder
-// tolerance need selective repeat; entropy_paths needs spray or flowlet,
+// tolerance need selective repeat; entropy_paths needs a mode but fixed,
 // flowlet_gap needs flowlet. Throws ConfigError naming the setting.
 Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
 

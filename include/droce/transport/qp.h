@@ -458,18 +458,26 @@ class QueuePair {
   // under way grows, to resend the holes below `high`.
   void sr_extend_recovery(uint32_t first_missing, uint32_t high);
 
-  // ---- requester_rack.cc: time-based loss detection (RFC 8985)
-  // At RTS: the window (QpAttr::sr_reorder_window_ns) and the send times
-  // it needs; a new connection forgets what was delivered.
-  void rack_configure(uint64_t window_ns);
+  // ---- requester_rack.cc: selective repeat's record of each send (its
+  // time and entropy path), for time-based loss detection (RFC 8985) and
+  // path-aware entropy.
+  // At RTS: the window (QpAttr::sr_reorder_window_ns) and the record the
+  // window and path-aware entropy need; a new connection forgets what was
+  // delivered.
+  void sr_configure_send_record(uint64_t window_ns);
   void rack_restart();
   // A request packet for `psn` (and the `span` - 1 after it, a READ's)
   // left for the first time at `now`.
   void sr_note_first_send(uint32_t psn, uint32_t span, uint64_t now);
-  // `psn` was delivered (SACKed, or the PSN an ACK names); `resent`: a
-  // copy of it was resent, so which copy arrived is unknown (RFC 8985 6.2
-  // step 2: no RTT from it).
-  void rack_delivered(uint32_t psn, bool resent, uint64_t now);
+  // The UDP source port of request `psn` sent at `now` (entropy.h),
+  // remembering its path for path-aware entropy.
+  uint16_t request_port(uint32_t psn, uint64_t now);
+  // `psn` was delivered (SACKed, or the PSN an ACK names) at `now`; only
+  // a packet neither SACKed before nor resent (which copy arrived is then
+  // unknown, RFC 8985 6.2 step 2) gives a round trip.
+  void sr_delivered(uint32_t psn, uint64_t now);
+  // Hole `psn` is about to be resent: its last copy is taken for lost.
+  void sr_note_lost(uint32_t psn, uint64_t now);
   // Marks lost the holes RACK's rule finds and arms the reorder timer for
   // the next one that may become lost (rack_deadline_).
   void rack_detect(uint64_t now);
@@ -649,6 +657,7 @@ class QueuePair {
   // (0: none).
   std::vector<uint64_t> sr_sent_ns_;    // indexed by psn % sack_window
   std::vector<uint64_t> sr_resent_ns_;  // a resent hole's last resend
+  std::vector<uint16_t> sr_path_;       // path-aware: entropy index of the last send
   uint64_t rack_xmit_ns_ = 0;
   uint64_t rack_rtt_ns_ = 0;
   uint64_t rack_deadline_ = 0;
