@@ -100,8 +100,8 @@ inline void add_mark_options(CLI::App& cli, options::PacketMarks& m) {
       ->check(CLI::Range(0, 7));
 }
 
-// --recovery, --entropy, --entropy-paths, --flowlet-gap and
-// --reorder-tolerance into `m` (options::parse_multipath checks them);
+// --recovery, --entropy, --entropy-paths, --flowlet-gap,
+// --reorder-tolerance, --reorder-window and --reth-every-packet into `m` (options::parse_multipath checks them);
 // `recovery_note` says who else must agree on the recovery.
 inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
                                   std::string_view recovery_note) {
@@ -111,15 +111,22 @@ inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
                              recovery_note));
   cli.add_option("--entropy", m.entropy,
                  "UDP source ports of the requests: fixed (default), spray (one per packet, "
-                 "round robin) or flowlet (a new one after an idle gap); spray and flowlet "
-                 "need --recovery sr");
+                 "round robin), flowlet (a new one after an idle gap) or path_aware (spray, "
+                 "passing over ports whose round trips or losses say congested); all but "
+                 "fixed need --recovery sr");
   cli.add_option("--entropy-paths", m.entropy_paths,
-                 "ports spray and flowlet use (1..16384, default 64)");
+                 "ports spray, flowlet and path_aware use (1..16384, default 64)");
   cli.add_option("--flowlet-gap", m.flowlet_gap,
                  "flowlet: idle time that starts a new flowlet (default 8us)");
   cli.add_option("--reorder-tolerance", m.reorder_tolerance,
                  "sr: resend a hole only once a PSN this many packets beyond it was SACKed "
                  "(default 0)");
+  cli.add_option("--reorder-window", m.reorder_window,
+                 "sr: also resend a hole out for a later packet's round trip plus this "
+                 "time (RACK; e.g. 20us; default off)");
+  cli.add_flag("--reth-every-packet", m.reth_every_packet,
+               "send each packet of a long RDMA WRITE as a WRITE ONLY with its own RETH, "
+               "so a selective-repeat responder places it whatever arrives first");
 }
 
 }  // namespace droce::apps

@@ -170,7 +170,8 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
               "cc_params", "qkey", "max_send_wr", "max_recv_wr", "recv",
               "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
               "max_dest_rd_atomic", "pkey", "honour_credits", "recovery", "entropy",
-              "entropy_paths", "flowlet_gap", "reorder_tolerance"});
+              "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window",
+              "reth_every_packet"});
   QpDef q;
   q.where = w;
   q.port = static_cast<uint32_t>(get_uint(t, w, "port", 0, 1023));
@@ -232,6 +233,12 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
   mp.entropy_paths = get_text(t, w, "entropy_paths");
   mp.flowlet_gap = get_text(t, w, "flowlet_gap");
   mp.reorder_tolerance = get_text(t, w, "reorder_tolerance");
+  mp.reorder_window = get_text(t, w, "reorder_window");
+  if (const toml::node* n = t.get("reth_every_packet")) {
+    if (!n->is_boolean())
+      throw ConfigError(key_path(w, "reth_every_packet"), "expected true or false");
+    mp.reth_every_packet = n->as_boolean()->get();
+  }
   if (const toml::node* n = t.get("selective_repeat")) {
     auto b = n->value<bool>();
     if (!b) throw ConfigError(key_path(w, "selective_repeat"), "expected true or false");

@@ -45,13 +45,15 @@ uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text)
 }
 
 MultipathNames MultipathNames::flags() {
-  return {"--recovery", "--entropy", "--entropy-paths", "--flowlet-gap", "--reorder-tolerance"};
+  return {"--recovery",          "--entropy",        "--entropy-paths",     "--flowlet-gap",
+          "--reorder-tolerance", "--reorder-window", "--reth-every-packet"};
 }
 
 MultipathNames MultipathNames::keys(const std::string& prefix) {
   const std::string p = prefix.empty() ? "" : prefix + ".";
-  return {p + "recovery", p + "entropy", p + "entropy_paths", p + "flowlet_gap",
-          p + "reorder_tolerance"};
+  return {p + "recovery",          p + "entropy",        p + "entropy_paths",
+          p + "flowlet_gap",       p + "reorder_tolerance", p + "reorder_window",
+          p + "reth_every_packet"};
 }
 
 Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
@@ -63,6 +65,9 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
     m.entropy.flowlet_gap_ns = parse_time_ns(n.flowlet_gap, *t.flowlet_gap, kMaxFlowletGapNs);
   if (t.reorder_tolerance)
     m.reorder_tolerance = parse_reorder_tolerance(n.reorder_tolerance, *t.reorder_tolerance);
+  if (t.reorder_window)
+    m.reorder_window_ns = parse_time_ns(n.reorder_window, *t.reorder_window, kMaxReorderWindowNs);
+  m.reth_every_packet = t.reth_every_packet;
 
   // Go-back-N takes every overtaken packet for a PSN sequence error (IBA
   // 9.7.5.1.2) and resends everything behind it; the transport refuses the
@@ -73,6 +78,9 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
                                   transport::to_string(m.entropy.mode), n.recovery));
   if (m.reorder_tolerance && !m.selective_repeat())
     throw ConfigError(n.reorder_tolerance,
+                      fmt::format("is selective repeat's: it needs {} sr", n.recovery));
+  if (m.reorder_window_ns && !m.selective_repeat())
+    throw ConfigError(n.reorder_window,
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
   if (t.entropy_paths && m.entropy.mode == EntropyMode::kFixed)
     throw ConfigError(n.entropy_paths,
@@ -87,11 +95,15 @@ void apply_multipath(const Multipath& m, transport::QpAttr& attr) {
   if (m.recovery) attr.recovery = *m.recovery;
   attr.entropy = m.entropy;
   if (m.reorder_tolerance) attr.sr_reorder_tolerance_pkts = *m.reorder_tolerance;
+  if (m.reorder_window_ns) attr.sr_reorder_window_ns = *m.reorder_window_ns;
+  if (m.reth_every_packet) attr.write_reth_every_packet = true;
 }
 
 std::string describe(const Multipath& m) {
   std::string s(recovery_name(m.recovery.value_or(Recovery::kGoBackN)));
   if (m.reorder_tolerance) s += fmt::format(" (reorder tolerance {})", *m.reorder_tolerance);
+  if (m.reorder_window_ns) s += fmt::format(" (reorder window {} ns)", *m.reorder_window_ns);
+  if (m.reth_every_packet) s += ", a RETH in every WRITE packet";
   switch (m.entropy.mode) {
     case EntropyMode::kFixed: break;
     case EntropyMode::kSpray: s += fmt::format(", spray over {} ports", m.entropy.paths); break;

@@ -5,6 +5,9 @@ sr --entropy spray --entropy-paths 8 on the client; the server, given no
 passes. What the client sent is read back with tshark from its capture
 (--capture): its WRITE requests carry exactly 8 distinct UDP source ports,
 and 1 with the default fixed entropy (also under --recovery sr alone).
+With --entropy path_aware, --reorder-window and --reth-every-packet the
+data check passes too, over 8 ports, and every WRITE request is a WRITE
+ONLY.
 
 Then the same over a veth pair between two network namespaces
 (net_af_packet), captured by tshark on the veth itself, a capture
@@ -36,24 +39,27 @@ HAVE_TSHARK = shutil.which("tshark") is not None
 # RC RDMA WRITE FIRST, MIDDLE, LAST, ONLY (IBA 9.2.1 table 38).
 WRITE_OPCODES = {6, 7, 8, 10}
 SPRAY = ["--recovery", "sr", "--entropy", "spray", "--entropy-paths", "8"]
+PATH_AWARE = ["--recovery", "sr", "--entropy", "path_aware", "--entropy-paths", "8",
+              "--reorder-window", "20us", "--reth-every-packet"]
 BW = ["-n", "200", "-s", "65536", "--check"]
 
 
 def request_ports(pcap, src_ip):
     """The UDP source ports of the WRITE requests `src_ip` sent, by tshark,
-    and how many such frames there were."""
+    how many such frames there were and their opcodes."""
     r = subprocess.run(
         ["tshark", "-n", "-r", pcap, "-Y", f"ip.src == {src_ip} && infiniband.bth.opcode",
          "-T", "fields", "-E", "separator=|", "-e", "udp.srcport",
          "-e", "infiniband.bth.opcode"],
         capture_output=True, text=True, timeout=60)
-    ports, frames = set(), 0
+    ports, frames, opcodes = set(), 0, set()
     for ln in r.stdout.splitlines():
         parts = ln.strip().split("|")
         if len(parts) == 2 and parts[1] and int(parts[1]) in WRITE_OPCODES:
             ports.add(int(parts[0]))
+            opcodes.add(int(parts[1]))
             frames += 1
-    return ports, frames
+    return ports, frames, opcodes
 
 
 def check_run(name, srv, cli):
@@ -68,15 +74,18 @@ def check_run(name, srv, cli):
     return sout, cout
 
 
-def check_ports(name, pcap, src_ip, want, least_frames=200 * 64):
+def check_ports(name, pcap, src_ip, want, least_frames=200 * 64, opcodes=None):
     """`least_frames`: droce's own capture holds every frame (200 WRITEs
-    of 64 packets); tshark on a loaded machine may miss some."""
+    of 64 packets); tshark on a loaded machine may miss some. `opcodes`:
+    the WRITE opcodes expected, when given."""
     if not HAVE_TSHARK:
         print(f"skip {name}: no tshark to read the capture")
         return
     if not c.ok(os.path.exists(pcap), f"{name}: capture written"):
         return
-    ports, frames = request_ports(pcap, src_ip)
+    ports, frames, seen = request_ports(pcap, src_ip)
+    if opcodes is not None:
+        c.ok(seen == opcodes, f"{name}: WRITE opcodes {sorted(seen)}, want {sorted(opcodes)}")
     c.ok(frames >= least_frames,
          f"{name}: {frames} WRITE request frames from {src_ip} captured ({least_frames} at least)")
     c.ok(len(ports) == want,
@@ -88,10 +97,14 @@ def check_ports(name, pcap, src_ip, want, least_frames=200 * 64):
 
 # ---- over net_memif, the client's own capture ---------------------------------
 
-for tag, client_args, want, header in [
-        ("spray", SPRAY, 8, "Multipath       : sr, spray over 8 ports"),
-        ("fixed", [], 1, None),
-        ("sr_fixed", ["--recovery", "sr"], 1, "Multipath       : sr"),
+for tag, client_args, want, header, opcodes in [
+        ("spray", SPRAY, 8, "Multipath       : sr, spray over 8 ports", {6, 7, 8}),
+        ("fixed", [], 1, None, {6, 7, 8}),
+        ("sr_fixed", ["--recovery", "sr"], 1, "Multipath       : sr", None),
+        # RC RDMA WRITE ONLY alone: each packet carries its own RETH.
+        ("path_aware", PATH_AWARE, 8,
+         "Multipath       : sr (reorder window 20000 ns), a RETH in every WRITE packet, "
+         "path-aware spray over 8 ports", {10}),
 ]:
     pcap = os.path.join(tmp, f"{tag}.pcap")
     t0 = time.time()
@@ -107,7 +120,7 @@ for tag, client_args, want, header in [
     else:
         c.ok("Multipath" not in cout and "Multipath" not in sout,
              f"{name}: no multipath line by default")
-    check_ports(name, pcap, "192.168.77.2", want)
+    check_ports(name, pcap, "192.168.77.2", want, opcodes=opcodes)
     print(f"     {name}: {time.time() - t0:.1f} s", flush=True)
 
 # ---- mistakes ---------------------------------------------------------------------

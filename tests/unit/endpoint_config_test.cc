@@ -115,6 +115,8 @@ qpn = 0x13
 recovery = "selective_repeat"
 flowlet_gap = 2000
 entropy = "flowlet"
+reorder_window = "20us"
+reth_every_packet = true
 
 [[qp]]
 qpn = 0x14
@@ -132,6 +134,10 @@ qpn = 0x14
   EXPECT_EQ(b.entropy.flowlet_gap_ns, 4'000u);
   EXPECT_EQ(b.sr_reorder_tolerance_pkts, 0u);
   EXPECT_EQ(d.qps[2].attr.entropy.flowlet_gap_ns, 2'000u);  // an integer is nanoseconds
+  EXPECT_EQ(d.qps[2].attr.sr_reorder_window_ns, 20'000u);
+  EXPECT_TRUE(d.qps[2].attr.write_reth_every_packet);
+  EXPECT_EQ(b.sr_reorder_window_ns, 0u);
+  EXPECT_FALSE(b.write_reth_every_packet);
   const transport::QpAttr& def = d.qps[3].attr;
   const transport::QpAttr none;
   EXPECT_EQ(def.recovery, transport::Recovery::kGoBackN);
@@ -170,6 +176,12 @@ TEST(EndpointConfig, MultipathMistakesNameTheirKey) {
                                                  "repeat's"),
             std::string::npos);
   EXPECT_NE(err("recovery = \"sr\"\nentropy_paths = 8\n").find("qp[0].entropy_paths: needs"),
+            std::string::npos);
+  EXPECT_NE(err("reorder_window = \"20us\"\n").find("qp[0].reorder_window: is selective "
+                                                   "repeat's"),
+            std::string::npos);
+  EXPECT_NE(err("reth_every_packet = 1\n").find("qp[0].reth_every_packet: expected true or "
+                                               "false"),
             std::string::npos);
   EXPECT_NE(err("recovery = \"gbn\"\nselective_repeat = true\n")
                 .find("qp[0].selective_repeat: true contradicts recovery = \"gbn\""),

@@ -88,6 +88,40 @@ TEST(OptionMultipath, SprayWithSelectiveRepeatSetsTheQp) {
   const Multipath f = parse_multipath(t, MultipathNames::flags());
   EXPECT_EQ(f.entropy.mode, EntropyMode::kFlowlet);
   EXPECT_EQ(f.entropy.flowlet_gap_ns, 4'000u);
+  EXPECT_EQ(a.sr_reorder_window_ns, 0u);
+  EXPECT_FALSE(a.write_reth_every_packet);
+}
+
+TEST(OptionMultipath, ReorderWindowAndRethEveryPacketSetTheQp) {
+  MultipathText t;
+  t.recovery = "sr";
+  t.entropy = "path_aware";
+  t.reorder_window = "20us";
+  t.reth_every_packet = true;
+  const Multipath m = parse_multipath(t, MultipathNames::flags());
+  transport::QpAttr a;
+  apply_multipath(m, a);
+  EXPECT_EQ(a.entropy.mode, EntropyMode::kPathAware);
+  EXPECT_EQ(a.sr_reorder_window_ns, 20'000u);
+  EXPECT_TRUE(a.write_reth_every_packet);
+  EXPECT_EQ(describe(m),
+            "sr (reorder window 20000 ns), a RETH in every WRITE packet, path-aware spray over "
+            "64 ports");
+  // A window is selective repeat's; a time it cannot read is named.
+  MultipathText g;
+  g.reorder_window = "20us";
+  std::string what;
+  EXPECT_EQ(error_option([&] { parse_multipath(g, MultipathNames::flags()); }, &what),
+            "--reorder-window");
+  EXPECT_NE(what.find("needs --recovery sr"), std::string::npos) << what;
+  g.recovery = "sr";
+  g.reorder_window = "soon";
+  EXPECT_EQ(error_option([&] { parse_multipath(g, MultipathNames::flags()); }),
+            "--reorder-window");
+  // A RETH in every packet is only the sender's segmentation: any recovery.
+  MultipathText r;
+  r.reth_every_packet = true;
+  EXPECT_TRUE(parse_multipath(r, MultipathNames::flags()).reth_every_packet);
 }
 
 TEST(OptionMultipath, CombinationsTheTransportRefusesNameTheOption) {
