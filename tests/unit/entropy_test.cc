@@ -172,17 +172,7 @@ TEST(Entropy, SprayedWriteArrivingOutOfOrderIsPlacedAndCompletes) {
   constexpr size_t kLen = 64 * 1024;
   std::vector<uint8_t> src(kLen), dst(kLen, 0);
   for (size_t i = 0; i < kLen; ++i) src[i] = static_cast<uint8_t>(i * 13 + 5);
-  MemoryRegion* smr = da.reg_mr(pa, src.data(), kLen, IBV_ACCESS_LOCAL_WRITE);
-  MemoryRegion* dmr =
-      db.reg_mr(pb, dst.data(), kLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  Sge s{smr->iova(), static_cast<uint32_t>(kLen), smr->lkey()};
-  SendWr w;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.sg_list = {&s, 1};
-  w.remote_addr = dmr->iova();
-  w.rkey = dmr->rkey();
-  ASSERT_EQ(qa->post_send(w), 0);
+  ASSERT_EQ(ends.post_write(src, dst), 0);
 
   std::vector<std::vector<uint8_t>> frames;
   std::vector<uint8_t> buf(8192);

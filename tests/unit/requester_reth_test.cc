@@ -17,33 +17,20 @@ using testing::TwoEnds;
 struct WriteRun {
   std::vector<std::vector<uint8_t>> frames;
   std::vector<uint8_t> src, dst;
-  uint64_t remote_va = 0;
 };
 
 // Posts one WRITE of `npkts` packets of 1 KiB from qa to qb and returns
 // the frames qa sends for it, with the buffers.
 void write_frames(TwoEnds& ends, const QpAttr& attr, uint32_t npkts, WriteRun& run) {
-  auto& [da, db, pa, pb, a_cq, b_cq, qa, qb] = ends;
-  ASSERT_TRUE(testing::connect(*qa, *qb, attr, 100, 900));
+  ASSERT_TRUE(testing::connect(*ends.qa, *ends.qb, attr, 100, 900));
   const size_t len = npkts * 1024;
   run.src.resize(len);
   run.dst.assign(len, 0);
   for (size_t i = 0; i < len; ++i) run.src[i] = static_cast<uint8_t>(i * 7 + 3);
-  MemoryRegion* smr = da.reg_mr(pa, run.src.data(), len, IBV_ACCESS_LOCAL_WRITE);
-  MemoryRegion* dmr =
-      db.reg_mr(pb, run.dst.data(), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  run.remote_va = dmr->iova();
-  Sge s{smr->iova(), static_cast<uint32_t>(len), smr->lkey()};
-  SendWr w;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.sg_list = {&s, 1};
-  w.remote_addr = dmr->iova();
-  w.rkey = dmr->rkey();
-  ASSERT_EQ(qa->post_send(w), 0);
+  ASSERT_EQ(ends.post_write(run.src, run.dst), 0);
   std::vector<uint8_t> buf(8192);
-  while (qa->has_work(0)) {
-    const size_t n = qa->produce(0, buf);
+  while (ends.qa->has_work(0)) {
+    const size_t n = ends.qa->produce(0, buf);
     if (n == 0) break;
     run.frames.emplace_back(buf.begin(), buf.begin() + n);
   }
@@ -89,7 +76,8 @@ TEST(RequesterReth, EveryPacketIsAWriteOnlyOfItsOwnSlice) {
     ASSERT_EQ(wire::parse(run.frames[k], p), wire::ParseError::kOk);
     EXPECT_EQ(p.opcode, IBV_OPCODE_RC_RDMA_WRITE_ONLY);
     EXPECT_EQ(p.psn, 100 + k);
-    EXPECT_EQ(p.reth_va, run.remote_va + k * 1024);
+    // The destination region's iova is its address (Device::reg_mr's default).
+    EXPECT_EQ(p.reth_va, reinterpret_cast<uint64_t>(run.dst.data()) + k * 1024);
     EXPECT_EQ(p.reth_dma_length, 1024u);
     EXPECT_EQ(p.payload_length, 1024u);
     // AckReq where the segmented WRITE asks: on its last packet.

@@ -234,6 +234,23 @@ struct TwoEnds {
     init.send_cq = init.recv_cq = b_cq;
     qb = db.create_qp(init);
   }
+
+  // Registers `src` on a and `dst` on b (remote write) and posts one
+  // signaled RDMA WRITE of all of `src` into `dst`; 0 or post_send's error.
+  // The buffers must outlive the WRITE.
+  int post_write(std::span<uint8_t> src, std::span<uint8_t> dst) {
+    MemoryRegion* smr = da.reg_mr(pa, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+    MemoryRegion* dmr =
+        db.reg_mr(pb, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    Sge s{smr->iova(), static_cast<uint32_t>(src.size()), smr->lkey()};
+    SendWr w;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.sg_list = {&s, 1};
+    w.remote_addr = dmr->iova();
+    w.rkey = dmr->rkey();
+    return qa->post_send(w);
+  }
 };
 
 }  // namespace droce::transport::testing
