@@ -119,8 +119,8 @@ def reference(link, exe, tag, iterations):
 
 
 def counter(text, name):
-    m = re.search(rf"^\s*{name}\s+(\d+)\s*$", text, re.M)
-    return int(m.group(1)) if m else 0
+    """The sum of counter `name` over every block of --counters (ports, QPs)."""
+    return sum(int(v) for v in re.findall(rf"^\s*{name}\s+(\d+)\s*$", text, re.M))
 
 
 def droce(link, exe, tag, test, iterations):
@@ -134,7 +134,7 @@ def droce(link, exe, tag, test, iterations):
     # #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
     row = rows[0]
     bad = {name: counter(cout, name) + counter(sout, name)
-           for name in ("tx_retransmit_packets", "retransmit_timeouts", "tx_dropped")}
+           for name in ("tx_retransmit_packets", "retransmit_timeouts", "port_tx_dropped")}
     return (row[4], row[7], row[8]), bad
 
 
@@ -185,7 +185,7 @@ def main():
         ok99 = p99 <= goal99
         quantum = p99 < 1000
         clean = all(bad[(test, k)] == 0 for k in ("tx_retransmit_packets", "retransmit_timeouts",
-                                                   "tx_dropped"))
+                                                   "port_tx_dropped"))
         verdict = "PASS" if ok50 and ok99 and quantum and clean else "FAIL"
         failed += verdict == "FAIL"
         print(f"{'droce-perf ' + test:<22} {p50:>8.2f} {p99:>8.2f} {p999:>8.2f}   "
