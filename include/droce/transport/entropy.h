@@ -17,10 +17,10 @@
 //    looks congested: the requester reports each packet's round trip and
 //    each loss by the value it was sent with (selective repeat keeps which
 //    PSN went with which); a round trip more than `path_rtt_threshold_ns`
-//    above the smallest one seen makes that path avoided for as long as
-//    the excess (the time its queue takes to drain), a loss for the
+//    above the QP's mean round trip makes that path avoided for as long
+//    as the excess (the time its queue takes to drain), a loss for the
 //    smallest round trip plus the threshold. When every path is avoided
-//    the one free soonest is taken. This is the sender's half of AWS SRD
+//    it sprays round robin. This is the sender's half of AWS SRD
 //    (Shalev et al., IEEE Micro 2020) and of the veRoCE proposal:
 //    steering by end-to-end feedback, with switches that only hash. ECN
 //    does not take part: a RoCEv2 CNP names the QP, not the packet or
@@ -47,8 +47,8 @@ struct EntropyConfig {
   uint32_t paths = 64;
   // kFlowlet: an idle gap longer than this starts a new flowlet.
   uint64_t flowlet_gap_ns = 8'000;
-  // kPathAware: queueing delay (round trip above the smallest seen) that
-  // marks a path congested.
+  // kPathAware: a round trip this far above the QP's mean marks the path
+  // it took congested.
   uint64_t path_rtt_threshold_ns = 4'000;
 };
 constexpr uint32_t kMaxEntropyPaths = 1u << 14;  // the 14 bits below 0xC000
@@ -86,7 +86,8 @@ class EntropySource {
   bool sent_ = false;
   uint64_t last_ns_ = 0;
   uint64_t changes_ = 0;
-  // kPathAware: when each path may be used again, the smallest round trip.
+  // kPathAware: when each path may be used again, the smallest and the
+  // mean round trip.
   std::vector<uint64_t> avoid_until_;
   uint64_t base_rtt_ns_ = UINT64_MAX;
   uint64_t mean_rtt_ns_ = 0;

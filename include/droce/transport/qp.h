@@ -650,11 +650,12 @@ class QueuePair {
   uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
   EntropySource entropy_;          // UDP source ports of request packets
   uint32_t reorder_depth_max_ = 0;  // responder: furthest PSN ahead of epsn_ seen
-  // RACK (requester_rack.cc): first-send time of each PSN in the window
-  // (rising with the PSN) and of each resent hole's resend, the newest
-  // first-send time among delivered packets and that packet's round trip,
-  // the PSN below which every hole is lost by time, and the reorder timer
-  // (0: none).
+  // Selective repeat's send record (requester_rack.cc): the first-send
+  // time of each PSN in the window (rising with the PSN), each resent
+  // hole's last resend and, for path-aware entropy, each PSN's path. RACK:
+  // the newest first-send time among delivered packets and that packet's
+  // round trip, the PSN below which every hole is lost by time, and the
+  // reorder timer (0: none).
   std::vector<uint64_t> sr_sent_ns_;    // indexed by psn % sack_window
   std::vector<uint64_t> sr_resent_ns_;  // a resent hole's last resend
   std::vector<uint16_t> sr_path_;       // path-aware: entropy index of the last send
