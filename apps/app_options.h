@@ -101,8 +101,9 @@ inline void add_mark_options(CLI::App& cli, options::PacketMarks& m) {
 }
 
 // --recovery, --entropy, --entropy-paths, --flowlet-gap,
-// --reorder-tolerance, --reorder-window and --reth-every-packet into `m` (options::parse_multipath checks them);
-// `recovery_note` says who else must agree on the recovery.
+// --reorder-tolerance, --reorder-window and --reth-every-packet into `m`
+// (options::parse_multipath checks them); `recovery_note` says who else
+// must agree on the recovery.
 inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
                                   std::string_view recovery_note) {
   cli.add_option("--recovery", m.recovery,

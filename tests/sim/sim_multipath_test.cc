@@ -1,6 +1,7 @@
 // Multipath in the simulator: the scenario keys of the entropy and
-// load-balancing modes, and a ring all-reduce on a leaf-spine where hashing
-// collides and per-packet choices do not (docs/MULTIPATH.md).
+// load-balancing modes and of selective repeat's loss recovery, and a ring
+// all-reduce on a leaf-spine where hashing collides and per-packet choices
+// do not (docs/MULTIPATH.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,6 +92,36 @@ TEST(SimMultipath, SprayWithSelectiveRepeatSurvivesLoss) {
   EXPECT_EQ(sp.r.jct_ns.size(), 1u);
 }
 
+// The same lossy ring with loss found by time (a 20 us reorder window)
+// and a RETH in every WRITE packet: holes are found without RTO_high, and
+// the ring finishes sooner (docs/MULTIPATH.md).
+TEST(SimMultipath, ReorderWindowAndRethEveryPacketRecoverFaster) {
+  const std::string flow = std::string(kSr) +
+                           "entropy = \"spray\"\nentropy_paths = 16384\ntimeout = 7\n"
+                           "rto_low = \"25us\"\nrto_low_threshold = 16\n";
+  const std::string loss = "[link]\nloss = 0.0025\n";
+  const Outcome before = run(ring_scenario("", flow, "16MiB") + loss);
+  const Outcome after = run(
+      ring_scenario("", flow + "reorder_window = \"20us\"\nreth_every_packet = true\n",
+                    "16MiB") + loss);
+  ASSERT_EQ(before.r.jct_ns.size(), 1u);
+  ASSERT_EQ(after.r.jct_ns.size(), 1u);
+  EXPECT_LT(after.r.jct_ns[0], before.r.jct_ns[0]);
+  EXPECT_LT(after.r.timeouts_low, before.r.timeouts_low) << "tail losses found by time";
+  EXPECT_EQ(after.r.timeouts, 0u) << "no message waits for RTO_high";
+}
+
+// Path-aware spraying over 64 ports runs the ring to completion, changing
+// ports and passing over some.
+TEST(SimMultipath, PathAwareSprayingCompletesTheRing) {
+  const Outcome pa = run(ring_scenario(
+      "", std::string(kSr) + "entropy = \"path_aware\"\nentropy_paths = 64\n"
+          "path_rtt_threshold = \"4us\"\nreorder_window = \"20us\"\n"));
+  EXPECT_EQ(pa.r.jct_ns.size(), 1u);
+  EXPECT_GT(pa.r.entropy_changes, 0u);
+  EXPECT_GT(pa.of_bound, 0.5);
+}
+
 TEST(SimMultipath, ScenarioKeysAreCheckedAndNamed) {
   const auto error = [](const std::string& text) {
     try {
@@ -113,6 +144,20 @@ TEST(SimMultipath, ScenarioKeysAreCheckedAndNamed) {
             std::string::npos);
   EXPECT_NE(error(ring_scenario("", kSr, "1000")).find("collective.bytes: must be a multiple"),
             std::string::npos);
+  EXPECT_NE(error(ring_scenario("", "reorder_window = \"20us\"")).find(
+                "flow.reorder_window: time-based loss detection is selective repeat's"),
+            std::string::npos);
+  EXPECT_NE(error(ring_scenario("", std::string(kSr) + "reth_every_packet = 1")).find(
+                "flow.reth_every_packet"),
+            std::string::npos);
+  const Scenario pa = parse_scenario(ring_scenario(
+      "", std::string(kSr) + "entropy = \"path_aware\"\npath_rtt_threshold = \"2us\"\n"
+          "reorder_window = \"15us\"\nreth_every_packet = true"));
+  ASSERT_TRUE(pa.collective);
+  EXPECT_EQ(pa.collective->qp.entropy.mode, transport::EntropyMode::kPathAware);
+  EXPECT_EQ(pa.collective->qp.entropy.path_rtt_threshold_ns, 2000u);
+  EXPECT_EQ(pa.collective->qp.reorder_window_ns, 15000u);
+  EXPECT_TRUE(pa.collective->qp.reth_every_packet);
   const Scenario sc = parse_scenario(ring_scenario(
       "load_balance = \"adaptive_flowlet\"\nflowlet_gap = \"3us\"",
       std::string(kSr) + "entropy = \"flowlet\"\nentropy_paths = 8\nflowlet_gap = \"5us\""));
