@@ -208,8 +208,9 @@ struct QpAttr {
   // message (dropped, resent as holes found only by RTO_high when it ends
   // a burst); with a RETH in every packet each one is placed wherever it
   // lands. IRN puts a RETH in every packet for the same reason (Mittal et
-  // al. SIGCOMM 2018, 4.2); this is the same on a standard wire, for 16
-  // bytes a packet. Off by default, as RoCE NICs segment.
+  // al. SIGCOMM 2018, its RoCE extensions); this is the same on a
+  // standard wire, for 16 bytes a packet. Off by default, as RoCE NICs
+  // segment.
   bool write_reth_every_packet = false;
   // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
   // WRITE with immediate only within the limit the responder's ACKs
