@@ -65,7 +65,7 @@ void QueuePair::sr_delivered(uint32_t psn, uint64_t now) {
   const uint64_t sent = sr_sent_ns_[psn % sr_sent_ns_.size()];
   if (sent > now) return;
   if (!sr_path_.empty()) entropy_.on_delivered(sr_path_[psn % sr_path_.size()], now - sent, now);
-  // RFC 8985 6.2 step 2: the most recently sent of the delivered packets
+  // RFC 8985 6.2: the most recently sent of the delivered packets
   // sets both the time line and the round trip.
   if (rack_on() && (!rack_valid_ || sent >= rack_xmit_ns_)) {
     rack_valid_ = true;
@@ -83,7 +83,7 @@ void QueuePair::rack_detect(uint64_t now) {
   const uint32_t first = wire::psn_add(acked_psn_, 1);
   if (wire::psn_lt(rack_high_, first)) rack_high_ = first;
   if (!rack_valid_ || !wire::psn_gt(sr_sack_high_, acked_psn_)) return;
-  // RFC 8985 6.2 step 5: lost when sent before the newest delivered packet
+  // RFC 8985 6.2: lost when sent before the newest delivered packet
   // and out for longer than its round trip plus the reorder window.
   const uint64_t wait = rack_rtt_ns_ + attr_.sr_reorder_window_ns;
   const auto sent = [&](uint32_t i) {
@@ -99,7 +99,7 @@ void QueuePair::rack_detect(uint64_t now) {
     else hi = mid;
   }
   const uint32_t boundary = wire::psn_add(first, lo);
-  // RFC 8985 6.3: the reorder timer, for when the oldest packet not yet
+  // RACK's reorder timer (RFC 8985 6.2), for when the oldest packet not yet
   // lost will be (if it was sent before the newest delivered one).
   if (lo < wire::psn_distance(first, sr_sack_high_) && sent(lo) < rack_xmit_ns_)
     rack_deadline_ = sent(lo) + wait;

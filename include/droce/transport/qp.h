@@ -195,7 +195,7 @@ struct QpAttr {
   // enough beyond it reveals, is found in about one round trip instead of
   // RTO_low, and a hole is not resent while it is merely late by less
   // than the window. The window must cover how much later one path can
-  // deliver than another (RFC 8985 section 6.2.4 starts from a quarter of
+  // deliver than another (RFC 8985 6.2 starts from a quarter of
   // the minimum RTT; a sprayed fabric's queues need more). Either this
   // or sr_reorder_tolerance_pkts finding a hole lost is enough.
   uint64_t sr_reorder_window_ns = 0;
@@ -475,7 +475,7 @@ class QueuePair {
   uint16_t request_port(uint32_t psn, uint64_t now);
   // `psn` was delivered (SACKed, or the PSN an ACK names) at `now`; only
   // a packet neither SACKed before nor resent (which copy arrived is then
-  // unknown, RFC 8985 6.2 step 2) gives a round trip.
+  // unknown, RFC 8985 6.2) gives a round trip.
   void sr_delivered(uint32_t psn, uint64_t now);
   // Hole `psn` is about to be resent: its last copy is taken for lost.
   void sr_note_lost(uint32_t psn, uint64_t now);
