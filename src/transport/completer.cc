@@ -121,7 +121,7 @@ void QueuePair::fail_head(uint32_t psn, ibv_wc_status status) {
 }
 
 // The oldest READ/atomic still waiting for its response.
-static SendWqe* first_pending_read(std::vector<SendWqe>& sq, uint64_t head, uint64_t tail) {
+static SendWqe* first_pending_read(ZeroedArray<SendWqe>& sq, uint64_t head, uint64_t tail) {
   for (uint64_t i = head; i != tail; ++i) {
     SendWqe& w = sq[i & (sq.size() - 1)];  // a power of two (qp.h)
     if (!w.started) return nullptr;

@@ -12,9 +12,9 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "droce/transport/wqe.h"
+#include "droce/transport/zeroed_array.h"
 
 namespace droce::transport {
 
@@ -75,7 +75,7 @@ class CompletionQueue {
   void maybe_notify(const WorkCompletion& wc);
 
   uint32_t capacity_;
-  std::vector<WorkCompletion> ring_;
+  ZeroedArray<WorkCompletion> ring_;  // written by push before poll reads
   // Counters that only grow; the slot is counter % capacity.
   alignas(64) std::atomic<uint64_t> tail_{0};  // the producer's
   alignas(64) std::atomic<uint64_t> head_{0};  // the pollers'

@@ -37,6 +37,7 @@
 #include "droce/transport/responder.h"
 #include "droce/transport/srq.h"
 #include "droce/transport/wqe.h"
+#include "droce/transport/zeroed_array.h"
 #include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 #include "droce/wire/rx_template.h"
@@ -346,9 +347,8 @@ class QueuePair {
   // their extra SGEs, UD destinations and inline room; receive slots):
   // what its capabilities cost, apart from the QP's own state.
   size_t queue_bytes() const {
-    return sq_.capacity() * sizeof(SendWqe) + sge_more_.capacity() * sizeof(Sge) +
-           ud_dest_.capacity() * sizeof(UdDest) + inline_.capacity() +
-           rq_.capacity() * sizeof(RecvWqe);
+    return sq_.size() * sizeof(SendWqe) + sge_more_.size() * sizeof(Sge) +
+           ud_dest_.size() * sizeof(UdDest) + inline_.size() + rq_.size() * sizeof(RecvWqe);
   }
   uint32_t mtu() const { return mtu_; }
   // One line of requester/responder state for logs and test failures.
@@ -597,14 +597,14 @@ class QueuePair {
   // Send queue: a ring whose counters only grow; slot = counter & sq_mask_
   // (its size is max_send_wr rounded up to a power of two, so indexing
   // costs no division; post_send still holds it to max_send_wr).
-  std::vector<SendWqe> sq_;
+  ZeroedArray<SendWqe> sq_;
   uint64_t sq_mask_ = 0;
   SendWqe& sq_at(uint64_t i) { return sq_[i & sq_mask_]; }
   const SendWqe& sq_at(uint64_t i) const { return sq_[i & sq_mask_]; }
   // Every SGE of a WQE with more than one, max_send_sge per slot (the first
   // is in the WQE itself), and UD WQEs' destinations, per slot.
-  std::vector<Sge> sge_more_;
-  std::vector<UdDest> ud_dest_;
+  ZeroedArray<Sge> sge_more_;
+  ZeroedArray<UdDest> ud_dest_;
   size_t slot_of(const SendWqe& w) const { return static_cast<size_t>(&w - sq_.data()); }
   const Sge* sges(const SendWqe& w) const {
     return w.num_sge <= 1 ? &w.sge0 : &sge_more_[slot_of(w) * caps_.max_send_sge];
@@ -614,7 +614,7 @@ class QueuePair {
   uint64_t sq_send_ = 0;  // WQE holding the next packet to send
   uint64_t sq_tail_ = 0;  // one past the newest WQE the data path took
   // Inline payloads, max_inline_data bytes per send queue slot.
-  std::vector<uint8_t> inline_;
+  ZeroedArray<uint8_t> inline_;
   uint32_t send_pkt_ = 0; // packet index in sq_[sq_send_]
   uint32_t next_psn_ = 0; // PSN for the next WQE to start
   uint32_t send_high_ = 0;  // one past the highest PSN ever sent
@@ -672,7 +672,7 @@ class QueuePair {
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
 
   // Receive queue (unused with an SRQ), a ring like sq_.
-  std::vector<RecvWqe> rq_;
+  ZeroedArray<RecvWqe> rq_;
   uint64_t rq_mask_ = 0;
   RecvWqe& rq_at(uint64_t i) { return rq_[i & rq_mask_]; }
   uint64_t rq_head_ = 0;

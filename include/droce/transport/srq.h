@@ -10,10 +10,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <vector>
 
 #include "droce/transport/pd.h"
 #include "droce/transport/wqe.h"
+#include "droce/transport/zeroed_array.h"
 
 namespace droce::transport {
 
@@ -57,7 +57,7 @@ class SharedReceiveQueue {
  private:
   Device& device_;
   ProtectionDomain* pd_;
-  std::vector<RecvWqe> ring_;
+  ZeroedArray<RecvWqe> ring_;  // a slot is written by post before take reads it
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) std::atomic<uint64_t> head_{0};
   std::atomic<uint32_t> limit_{0};
