@@ -136,19 +136,8 @@ int PerfTest::run() {
     for (Peer& p : peers_) p.oob.set_while_waiting([this] { eng_.poll(); });
   if (!o_.no_peer && o_.server) barrier_all("server port started");
   // Wait for the link (memif needs its peer to connect).
-  {
-    const uint16_t pid = eng_.port_id(port_);
-    const uint64_t end = engine::now_ns() + static_cast<uint64_t>(o_.timeout * 1e9);
-    for (;;) {
-      rte_eth_link link{};
-      if (rte_eth_link_get_nowait(pid, &link) == 0 && link.link_status == RTE_ETH_LINK_UP)
-        break;
-      if (engine::now_ns() > end)
-        throw Failure(fmt::format("link of port '{}' did not come up within {} s", o_.dev,
-                                  o_.timeout));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  if (!engine::wait_for_link_up(eng_.port_id(port_), o_.timeout))
+    throw Failure(fmt::format("link of port '{}' did not come up within {} s", o_.dev, o_.timeout));
   if (!o_.no_peer) barrier_all("ready");
   print_header();
   print_addresses();

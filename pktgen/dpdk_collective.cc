@@ -313,17 +313,10 @@ int Runner::run() {
   setup(max_total);
   // memif (and real NICs) need a moment before the link carries frames:
   // wait for both links, or the first WRITEs run out of retries.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c_.timeout_s);
-  for (const Link* l : {&next_, &prev_}) {
-    for (;;) {
-      rte_eth_link link{};
-      if (rte_eth_link_get_nowait(eng_.port_id(l->port), &link) == 0 && link.link_status) break;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error(fmt::format("rank {}: link on port {} not up after {} s (is the "
-                                             "neighbour running?)", r_, eng_.port_id(l->port), c_.timeout_s));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  for (const Link* l : {&next_, &prev_})
+    if (!engine::wait_for_link_up(eng_.port_id(l->port), c_.timeout_s))
+      throw std::runtime_error(fmt::format("rank {}: link on port {} not up after {} s (is the "
+                                           "neighbour running?)", r_, eng_.port_id(l->port), c_.timeout_s));
   oob_.barrier("ready");
   std::vector<CollectiveResult> rows;
   if (r_ == 0) fmt::print("{}", table_header());

@@ -65,6 +65,16 @@ std::optional<bool> port_link_up(uint16_t port_id) {
   return link.link_status == RTE_ETH_LINK_UP;
 }
 
+bool wait_for_link_up(uint16_t port_id, double timeout_s) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (port_link_up(port_id) != true) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 // ---- control plane ----------------------------------------------------------
 
 void Engine::Impl::run_on(Worker& w, std::function<void()> fn) {

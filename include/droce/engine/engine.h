@@ -73,6 +73,11 @@ constexpr uint64_t kLinkPollNs = 10'000'000;
 // A DPDK port's link (rte_eth_link_get_nowait, which does not wait);
 // nullopt when the PMD cannot tell.
 std::optional<bool> port_link_up(uint16_t port_id);
+// Waits, checking every 10 ms, until the port's link is up; false when it
+// is not within `timeout_s`. A memif's link comes up once its peer has
+// connected, a real NIC's after autonegotiation: what is sent before is
+// refused or lost, so a program waits here before its clock starts.
+bool wait_for_link_up(uint16_t port_id, double timeout_s);
 
 struct PortConfig {
   // A port name as ethdev knows it ("net_pcap0", "0000:3b:00.0", a vdev
