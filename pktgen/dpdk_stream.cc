@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "droce/engine/engine.h"
 #include "droce/wire/packet.h"
 
 namespace droce::pktgen {
@@ -316,6 +317,10 @@ StreamRunResult run_streams(const StreamRunConfig& c) {
     tx_pool = rx_pool;
   }
 
+  if (c.tx_port >= 0 && !txs.empty() &&
+      !engine::wait_for_link_up(static_cast<uint16_t>(c.tx_port), c.link_timeout_s))
+    throw std::runtime_error(fmt::format("--tx-port: the link of port {} did not come up within "
+                                         "{} s (is the peer running?)", c.tx_port, c.link_timeout_s));
   const uint64_t start = rte_rdtsc();
   const uint64_t end_tx = start + static_cast<uint64_t>(c.duration_s * static_cast<double>(clk.hz));
   const uint64_t drain = static_cast<uint64_t>(c.drain_s * static_cast<double>(clk.hz));
