@@ -4,7 +4,14 @@
 // it receives as it is, the client times the round trip. Both busy-poll
 // one queue from the main lcore, as droce-perf run to completion does.
 //
-//   droce-bench-dpdk-pingpong [EAL] -- server|client [ITERATIONS] [FRAME_BYTES]
+//   droce-bench-dpdk-pingpong [EAL] -- server|client [ITERATIONS] [FRAME_BYTES] [INTERVAL_US]
+//
+// With INTERVAL_US the client starts a round trip at most every that many
+// microseconds (it busy-waits between): the reference for a paced stream
+// of latency probes, whose samples are spread over time the same way.
+// Back to back, a stall of the host (a timer tick, another task) delays
+// one round trip; paced, it delays the share of samples that its length
+// is of the interval, and the percentiles count it accordingly.
 //
 // The client prints one line: `pingpong iterations N half_rtt_us p50 P p99
 // P p999 P max P lost L` (half the round trip, as perftest reports
@@ -37,7 +44,7 @@ uint64_t now_ns() {
 int usage(const char* why) {
   std::fprintf(stderr,
                "droce-bench-dpdk-pingpong: %s\nusage: droce-bench-dpdk-pingpong [EAL] -- "
-               "server|client [ITERATIONS] [FRAME_BYTES 60..1514]\n",
+               "server|client [ITERATIONS] [FRAME_BYTES 60..1514] [INTERVAL_US]\n",
                why);
   return 2;
 }
@@ -54,8 +61,10 @@ int main(int argc, char** argv) {
   if (role != "server" && role != "client") return usage("the role is server or client");
   const long iters = argc > 2 ? std::atol(argv[2]) : 10000;
   const long bytes = argc > 3 ? std::atol(argv[3]) : 64;
+  const long interval_us = argc > 4 ? std::atol(argv[4]) : 0;
   if (iters < 1) return usage("ITERATIONS must be at least 1");
   if (bytes < 60 || bytes > 1514) return usage("FRAME_BYTES must be 60..1514");
+  if (interval_us < 0 || interval_us > 1'000'000) return usage("INTERVAL_US must be 0..1000000");
   if (rte_eth_dev_count_avail() < 1) return usage("no port (give one --vdev)");
 
   rte_mempool* pool = rte_pktmbuf_pool_create("pingpong", 4095, 256, 0,
@@ -117,8 +126,12 @@ int main(int argc, char** argv) {
     }
     return false;
   };
+  uint64_t next_start = now_ns();
   for (long i = 0; i < iters + kWarmup; ++i) {
+    while (now_ns() < next_start) {
+    }
     const uint64_t t0 = now_ns();
+    next_start = t0 + static_cast<uint64_t>(interval_us) * 1000;
     if (round_trip()) {
       if (i >= kWarmup) half_rtt.push_back((now_ns() - t0) / 2);
       continue;

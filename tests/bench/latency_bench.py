@@ -8,19 +8,28 @@ the server on lcore 0 and the client on lcore 1 (one CPU each, as on this
     back and forth with nothing else on the path;
   - droce-perf write_lat, send_lat and read_lat of 2-byte messages (run to
     completion, the default), with --counters.
+  - droce-pktgen-dpdk --mode stream: a stream of 64-byte latency probes at
+    20 kpps from the client's lcore to a receive-only process on the
+    server's, one-way latency from each probe's TX stamp to its arrival.
 Each figure is half the round trip (perftest's convention; read_lat's is
 the whole READ, as perftest reports it, and is held against the
-reference's whole round trip), p50 / p99 / p99.9 in us.
+reference's whole round trip; the probes' is one way), p50 / p99 / p99.9
+in us.
 
 Goals, per test: p50 <= 1.5 x the reference's p50 + 1 us, and p99 <= 2 x
-the reference's p99. And what would show a regression to a scheduler
+the reference's p99. The probes' reference is the same ping-pong paced at
+their rate (a round trip every 50 us): a stall of the host delays every
+probe sent during it, and a back-to-back ping-pong only the one round
+trip it falls in, so only paced samples count stalls alike. And what would show a regression to a scheduler
 quantum or to losses on a loss-free link: no retransmission, no timeout,
-no dropped frame, and no p99 of a millisecond or more. The bench exits 1
+no dropped frame (for the probes: none lost), and no p99 of a
+millisecond or more. The bench exits 1
 when a check fails.
 
 usage: latency_bench.py BUILD_DIR [--iterations N] [--rounds R] [--link memif|veth]"""
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -88,7 +97,7 @@ class Veth:
                         client_prefix=self.prefixes[1], connect="10.67.0.1", timeout=180)
 
 
-def reference(link, exe, tag, iterations):
+def reference(link, exe, tag, iterations, interval_us=0):
     s_vdev, c_vdev, sock = link.vdevs(tag)
     pid = os.getpid()
     srv = subprocess.Popen([*link.prefixes[0], exe, "-l", "0",
@@ -105,7 +114,7 @@ def reference(link, exe, tag, iterations):
     try:
         cli = subprocess.run([*link.prefixes[1], exe, "-l", "1",
                               f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL, c_vdev,
-                              "--", "client", str(iterations)],
+                              "--", "client", str(iterations), "64", str(interval_us)],
                              capture_output=True, text=True, timeout=120)
         srv.wait(timeout=30)
     finally:
@@ -138,6 +147,47 @@ def droce(link, exe, tag, test, iterations):
     return (row[4], row[7], row[8]), bad
 
 
+PROBE_RATE = 20000  # per second: far below the link, so no probe queues behind another
+
+
+def probes(link, exe, tag, iterations):
+    """One-way latency of a probe stream: the receiver on the server end
+    (lcore 0, receive only), the sender on the client end (lcore 1), which
+    waits for its link before its clock starts."""
+    s_vdev, c_vdev, sock = link.vdevs(tag)
+    pid = os.getpid()
+    out = os.path.join(tempfile.gettempdir(), f"droce-latency-probes-{pid}-{tag}.json")
+    seconds = iterations / PROBE_RATE
+    rx = subprocess.Popen([*link.prefixes[0], exe, "--mode", "stream", "-l", "0",
+                           f"--file-prefix=lat_pr_{pid}_{tag}", *EAL, s_vdev, "--",
+                           "--rx-port", "0", "--duration", f"{seconds + 2:.1f}", "--drain", "1",
+                           "--json", out],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while sock and not os.path.exists(sock) and rx.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if not sock:
+        time.sleep(1)
+    try:
+        tx = subprocess.run([*link.prefixes[1], exe, "--mode", "stream", "-l", "1",
+                             f"--file-prefix=lat_pt_{pid}_{tag}", *EAL, c_vdev, "--",
+                             "--tx-port", "0", "--duration", f"{seconds + 1:.1f}", "--stream",
+                             f"id=1,payload=64,rate={PROBE_RATE}pps,count={iterations}"],
+                            capture_output=True, text=True, timeout=120)
+        _, rx_err = rx.communicate(timeout=60)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+    if tx.returncode != 0 or rx.returncode != 0 or not os.path.exists(out):
+        sys.exit(f"latency_bench: the probe stream failed: {(tx.stderr + rx_err).strip()[-800:]}")
+    with open(out) as f:
+        row = json.load(f)["streams"][0]
+    os.unlink(out)
+    figures = tuple(row[k] / 1000 for k in ("lat_p50_ns", "lat_p99_ns", "lat_p999_ns"))
+    return figures, {"probes_lost": iterations - (row["rx_packets"] - row["duplicate"])}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -149,15 +199,22 @@ def main():
         sys.exit("latency_bench: --link veth needs root (ip netns)")
     ref_exe = os.path.join(a.build, "tests", "bench", "droce-bench-dpdk-pingpong")
     perf = os.path.join(a.build, "apps", "droce-perf")
+    pktgen = os.path.join(a.build, "apps", "droce-pktgen-dpdk")
     link = Veth() if a.link == "veth" else Memif(tempfile.mkdtemp(prefix="droce-latency-"))
     # Rounds alternate the reference and droce, so both see the same load;
     # the median round of each figure is compared.
-    refs, runs, bad = [], {t: [] for t in ("write_lat", "send_lat", "read_lat")}, {}
+    refs, paced, runs, bad = [], [], {t: [] for t in ("write_lat", "send_lat", "read_lat",
+                                                      "probes")}, {}
     try:
         for r in range(a.rounds):
             refs.append(reference(link, ref_exe, f"ref{r}", a.iterations))
+            paced.append(reference(link, ref_exe, f"paced{r}", a.iterations,
+                                   1_000_000 // PROBE_RATE))
             for test in runs:
-                figures, b = droce(link, perf, f"{test}{r}", test, a.iterations)
+                if test == "probes":
+                    figures, b = probes(link, pktgen, f"{test}{r}", a.iterations)
+                else:
+                    figures, b = droce(link, perf, f"{test}{r}", test, a.iterations)
                 runs[test].append(figures)
                 for k, v in b.items():
                     bad[(test, k)] = bad.get((test, k), 0) + v
@@ -170,28 +227,33 @@ def main():
         return v[len(v) // 2]
 
     ref = tuple(median(refs, i) for i in range(3))
+    ref_paced = tuple(median(paced, i) for i in range(3))
     failed = 0
     print(f"# half round trip, us, median of {a.rounds} rounds of {a.iterations} iterations; "
           f"{'memif pair' if a.link == 'memif' else 'veth pair, net_af_packet'}, lcores 0 and 1")
     print(f"{'test':<22} {'p50':>8} {'p99':>8} {'p99.9':>8}   goal")
     print(f"{'raw DPDK ping-pong':<22} {ref[0]:>8.2f} {ref[1]:>8.2f} {ref[2]:>8.2f}   (reference)")
+    print(f"{'  paced, every 50 us':<22} {ref_paced[0]:>8.2f} {ref_paced[1]:>8.2f} "
+          f"{ref_paced[2]:>8.2f}   (the probes' reference)")
     for test, rows in runs.items():
         p50, p99, p999 = (median(rows, i) for i in range(3))
         # read_lat is the whole READ (perftest's convention): against the
         # reference's whole round trip.
         k = 2 if test == "read_lat" else 1
-        goal50, goal99 = 1.5 * k * ref[0] + 1.0, 2 * k * ref[1]
+        base = ref_paced if test == "probes" else ref
+        goal50, goal99 = 1.5 * k * base[0] + 1.0, 2 * k * base[1]
         ok50 = p50 <= goal50
         ok99 = p99 <= goal99
         quantum = p99 < 1000
-        clean = all(bad[(test, k)] == 0 for k in ("tx_retransmit_packets", "retransmit_timeouts",
-                                                   "port_tx_dropped"))
+        clean = all(v == 0 for (t, _), v in bad.items() if t == test)
         verdict = "PASS" if ok50 and ok99 and quantum and clean else "FAIL"
         failed += verdict == "FAIL"
-        print(f"{'droce-perf ' + test:<22} {p50:>8.2f} {p99:>8.2f} {p999:>8.2f}   "
+        name = "pktgen stream probes" if test == "probes" else "droce-perf " + test
+        print(f"{name:<22} {p50:>8.2f} {p99:>8.2f} {p999:>8.2f}   "
               f"p50 <= {goal50:.2f} {'ok' if ok50 else 'MISSED'}, "
               f"p99 <= {goal99:.2f} {'ok' if ok99 else 'MISSED'}, "
-              f"{'no' if clean else 'SOME'} retransmissions/drops: {verdict}")
+              f"{'no' if clean else 'SOME'} {'losses' if test == 'probes' else 'retransmissions/drops'}: "
+              f"{verdict}")
     sys.exit(1 if failed else 0)
 
 
