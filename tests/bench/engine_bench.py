@@ -194,4 +194,9 @@ print(f"target RX 64 B >= 0.5x testpmd io: {rx64:.2f}x -> {'PASS' if rx64 >= 0.5
 print(f"target RX 4 KiB >= 12.5 GB/s placed per core: {rx4k:.2f} GB/s through net_pcap -> "
       f"{'PASS' if rx4k >= 12.5 else 'MISS'}; {rx4k_ring:.2f} GB/s from a ring (no vdev "
       f"copy) -> {'PASS' if rx4k_ring >= 12.5 else 'MISS'}")
+tx64 = results["tx_64"]["ratio"]
+tx4k = results["tx_4096"]["droce_gbytes_per_sec"]
+print(f"target TX 64 B >= 0.5x testpmd txonly: {tx64:.2f}x -> {'PASS' if tx64 >= 0.5 else 'MISS'}")
+print(f"target TX 4 KiB >= 12.5 GB/s of payload per core: {tx4k:.2f} GB/s -> "
+      f"{'PASS' if tx4k >= 12.5 else 'MISS'}")
 print(json.dumps(results))
