@@ -20,11 +20,11 @@ Goals, per test: p50 <= 1.5 x the reference's p50 + 1 us, and p99 <= 2 x
 the reference's p99. The probes' reference is the same ping-pong paced at
 their rate (a round trip every 50 us): a stall of the host delays every
 probe sent during it, and a back-to-back ping-pong only the one round
-trip it falls in, so only paced samples count stalls alike. And what would show a regression to a scheduler
-quantum or to losses on a loss-free link: no retransmission, no timeout,
-no dropped frame (for the probes: none lost), and no p99 of a
-millisecond or more. The bench exits 1
-when a check fails.
+trip it falls in, so only paced samples count stalls alike. And what
+would show a regression to a scheduler quantum or to losses on a
+loss-free link: no retransmission, no timeout, no dropped frame (for the
+probes: none lost), and no p99 of a millisecond or more. The bench exits
+1 when a check fails.
 
 usage: latency_bench.py BUILD_DIR [--iterations N] [--rounds R] [--link memif|veth]"""
 
@@ -233,8 +233,8 @@ def main():
           f"{'memif pair' if a.link == 'memif' else 'veth pair, net_af_packet'}, lcores 0 and 1")
     print(f"{'test':<22} {'p50':>8} {'p99':>8} {'p99.9':>8}   goal")
     print(f"{'raw DPDK ping-pong':<22} {ref[0]:>8.2f} {ref[1]:>8.2f} {ref[2]:>8.2f}   (reference)")
-    print(f"{'  paced, every 50 us':<22} {ref_paced[0]:>8.2f} {ref_paced[1]:>8.2f} "
-          f"{ref_paced[2]:>8.2f}   (the probes' reference)")
+    print(f"{f'  paced, every {1_000_000 // PROBE_RATE} us':<22} {ref_paced[0]:>8.2f} "
+          f"{ref_paced[1]:>8.2f} {ref_paced[2]:>8.2f}   (the probes' reference)")
     for test, rows in runs.items():
         p50, p99, p999 = (median(rows, i) for i in range(3))
         # read_lat is the whole READ (perftest's convention): against the
