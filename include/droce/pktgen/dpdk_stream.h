@@ -54,8 +54,8 @@ struct StreamRunConfig {
   uint16_t rx_desc = 1024, tx_desc = 1024;
   uint32_t idle_sleep_us = 0;  // receive only: sleep when RX was empty
   // The sender waits this long for its port's link before the clock starts
-  // (a memif's comes up when its peer connects). Frames sent before were
-  // refused and kept, and left later with their old probe stamps:
+  // (a memif's comes up when its peer connects). Frames sent before would
+  // be refused and kept, and leave later with their old probe stamps:
   // milliseconds of latency that no frame had on the wire.
   double link_timeout_s = 10;
 };
