@@ -97,12 +97,11 @@ class Veth:
                         client_prefix=self.prefixes[1], connect="10.67.0.1", timeout=180)
 
 
-def reference(link, exe, tag, iterations, interval_us=0):
-    s_vdev, c_vdev, sock = link.vdevs(tag)
-    pid = os.getpid()
-    srv = subprocess.Popen([*link.prefixes[0], exe, "-l", "0",
-                            f"--file-prefix=lat_ref_s_{pid}_{tag}", *EAL, s_vdev,
-                            "--", "server", str(iterations)],
+def serve_then_run(link, sock, server_cmd, client_cmd):
+    """Starts server_cmd in the server's namespace, then client_cmd in the
+    client's once the server can take it; returns the client's completed
+    process and the server's exit code and stderr."""
+    srv = subprocess.Popen([*link.prefixes[0], *server_cmd],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # A memif client that finds no socket never connects: start it once the
     # server has made it.
@@ -112,15 +111,25 @@ def reference(link, exe, tag, iterations, interval_us=0):
     if not sock:
         time.sleep(1)  # af_packet: the server's socket is bound once its port starts
     try:
-        cli = subprocess.run([*link.prefixes[1], exe, "-l", "1",
-                              f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL, c_vdev,
-                              "--", "client", str(iterations), "64", str(interval_us)],
+        cli = subprocess.run([*link.prefixes[1], *client_cmd],
                              capture_output=True, text=True, timeout=120)
-        srv.wait(timeout=30)
+        _, srv_err = srv.communicate(timeout=60)
     finally:
         if srv.poll() is None:
             srv.kill()
             srv.wait()
+    return cli, srv.returncode, srv_err
+
+
+def reference(link, exe, tag, iterations, interval_us=0):
+    s_vdev, c_vdev, sock = link.vdevs(tag)
+    pid = os.getpid()
+    cli, _, _ = serve_then_run(
+        link, sock,
+        [exe, "-l", "0", f"--file-prefix=lat_ref_s_{pid}_{tag}", *EAL, s_vdev,
+         "--", "server", str(iterations)],
+        [exe, "-l", "1", f"--file-prefix=lat_ref_c_{pid}_{tag}", *EAL, c_vdev,
+         "--", "client", str(iterations), "64", str(interval_us)])
     m = re.search(r"p50 ([\d.]+) p99 ([\d.]+) p999 ([\d.]+)", cli.stdout)
     if cli.returncode != 0 or not m:
         sys.exit(f"latency_bench: the reference failed: {cli.stderr.strip()[-500:]}")
@@ -158,28 +167,15 @@ def probes(link, exe, tag, iterations):
     pid = os.getpid()
     out = os.path.join(tempfile.gettempdir(), f"droce-latency-probes-{pid}-{tag}.json")
     seconds = iterations / PROBE_RATE
-    rx = subprocess.Popen([*link.prefixes[0], exe, "--mode", "stream", "-l", "0",
-                           f"--file-prefix=lat_pr_{pid}_{tag}", *EAL, s_vdev, "--",
-                           "--rx-port", "0", "--duration", f"{seconds + 2:.1f}", "--drain", "1",
-                           "--json", out],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while sock and not os.path.exists(sock) and rx.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    if not sock:
-        time.sleep(1)
-    try:
-        tx = subprocess.run([*link.prefixes[1], exe, "--mode", "stream", "-l", "1",
-                             f"--file-prefix=lat_pt_{pid}_{tag}", *EAL, c_vdev, "--",
-                             "--tx-port", "0", "--duration", f"{seconds + 1:.1f}", "--stream",
-                             f"id=1,payload=64,rate={PROBE_RATE}pps,count={iterations}"],
-                            capture_output=True, text=True, timeout=120)
-        _, rx_err = rx.communicate(timeout=60)
-    finally:
-        if rx.poll() is None:
-            rx.kill()
-            rx.wait()
-    if tx.returncode != 0 or rx.returncode != 0 or not os.path.exists(out):
+    tx, rx_code, rx_err = serve_then_run(
+        link, sock,
+        [exe, "--mode", "stream", "-l", "0", f"--file-prefix=lat_pr_{pid}_{tag}", *EAL, s_vdev,
+         "--", "--rx-port", "0", "--duration", f"{seconds + 2:.1f}", "--drain", "1",
+         "--json", out],
+        [exe, "--mode", "stream", "-l", "1", f"--file-prefix=lat_pt_{pid}_{tag}", *EAL, c_vdev,
+         "--", "--tx-port", "0", "--duration", f"{seconds + 1:.1f}", "--stream",
+         f"id=1,payload=64,rate={PROBE_RATE}pps,count={iterations}"])
+    if tx.returncode != 0 or rx_code != 0 or not os.path.exists(out):
         sys.exit(f"latency_bench: the probe stream failed: {(tx.stderr + rx_err).strip()[-800:]}")
     with open(out) as f:
         row = json.load(f)["streams"][0]
