@@ -1,6 +1,6 @@
 """A stream sender waits for its link before its clock starts: started a
 second before its memif peer, it still delivers every probe with no stale
-latency (frames refused while the link was down used to leave later with
+latency (frames refused while the link was down would leave later with
 their old stamps, as seconds of latency), and with no peer at all it gives
 up naming --tx-port.
 
