@@ -4,8 +4,9 @@ frame decodes as well-formed InfiniBand over UDP 4791 (no _ws.malformed, no
 expert errors; tshark's IPv6 "UDP checksum 0" note is expected for IPv6
 only, since RoCEv2 senders leave it zero, annex A17.4.3), and the data
 checks pass. IPv4 and IPv6. In send_lat, each side's ACKs leave in one TX
-burst with its next SEND (port_tx_joined). Then an RX queue per shard on a real
-multi-queue port: the server's af_packet port has qpairs=2, which the
+burst with its next SEND (port_tx_joined), behind it on the wire. Then an
+RX queue per shard on a real multi-queue port: the server's af_packet port
+has qpairs=2, which the
 kernel fills by its flow hash over the UDP ports (PACKET_FANOUT_HASH, what
 RSS does on a NIC), and the server shards 16 QPs over two lcores with
 --shard-rx queues: both queues carry traffic, frames of the other lcore's
@@ -73,6 +74,21 @@ def capture_and_run(test, app_args, v6, tag):
     srv, cli = run_veth_pair_captured(exe, test, app_args, pcap, tag, (NS_A, NS_B),
                                       (IF_A, IF_B), ips)
     return srv, cli, pcap
+
+
+def joined_order(name, pcap, heur):
+    """A side's joined ACK leaves after the SEND it was joined with: the
+    kernel hands a burst's frames to the peer one by one, and the SEND is
+    the one the peer is waiting for."""
+    r = subprocess.run(["tshark", "-n", "-r", pcap, *heur, "-Y", "infiniband", "-T", "fields",
+                        "-e", "ip.src", "-e", "infiniband.bth.opcode"],
+                       capture_output=True, text=True, timeout=60)
+    frames = [ln.split("\t") for ln in r.stdout.splitlines() if ln.strip()]
+    pairs = [(a[1], b[1]) for a, b in zip(frames, frames[1:]) if a[0] == b[0]]
+    send_ack, ack_send = pairs.count(("4", "17")), pairs.count(("17", "4"))
+    c.ok(send_ack >= 20 and ack_send == 0,
+         f"{name}: each side's SEND leaves ahead of the ACK joined to it "
+         f"(SEND then ACK {send_ack} times, ACK then SEND {ack_send})")
 
 
 SHARD_RE = re.compile(r"shard (\d) lcore \d+: qps (\d+) tx_queue \S+ rx_delivered (\d+) "
@@ -170,6 +186,8 @@ try:
         c.ok(bad.returncode == 0 and not bad.stdout.strip(),
              f"{name}: no malformed frames, no expert errors "
              f"({bad.stdout.strip()[:300]})")
+        if test == "send_lat":
+            joined_order(name, pcap, heur)
         if not v6:
             errs = subprocess.run(["tshark", "-n", "-r", pcap, *heur, "-Y",
                                    "_ws.expert.severity >= warning"],
