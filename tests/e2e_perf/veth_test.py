@@ -4,14 +4,14 @@ frame decodes as well-formed InfiniBand over UDP 4791 (no _ws.malformed, no
 expert errors; tshark's IPv6 "UDP checksum 0" note is expected for IPv6
 only, since RoCEv2 senders leave it zero, annex A17.4.3), and the data
 checks pass. IPv4 and IPv6. In send_lat, each side's ACKs leave in one TX
-burst with its next SEND (port_tx_joined), behind it on the wire. Then an
-RX queue per shard on a real multi-queue port: the server's af_packet port
-has qpairs=2, which the
-kernel fills by its flow hash over the UDP ports (PACKET_FANOUT_HASH, what
-RSS does on a NIC), and the server shards 16 QPs over two lcores with
---shard-rx queues: both queues carry traffic, frames of the other lcore's
-QPs are handed over by ring, and the data check passes. Needs root (ip
-netns); the namespaces, veths and captures are removed whatever happens.
+burst with its next SEND (port_tx_joined), behind it on the wire. Then an RX
+queue per shard on a real multi-queue port: the server's af_packet port has
+qpairs=2, which the kernel fills by its flow hash over the UDP ports
+(PACKET_FANOUT_HASH, what RSS does on a NIC), and the server shards 16 QPs
+over two lcores with --shard-rx queues: both queues carry traffic, frames of
+the other lcore's QPs are handed over by ring, and the data check passes.
+Needs root (ip netns); the namespaces, veths and captures are removed
+whatever happens.
 
 usage: veth_test.py DROCE_PERF"""
 
