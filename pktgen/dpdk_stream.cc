@@ -324,9 +324,12 @@ StreamRunResult run_streams(const StreamRunConfig& c) {
   const uint64_t start = rte_rdtsc();
   const uint64_t end_tx = start + static_cast<uint64_t>(c.duration_s * static_cast<double>(clk.hz));
   const uint64_t drain = static_cast<uint64_t>(c.drain_s * static_cast<double>(clk.hz));
+  // A stream starts at its rate: one frame is due now, the next one an
+  // interval later. A bucket that started full would send a burst first,
+  // and a slow probe stream's first probes would share one tx_burst.
   for (TxStream& t : txs) {
     t.last_tsc = start;
-    t.tokens = std::min<double>(c.burst, t.depth);
+    t.tokens = 1;
   }
   const uint16_t txp = static_cast<uint16_t>(c.tx_port);
   const uint16_t rxp = static_cast<uint16_t>(c.rx_port);
