@@ -118,20 +118,28 @@ void PerfTest::lat_run(uint64_t size) {
       if (wc_[j].opcode != IBV_WC_RECV) --sends_outstanding;
     if (k == 0) check_deadline("draining send completions");
   }
+  // A server that stopped at the client's end line has had it already.
+  lat_end(size, done, !client() && v != Verb::kRead && done < n, hist);
+}
+
+// The end of one size: the sides exchange their end lines, and those that
+// timed something print their row (a READ's server times nothing).
+void PerfTest::lat_end(uint64_t size, uint64_t done, bool client_ended,
+                       const telemetry::LatencyHistogram& hist) {
+  Peer& peer = peers_[0];
+  const auto expect_end = [&] {
+    const std::string line = peer.oob.recv_line(o_.timeout, "end of test");
+    if (line.rfind("SYNC end", 0) != 0)
+      throw Failure(fmt::format("peer out of step: '{}'", line));
+  };
   if (client()) {
     peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
-    const std::string reply = peer.oob.recv_line(o_.timeout, "end of test");
-    if (reply.rfind("SYNC end", 0) != 0)
-      throw Failure(fmt::format("peer out of step: '{}'", reply));
+    expect_end();
     print_lat_row(size, done, hist);
   } else {
-    if (v == Verb::kRead || done == n) {
-      const std::string line = peer.oob.recv_line(o_.timeout, "end of test");
-      if (line.rfind("SYNC end", 0) != 0)
-        throw Failure(fmt::format("peer out of step: '{}'", line));
-    }
+    if (!client_ended) expect_end();
     peer.oob.send_line(fmt::format("SYNC end {} msgs={}", size, done));
-    if (v != Verb::kRead) print_lat_row(size, done, hist);
+    if (o_.t->verb != Verb::kRead) print_lat_row(size, done, hist);
   }
 }
 

@@ -291,6 +291,8 @@ class PerfTest {
   bool bw_server_step(Peer& p, uint64_t size, bool send);
   void print_server_rows(uint64_t size, uint64_t t_start) const;
   void lat_run(uint64_t size);
+  void lat_end(uint64_t size, uint64_t done, bool client_ended,
+               const telemetry::LatencyHistogram& hist);
   bool verify_after(uint64_t size);
   std::string check_peer(const Peer& p, uint64_t size) const;
 
