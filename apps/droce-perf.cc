@@ -38,6 +38,7 @@
 #include "droce/engine/engine.h"
 #include "droce/options/values.h"
 #include "droce/telemetry/latency_histogram.h"
+#include "droce/transport/requester.h"
 #include "perf/perf_test.h"
 
 namespace droce::perf {
@@ -197,6 +198,18 @@ namespace {
 // ---- command line -------------------------------------------------------------
 
 // Option errors before EAL starts: the message names the option.
+// A path MTU whose packets the port cannot carry is lowered to the largest
+// that fits, and said so, as perftest does with a port's active MTU: frames
+// the port refuses would only be lost and resent.
+void fit_mtu_to_port(Options& o, const engine::Engine& eng, engine::PortIndex port) {
+  const uint32_t carries = eng.port_mtu(port);
+  if (const uint32_t fits = transport::active_mtu(o.mtu, carries); fits < o.mtu) {
+    fmt::print(stderr, "droce-perf: -m {}: port {} carries IP packets of {} bytes; using -m {}\n",
+               o.mtu, o.dev, carries, fits);
+    o.mtu = fits;
+  }
+}
+
 void validate(Options& o) {
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards", fmt::format("{} is out of range 1..128", o.shards));
@@ -371,6 +384,7 @@ int perf_main(int argc, char** argv) {
         apps::rethrow_as_shard_flag(e);
       }
     }();
+    fit_mtu_to_port(o, eng, port);
     PerfTest test(o, eng, port);
     try {
       status = test.run();

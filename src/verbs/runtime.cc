@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "droce/transport/requester.h"
+
 namespace droce::verbs {
 
 namespace {
@@ -96,7 +98,7 @@ bool ensure_engine(Runtime& rt) {
     rt.port = eng->add_port(pc);
     rt.port_id = eng->port_id(rt.port);
     rt.mac = eng->port_mac(rt.port);
-    rt.mtu = active_mtu(c.mtu, eng->port_mtu(rt.port));
+    rt.mtu = transport::active_mtu(c.mtu, eng->port_mtu(rt.port));
     rt.gids = gid_table(rt.mac, c.addresses);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(c.start_timeout_ms);

@@ -111,16 +111,6 @@ void fill_device_attr(ibv_device_attr& a, const wire::MacAddress& mac) {
   a.phys_port_cnt = 1;
 }
 
-uint32_t active_mtu(uint32_t configured, uint32_t link_mtu) {
-  // IPv6 40 (RFC 8200), UDP 8 (RFC 768), BTH 12, RETH 16, ImmDt 4 (IBA
-  // 9.2, 9.3.1, 9.3.3) and ICRC 4 (annex A17.3.3): an RDMA WRITE Only with
-  // Immediate over IPv6, the most any request adds to its payload.
-  constexpr uint32_t kMostOverhead = 40 + 8 + 12 + 16 + 4 + 4;
-  uint32_t m = 4096;
-  while (m > 256 && (m > configured || m + kMostOverhead > link_mtu)) m /= 2;
-  return m;
-}
-
 void fill_port_attr(ibv_port_attr& a, uint32_t mtu, bool link_up, double rate_gbps) {
   a = ibv_port_attr{};
   a.state = link_up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;

@@ -78,17 +78,18 @@ def run_pair(exe, test, server_eal, client_eal, app_args, server_args=(),
 
 
 def run_memif_pair(exe, test, app_args, tmp, tag, server_args=(), client_args=(),
-                   timeout=60):
+                   timeout=60, vdev_extra=""):
     """run_pair over net_memif, the socket in `tmp`: the server is the memif
     server. One lcore (CPU) per process: the engine runs its worker as a
     thread next to the control thread, so two processes share a 2-core
-    machine."""
+    machine. `vdev_extra` is added to both ends' vdev arguments (e.g.
+    ",bsize=8192")."""
     sock = os.path.join(tmp, f"{tag}.sock")
     pid = os.getpid()
     s_eal = ["-l", "0", f"--file-prefix=dpm_s_{pid}_{tag}",
-             f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no"]
+             f"--vdev=net_memif0,role=server,socket={sock},socket-abstract=no{vdev_extra}"]
     c_eal = ["-l", "1", f"--file-prefix=dpm_c_{pid}_{tag}",
-             f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no"]
+             f"--vdev=net_memif0,role=client,socket={sock},socket-abstract=no{vdev_extra}"]
     return run_pair(exe, test, s_eal, c_eal, app_args, server_args=server_args,
                     client_args=client_args, timeout=timeout, wait_for_path=sock)
 

@@ -22,6 +22,15 @@ TEST(Requester, TimerEncodings) {
   EXPECT_EQ(mtu_bytes(IBV_MTU_4096), 4096u);
 }
 
+TEST(Requester, ActiveMtuIsTheLargestThatFitsTheLink) {
+  EXPECT_EQ(active_mtu(4096, 1500), 1024u);  // Ethernet, as rxe reports
+  EXPECT_EQ(active_mtu(4096, 9000), 4096u);  // jumbo frames
+  EXPECT_EQ(active_mtu(2048, 9000), 2048u);  // the configuration caps it
+  EXPECT_EQ(active_mtu(4096, 4096 + 84), 4096u);  // exactly the fullest packet
+  EXPECT_EQ(active_mtu(4096, 4096 + 83), 2048u);  // one byte short
+  EXPECT_EQ(active_mtu(4096, 200), 256u);    // nothing fits: the IB minimum
+}
+
 TEST(Requester, SegmentsByMtuAcrossPsnWrapWithAckReqOnLast) {
   QpBench b(QpType::kRc, QpBench::default_attr(), 0xFFFFFE);
   ASSERT_EQ(b.post_send(1, IBV_WR_SEND, 0, 3000), 0);

@@ -73,15 +73,6 @@ TEST(VerbsAttr, PortIsActiveEthernetWithItsMtu) {
   EXPECT_EQ(a.active_width, 1);
 }
 
-TEST(VerbsAttr, ActiveMtuIsTheLargestThatFitsTheLink) {
-  EXPECT_EQ(active_mtu(4096, 1500), 1024u);  // Ethernet, as rxe reports
-  EXPECT_EQ(active_mtu(4096, 9000), 4096u);  // jumbo frames
-  EXPECT_EQ(active_mtu(2048, 9000), 2048u);  // the configuration caps it
-  EXPECT_EQ(active_mtu(4096, 4096 + 84), 4096u);  // exactly the fullest packet
-  EXPECT_EQ(active_mtu(4096, 4096 + 83), 2048u);  // one byte short
-  EXPECT_EQ(active_mtu(4096, 200), 256u);    // nothing fits: the IB minimum
-}
-
 TEST(VerbsAttr, DeviceIsNotAMellanoxPart) {
   ibv_device_attr a;
   fill_device_attr(a, kMac);

@@ -47,4 +47,18 @@ constexpr std::optional<ibv_mtu> mtu_code(uint32_t bytes) {
 }
 static_assert(mtu_code(1024) == IBV_MTU_1024 && !mtu_code(1500));
 
+// The largest IB MTU (bytes), at most `configured`, whose fullest RoCE v2
+// packet fits an IP MTU of `link_mtu`, as rxe derives a port's active MTU
+// from its netdev: 1024 on a 1500-byte Ethernet link, 4096 on jumbo
+// frames; 256 when even that does not fit. The fullest packet: IPv6 40
+// (RFC 8200), UDP 8 (RFC 768), BTH 12, RETH 16, ImmDt 4 (IBA 9.2, 9.3.1,
+// 9.3.3) and ICRC 4 (annex A17.3.3) around the payload, an RDMA WRITE Only
+// with Immediate over IPv6.
+constexpr uint32_t active_mtu(uint32_t configured, uint32_t link_mtu) {
+  constexpr uint32_t kMostOverhead = 40 + 8 + 12 + 16 + 4 + 4;
+  uint32_t m = 4096;
+  while (m > 256 && (m > configured || m + kMostOverhead > link_mtu)) m /= 2;
+  return m;
+}
+
 }  // namespace droce::transport

@@ -58,12 +58,6 @@ void fill_device_attr(ibv_device_attr& a, const wire::MacAddress& mac);
 // `link_up`: the port's link; `mtu`: its active MTU in bytes; `rate_gbps`:
 // the emulated link rate (0 = unlimited, reported as 100 Gb/s).
 void fill_port_attr(ibv_port_attr& a, uint32_t mtu, bool link_up, double rate_gbps);
-// The port's active MTU (bytes): the largest IB MTU, at most `configured`,
-// whose fullest RoCE v2 packet fits an IP MTU of `link_mtu` (an IPv6
-// header, UDP, BTH, RETH, ImmDt and ICRC around the payload), as rxe
-// derives it from its netdev: 1024 on a 1500-byte Ethernet link, 4096 on
-// jumbo frames. 256 when even that does not fit.
-uint32_t active_mtu(uint32_t configured, uint32_t link_mtu);
 
 // ---- memory regions
 
