@@ -214,6 +214,8 @@ void validate(Options& o) {
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards", fmt::format("{} is out of range 1..128", o.shards));
   apps::shard_rx_option(o.shard_rx);  // throws naming --shard-rx
+  if (!(o.rate_gbps >= 0 && o.rate_gbps <= 1600))
+    throw ConfigError("--rate-gbps", fmt::format("{} is out of range 0..1600", o.rate_gbps));
   for (const TestName& t : kTests)
     if (o.test == t.name) o.t = &t;
   if (!o.t)
@@ -327,7 +329,7 @@ int perf_main(int argc, char** argv) {
   cli.add_flag("--resolve", o.resolve,
                "find the peer's MAC by ARP / neighbour discovery instead of the out-of-band "
                "exchange");
-  cli.add_option("--rate-gbps", o.rate_gbps, "port rate cap in Gb/s (default 0: none)");
+  cli.add_option("--rate-gbps", o.rate_gbps, "port rate cap in Gb/s, e.g. 0.2 (default 0: none)");
   cli.add_option("-u,--qp-timeout", o.qp_timeout,
                  "local ACK timeout: 4.096 us * 2^N before a retransmission (default 14, "
                  "67 ms; 0 = none; at most 31)")
@@ -372,7 +374,7 @@ int perf_main(int argc, char** argv) {
     engine::Engine eng(ec);
     engine::PortConfig pc;
     pc.name = o.dev;
-    pc.endpoint.port_rate_bytes_per_sec = o.rate_gbps * 1'000'000'000ull / 8;
+    pc.endpoint.port_rate_bytes_per_sec = static_cast<uint64_t>(o.rate_gbps * 1e9 / 8);
     pc.shards = o.shards;
     pc.shard_rx = apps::shard_rx_option(o.shard_rx);
     pc.capture = o.capture;

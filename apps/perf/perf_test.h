@@ -98,7 +98,7 @@ struct Options {
   // driver does from a GID, instead of taking the one the peer announced
   // out of band.
   bool resolve = false;
-  uint64_t rate_gbps = 0;
+  double rate_gbps = 0;
   // Local ACK timeout exponent (IBA 9.7.6.1.3: 4.096 us * 2^N), perftest -u.
   uint32_t qp_timeout = 14;
   // End-to-end credits (IBA 9.7.7.2): SENDs wait for the peer's receive

@@ -30,6 +30,7 @@ CASES = [
     ("-D with -n", ["--test", "write_bw", "--server", "-D", "2", "-n", "10"],
      "-D/--duration"),
     ("negative -D", ["--test", "write_lat", "--server", "-D", "-1"], "-D/--duration"),
+    ("negative rate", ["--test", "write_bw", "--server", "--rate-gbps", "-1"], "--rate-gbps"),
     ("no --test", ["--server"], "--test"),
     ("zero clients", ["--test", "write_bw", "--server", "--clients", "0"], "--clients"),
     ("too many clients", ["--test", "write_bw", "--server", "--clients", "65"], "--clients"),
