@@ -8,13 +8,45 @@ namespace droce::telemetry {
 
 namespace {
 constexpr uint64_t kHalf = LatencyHistogram::kSubCount / 2;
-// Values < kSubCount: one bucket each. Then one group of kHalf buckets per
-// power of two from 2^kSubBits to 2^63.
-constexpr uint32_t kBuckets = static_cast<uint32_t>(
-    LatencyHistogram::kSubCount + (64 - LatencyHistogram::kSubBits) * kHalf);
+
+// Values < kSubCount: one bucket each, group 0. Then one group of kHalf
+// buckets per power of two from 2^kSubBits to 2^63.
+size_t group_size(size_t g) { return g == 0 ? LatencyHistogram::kSubCount : kHalf; }
+size_t group_of(uint32_t b) {
+  return b < LatencyHistogram::kSubCount ? 0 : 1 + (b - LatencyHistogram::kSubCount) / kHalf;
+}
+size_t index_in_group(uint32_t b) {
+  return b < LatencyHistogram::kSubCount ? b : (b - LatencyHistogram::kSubCount) % kHalf;
+}
+uint32_t first_bucket(size_t g) {
+  return static_cast<uint32_t>(g == 0 ? 0 : LatencyHistogram::kSubCount + (g - 1) * kHalf);
+}
 }  // namespace
 
-LatencyHistogram::LatencyHistogram() : counts_(kBuckets, 0) {}
+LatencyHistogram::LatencyHistogram(const LatencyHistogram& o)
+    : total_(o.total_), min_(o.min_), max_(o.max_), sum_(o.sum_), sum_sq_(o.sum_sq_) {
+  for (size_t g = 0; g < kGroups; ++g) {
+    if (!o.groups_[g]) continue;
+    groups_[g] = std::make_unique<uint64_t[]>(group_size(g));
+    std::copy_n(o.groups_[g].get(), group_size(g), groups_[g].get());
+  }
+}
+
+LatencyHistogram& LatencyHistogram::operator=(const LatencyHistogram& o) {
+  if (this != &o) *this = LatencyHistogram(o);
+  return *this;
+}
+
+size_t LatencyHistogram::groups_allocated() const {
+  return static_cast<size_t>(std::count_if(groups_.begin(), groups_.end(),
+                                           [](const auto& g) { return g != nullptr; }));
+}
+
+uint64_t& LatencyHistogram::count_at(uint32_t b) {
+  std::unique_ptr<uint64_t[]>& g = groups_[group_of(b)];
+  if (!g) g = std::make_unique<uint64_t[]>(group_size(group_of(b)));  // zeroed
+  return g[index_in_group(b)];
+}
 
 uint32_t LatencyHistogram::bucket_of(uint64_t v) {
   if (v < kSubCount) return static_cast<uint32_t>(v);
@@ -40,7 +72,7 @@ uint64_t LatencyHistogram::bucket_high(uint32_t b) {
 
 void LatencyHistogram::record(uint64_t v, uint64_t n) {
   if (n == 0) return;
-  counts_[bucket_of(v)] += n;
+  count_at(bucket_of(v)) += n;
   total_ += n;
   min_ = std::min(min_, v);
   max_ = std::max(max_, v);
@@ -50,7 +82,12 @@ void LatencyHistogram::record(uint64_t v, uint64_t n) {
 }
 
 void LatencyHistogram::merge(const LatencyHistogram& o) {
-  for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += o.counts_[i];
+  for (size_t g = 0; g < kGroups; ++g) {
+    if (!o.groups_[g]) continue;
+    const uint32_t first = first_bucket(g);
+    for (size_t i = 0; i < group_size(g); ++i)
+      if (const uint64_t n = o.groups_[g][i]) count_at(first + static_cast<uint32_t>(i)) += n;
+  }
   total_ += o.total_;
   min_ = std::min(min_, o.min_);
   max_ = std::max(max_, o.max_);
@@ -78,9 +115,13 @@ uint64_t LatencyHistogram::percentile(double q) const {
   uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(total_)));
   rank = std::max<uint64_t>(rank, 1);
   uint64_t seen = 0;
-  for (uint32_t b = 0; b < counts_.size(); ++b) {
-    seen += counts_[b];
-    if (seen >= rank) return std::clamp(bucket_high(b), min_, max_);
+  for (size_t g = 0; g < kGroups; ++g) {
+    if (!groups_[g]) continue;
+    const uint32_t first = first_bucket(g);
+    for (size_t i = 0; i < group_size(g); ++i) {
+      seen += groups_[g][i];
+      if (seen >= rank) return std::clamp(bucket_high(first + static_cast<uint32_t>(i)), min_, max_);
+    }
   }
   return max_;
 }

@@ -82,6 +82,43 @@ TEST(LatencyHistogram, MergeEqualsRecordingEverything) {
   EXPECT_EQ(a.max(), all.max());
 }
 
+TEST(LatencyHistogram, BucketGroupsAreAllocatedWhenFirstUsed) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.groups_allocated(), 0u);
+  h.record(2'000);  // [2^10, 2^11)
+  h.record(2'047);
+  EXPECT_EQ(h.groups_allocated(), 1u);
+  h.record(5'000);  // [2^12, 2^13)
+  h.record(3);      // the exact ones
+  EXPECT_EQ(h.groups_allocated(), 3u);
+  EXPECT_EQ(h.percentile(0.25), 3u);
+  EXPECT_EQ(h.percentile(1.0), 5'000u);
+  // Merging allocates only the groups the other has.
+  LatencyHistogram m;
+  m.merge(h);
+  EXPECT_EQ(m.groups_allocated(), 3u);
+  EXPECT_EQ(m.percentile(0.5), h.percentile(0.5));
+}
+
+TEST(LatencyHistogram, CopiesAreIndependent) {
+  LatencyHistogram a;
+  for (uint64_t i = 1; i <= 1000; ++i) a.record(i * 100);
+  const uint64_t p99 = a.percentile(0.99);
+  LatencyHistogram b = a;
+  EXPECT_EQ(b.percentile(0.99), p99);
+  b.record(1'000'000'000);
+  EXPECT_EQ(a.count(), 1000u);
+  EXPECT_EQ(b.count(), 1001u);
+  EXPECT_EQ(a.percentile(0.99), p99);
+  EXPECT_EQ(a.max(), 100'000u);
+  a = b;
+  EXPECT_EQ(a.max(), 1'000'000'000u);
+  EXPECT_EQ(a.groups_allocated(), b.groups_allocated());
+  a.reset();
+  EXPECT_EQ(a.count(), 0u);
+  EXPECT_EQ(a.groups_allocated(), 0u);
+}
+
 TEST(LatencyHistogram, StddevOfKnownSet) {
   LatencyHistogram h;
   for (uint64_t x : {2, 4, 4, 4, 5, 5, 7, 9}) h.record(x);
