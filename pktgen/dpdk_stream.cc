@@ -179,7 +179,7 @@ uint16_t rx_once(uint16_t port, const TscClock& clk, StreamRunResult& r, uint32_
         t = r.rx->stream(probe->stream_id);
         if (t->counters().unique > before && t->counters().negative_latency == neg_before) {
           if (r.samples_total < kMaxLatencySamples) {
-            r.latency_samples[probe->stream_id].push_back(now - probe->tx_ns);
+            r.latency_samples[probe->stream_id].push(now - probe->tx_ns);
             r.samples_total++;
           } else {
             r.samples_dropped++;
@@ -453,7 +453,7 @@ std::vector<Row> rows(const StreamRunConfig& c, const StreamRunResult& r) {
       const auto& h = tr.latency();
       auto it = r.latency_samples.find(id);
       if (r.samples_dropped == 0 && it != r.latency_samples.end() && !it->second.empty()) {
-        std::vector<uint64_t> v = it->second;
+        std::vector<uint64_t> v = it->second.to_vector();
         row.p50 = nearest_rank(v, 50);
         row.p99 = nearest_rank(v, 99);
         row.p999 = nearest_rank(v, 99.9);

@@ -1,4 +1,5 @@
 #include "droce/pktgen/probe.h"
+#include "droce/pktgen/sample_chunks.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,19 @@
 
 namespace droce::pktgen {
 namespace {
+
+TEST(PktgenProbe, SampleChunksKeepEverySampleInOrderAcrossChunks) {
+  SampleChunks s;
+  EXPECT_TRUE(s.empty());
+  EXPECT_TRUE(s.to_vector().empty());
+  const size_t n = 2 * SampleChunks::kChunk + 3;
+  for (size_t i = 0; i < n; ++i) s.push(i * 7);
+  EXPECT_EQ(s.size(), n);
+  EXPECT_EQ(s.chunks(), 3u);
+  const std::vector<uint64_t> v = s.to_vector();
+  ASSERT_EQ(v.size(), n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], i * 7) << i;
+}
 
 TEST(PktgenProbe, PayloadRoundTripAndMagic) {
   uint8_t buf[kProbeSize + 4] = {};

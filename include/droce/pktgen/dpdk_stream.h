@@ -14,6 +14,7 @@
 
 #include "droce/pktgen/dpdk_fill.h"
 #include "droce/pktgen/probe.h"
+#include "droce/pktgen/sample_chunks.h"
 #include "droce/pktgen/stream.h"
 
 namespace droce::pktgen {
@@ -76,7 +77,7 @@ struct StreamRunResult {
   // One-way latency of every first arrival per stream (up to
   // kMaxLatencySamples in all), for exact nearest-rank percentiles; the
   // trackers' histograms (within 0.2%) take over past that.
-  std::map<uint32_t, std::vector<uint64_t>> latency_samples;
+  std::map<uint32_t, SampleChunks> latency_samples;
   uint64_t samples_total = 0, samples_dropped = 0;
   uint64_t rx_packets = 0, rx_bytes = 0, rx_not_roce = 0, rx_not_probe = 0;
   uint64_t tx_alloc_failed = 0;
