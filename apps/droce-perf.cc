@@ -197,7 +197,6 @@ namespace {
 
 // ---- command line -------------------------------------------------------------
 
-// Option errors before EAL starts: the message names the option.
 // A path MTU whose packets the port cannot carry is lowered to the largest
 // that fits, and said so, as perftest does with a port's active MTU: frames
 // the port refuses would only be lost and resent.
@@ -210,6 +209,7 @@ void fit_mtu_to_port(Options& o, const engine::Engine& eng, engine::PortIndex po
   }
 }
 
+// Option errors before EAL starts: the message names the option.
 void validate(Options& o) {
   if (o.shards < 1 || o.shards > 128)
     throw ConfigError("--shards", fmt::format("{} is out of range 1..128", o.shards));

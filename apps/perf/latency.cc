@@ -40,13 +40,13 @@ void PerfTest::lat_run(uint64_t size) {
     post_send_or_fail(lq, wr);
     ++sends_outstanding;
   };
-  // Waits for the i-th incoming message (WRITE: its tag in memory; SEND: a
-  // receive completion); returns false if the client ended the run.
   // Whether the client ended a timed run is a look at the out-of-band
   // socket, a system call: made every kEndLookNs, not on every pass, so
   // that it does not stand between a message arriving and its answer.
   constexpr uint64_t kEndLookNs = 20'000;
   uint64_t next_end_look = 0;
+  // Waits for the i-th incoming message (WRITE: its tag in memory; SEND: a
+  // receive completion); returns false if the client ended the run.
   auto wait_incoming = [&](uint64_t i, bool may_end) -> bool {
     for (;;) {
       if (v == Verb::kWrite && load_byte(dst + size - 1) == lat_tag(i)) return true;

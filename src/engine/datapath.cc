@@ -356,7 +356,8 @@ bool poll_tx(Shard& s, uint64_t now, bool join) {
   // The joined answers go last: the kernel hands a burst's frames to the
   // peer one by one, and the application's new frame (the ping-pong's next
   // message) is the one the peer waits for, an ACK is not.
-  if (first > 0 && built > 0) std::rotate(s.stash.begin(), s.stash.begin() + first, s.stash.begin() + n);
+  if (first > 0 && built > 0)
+    std::rotate(s.stash.begin(), s.stash.begin() + first, s.stash.begin() + n);
   s.joining = 0;
   send_burst(s, s.stash.data(), n, now);
   // Keep the unused mbufs at the front of the stash for the next call.

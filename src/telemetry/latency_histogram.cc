@@ -120,7 +120,8 @@ uint64_t LatencyHistogram::percentile(double q) const {
     const uint32_t first = first_bucket(g);
     for (size_t i = 0; i < group_size(g); ++i) {
       seen += groups_[g][i];
-      if (seen >= rank) return std::clamp(bucket_high(first + static_cast<uint32_t>(i)), min_, max_);
+      if (seen >= rank)
+        return std::clamp(bucket_high(first + static_cast<uint32_t>(i)), min_, max_);
     }
   }
   return max_;
