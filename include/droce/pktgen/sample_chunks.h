@@ -2,8 +2,8 @@
 // move. A std::vector doubles its capacity by copying everything it holds:
 // at thousands of samples that is tens of microseconds, at millions
 // milliseconds, and the probes that arrive meanwhile wait in the RX queue
-// and carry the copy in their latency. A chunk is allocated whole and its
-// pages are mapped as they are first written. DPDK-free.
+// and carry the copy in their latency. A chunk is allocated whole and not
+// written before samples fill it (no zeroing). DPDK-free.
 #pragma once
 
 #include <cstddef>
