@@ -40,11 +40,6 @@ void PerfTest::lat_run(uint64_t size) {
     post_send_or_fail(lq, wr);
     ++sends_outstanding;
   };
-  // Whether the client ended a timed run is a look at the out-of-band
-  // socket, a system call: made every kEndLookNs, not on every pass, so
-  // that it does not stand between a message arriving and its answer.
-  constexpr uint64_t kEndLookNs = 20'000;
-  uint64_t next_end_look = 0;
   // Waits for the i-th incoming message (WRITE: its tag in memory; SEND: a
   // receive completion); returns false if the client ended the run.
   auto wait_incoming = [&](uint64_t i, bool may_end) -> bool {
@@ -65,8 +60,7 @@ void PerfTest::lat_run(uint64_t size) {
       }
       if (got) return true;
       if (k == 0) {
-        if (may_end && engine::now_ns() >= next_end_look) {
-          next_end_look = engine::now_ns() + kEndLookNs;
+        if (may_end) {
           if (auto line = peer.oob.try_recv_line(0)) {
             if (line->rfind("SYNC end", 0) != 0)
               throw Failure(fmt::format("peer out of step: '{}'", *line));

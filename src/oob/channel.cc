@@ -53,7 +53,10 @@ Channel::~Channel() {
 }
 
 Channel::Channel(Channel&& o) noexcept
-    : fd_(o.fd_), buf_(std::move(o.buf_)), while_waiting_(std::move(o.while_waiting_)) {
+    : fd_(o.fd_),
+      buf_(std::move(o.buf_)),
+      while_waiting_(std::move(o.while_waiting_)),
+      next_look_(o.next_look_) {
   o.fd_ = -1;
 }
 
@@ -63,6 +66,7 @@ Channel& Channel::operator=(Channel&& o) noexcept {
     fd_ = o.fd_;
     buf_ = std::move(o.buf_);
     while_waiting_ = std::move(o.while_waiting_);
+    next_look_ = o.next_look_;
     o.fd_ = -1;
   }
   return *this;
@@ -105,6 +109,11 @@ std::optional<std::string> Channel::try_recv_line(int timeout_ms) {
       buf_.erase(0, nl + 1);
       return line;
     }
+    if (timeout_ms == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_look_) return std::nullopt;
+      next_look_ = now + kLookEvery;
+    }
     if (poll_in(fd_, timeout_ms) <= 0) return std::nullopt;
     char tmp[4096];
     const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
@@ -116,18 +125,11 @@ std::optional<std::string> Channel::try_recv_line(int timeout_ms) {
 std::string Channel::recv_line(double timeout_s, const std::string& what) {
   std::optional<std::string> line;
   if (while_waiting_) {
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_s));
-    // Looking at the socket is a system call, about a microsecond: between
-    // two looks the engine's loop runs for kLookEvery, so that a frame
-    // arriving meanwhile (a READ to answer) is not held up by one. A line
-    // waits that long at most, which nothing timed here notices.
-    constexpr auto kLookEvery = std::chrono::microseconds(20);
-    for (auto now = Clock::now();; now = Clock::now()) {
-      if ((line = try_recv_line(0)) || now >= deadline) break;
-      for (const auto look = now + kLookEvery; Clock::now() < look;) while_waiting_();
-    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+    while (!(line = try_recv_line(0)) && std::chrono::steady_clock::now() < deadline)
+      while_waiting_();
   } else {
     line = try_recv_line(static_cast<int>(timeout_s * 1000));
   }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -41,6 +43,29 @@ TEST(OobChannel, LinesArriveWholeAndInOrder) {
   EXPECT_EQ(p.server.recv_line(5.0, "long"), std::string(10000, 'x'));
   EXPECT_EQ(p.server.recv_line(5.0, "empty"), "");
   EXPECT_FALSE(p.server.try_recv_line(0).has_value());
+}
+
+// A look (try_recv_line(0)) reaches the socket at most every kLookEvery,
+// so a caller spins: it still gets every line, in order, and lines read
+// with an earlier one come at once.
+TEST(OobChannel, ASpinningLookGetsEveryLine) {
+  Pair p;
+  const auto spin = [&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::optional<std::string> line;
+    while (!(line = p.server.try_recv_line(0)) && std::chrono::steady_clock::now() < give_up) {
+    }
+    return line;
+  };
+  EXPECT_FALSE(p.server.try_recv_line(0).has_value());  // looked: nothing yet
+  p.client.send_line("a");
+  p.client.send_line("b");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both have arrived
+  EXPECT_EQ(spin(), "a");
+  EXPECT_EQ(p.server.try_recv_line(0), "b");  // read with "a": no look needed
+  EXPECT_FALSE(p.server.try_recv_line(0).has_value());
+  p.client.send_line("c");
+  EXPECT_EQ(spin(), "c");
 }
 
 TEST(OobChannel, SilenceTimesOutNamingWhatWasAwaited) {

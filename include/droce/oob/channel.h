@@ -5,6 +5,7 @@
 // DPDK-free.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -39,8 +40,14 @@ class Channel {
 
   // `line` must not contain '\n'.
   void send_line(const std::string& line);
-  // A complete line if one arrives within timeout_ms (0: just look).
+  // A complete line if one arrives within timeout_ms. 0: just look, at the
+  // socket at most every kLookEvery (a line already read is returned at
+  // once): looking is a system call of about a microsecond, and callers
+  // that spin (an application running the engine's loop while it waits for
+  // its peer) would otherwise make one per pass of the loop, between a
+  // frame arriving and its answer.
   std::optional<std::string> try_recv_line(int timeout_ms);
+  static constexpr std::chrono::microseconds kLookEvery{20};
   // Throws Error naming `what` after timeout_s.
   std::string recv_line(double timeout_s, const std::string& what);
   // Called over and over while recv_line() waits, instead of blocking in
@@ -62,6 +69,7 @@ class Channel {
   int fd_ = -1;
   std::string buf_;
   std::function<void()> while_waiting_;
+  std::chrono::steady_clock::time_point next_look_{};
 };
 
 // A listening socket, open for the whole set-up so that every peer's
