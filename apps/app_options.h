@@ -101,7 +101,7 @@ inline void add_mark_options(CLI::App& cli, options::PacketMarks& m) {
 }
 
 // --recovery, --entropy, --entropy-paths, --flowlet-gap,
-// --reorder-tolerance, --reorder-window and --reth-every-packet into `m`
+// --reorder-tolerance, --reorder-window, --rto-low and --reth-every-packet into `m`
 // (options::parse_multipath checks them); `recovery_note` says who else
 // must agree on the recovery.
 inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
@@ -125,6 +125,9 @@ inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
   cli.add_option("--reorder-window", m.reorder_window,
                  "sr: also resend a hole out for a later packet's round trip plus this "
                  "time (RACK; e.g. 20us; default off)");
+  cli.add_option("--rto-low", m.rto_low,
+                 "sr: the retransmission timeout when at most 3 packets are in flight "
+                 "(IRN's RTO_low; e.g. 25us; default 100us)");
   cli.add_flag("--reth-every-packet", m.reth_every_packet,
                "send each packet of a long RDMA WRITE as a WRITE ONLY with its own RETH, "
                "so a selective-repeat responder places it whatever arrives first");

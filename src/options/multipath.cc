@@ -45,15 +45,15 @@ uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text)
 }
 
 MultipathNames MultipathNames::flags() {
-  return {"--recovery",          "--entropy",        "--entropy-paths",     "--flowlet-gap",
-          "--reorder-tolerance", "--reorder-window", "--reth-every-packet"};
+  return {"--recovery",          "--entropy",        "--entropy-paths", "--flowlet-gap",
+          "--reorder-tolerance", "--reorder-window", "--rto-low",       "--reth-every-packet"};
 }
 
 MultipathNames MultipathNames::keys(const std::string& prefix) {
   const std::string p = prefix.empty() ? "" : prefix + ".";
   return {p + "recovery",          p + "entropy",        p + "entropy_paths",
           p + "flowlet_gap",       p + "reorder_tolerance", p + "reorder_window",
-          p + "reth_every_packet"};
+          p + "rto_low",           p + "reth_every_packet"};
 }
 
 Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
@@ -67,6 +67,11 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
     m.reorder_tolerance = parse_reorder_tolerance(n.reorder_tolerance, *t.reorder_tolerance);
   if (t.reorder_window)
     m.reorder_window_ns = parse_time_ns(n.reorder_window, *t.reorder_window, kMaxReorderWindowNs);
+  if (t.rto_low) {
+    m.rto_low_ns = parse_time_ns(n.rto_low, *t.rto_low, kMaxRtoLowNs);
+    if (*m.rto_low_ns == 0)
+      throw ConfigError(n.rto_low, "0 is out of range (a time above 0, up to 1s)");
+  }
   m.reth_every_packet = t.reth_every_packet;
 
   // Go-back-N takes every overtaken packet for a PSN sequence error (IBA
@@ -82,6 +87,9 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
   if (m.reorder_window_ns && !m.selective_repeat())
     throw ConfigError(n.reorder_window,
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
+  if (m.rto_low_ns && !m.selective_repeat())
+    throw ConfigError(n.rto_low,
+                      fmt::format("is selective repeat's: it needs {} sr", n.recovery));
   if (t.entropy_paths && m.entropy.mode == EntropyMode::kFixed)
     throw ConfigError(n.entropy_paths,
                       fmt::format("needs {} spray, flowlet or path_aware (fixed uses one port)",
@@ -96,6 +104,7 @@ void apply_multipath(const Multipath& m, transport::QpAttr& attr) {
   attr.entropy = m.entropy;
   if (m.reorder_tolerance) attr.sr_reorder_tolerance_pkts = *m.reorder_tolerance;
   if (m.reorder_window_ns) attr.sr_reorder_window_ns = *m.reorder_window_ns;
+  if (m.rto_low_ns) attr.sr_rto_low_ns = *m.rto_low_ns;
   if (m.reth_every_packet) attr.write_reth_every_packet = true;
 }
 
@@ -103,6 +112,7 @@ std::string describe(const Multipath& m) {
   std::string s(recovery_name(m.recovery.value_or(Recovery::kGoBackN)));
   if (m.reorder_tolerance) s += fmt::format(" (reorder tolerance {})", *m.reorder_tolerance);
   if (m.reorder_window_ns) s += fmt::format(" (reorder window {} ns)", *m.reorder_window_ns);
+  if (m.rto_low_ns) s += fmt::format(" (RTO_low {} ns)", *m.rto_low_ns);
   if (m.reth_every_packet) s += ", a RETH in every WRITE packet";
   switch (m.entropy.mode) {
     case EntropyMode::kFixed: break;

@@ -154,6 +154,36 @@ TEST(OptionMultipath, CombinationsTheTransportRefusesNameTheOption) {
             "--flowlet-gap");
 }
 
+TEST(OptionMultipath, RtoLowSetsTheQpAndIsSelectiveRepeats) {
+  MultipathText t;
+  t.recovery = "sr";
+  t.rto_low = "5ms";
+  const Multipath m = parse_multipath(t, MultipathNames::flags());
+  transport::QpAttr a;
+  const uint32_t threshold = a.sr_rto_low_threshold_pkts;
+  apply_multipath(m, a);
+  EXPECT_EQ(a.sr_rto_low_ns, 5'000'000u);
+  EXPECT_EQ(a.sr_rto_low_threshold_pkts, threshold);  // only the time is an option
+  EXPECT_EQ(describe(m), "sr (RTO_low 5000000 ns)");
+  // Not given: the transport's default stays.
+  transport::QpAttr d;
+  apply_multipath(parse_multipath(MultipathText{}, MultipathNames::flags()), d);
+  EXPECT_EQ(d.sr_rto_low_ns, transport::QpAttr{}.sr_rto_low_ns);
+  // Go-back-N has one timeout; 0, more than 1 s and what is not a time are named.
+  std::string what;
+  MultipathText g;
+  g.rto_low = "25us";
+  EXPECT_EQ(error_option([&] { parse_multipath(g, MultipathNames::flags()); }, &what),
+            "--rto-low");
+  EXPECT_NE(what.find("needs --recovery sr"), std::string::npos) << what;
+  for (const char* bad : {"0", "2s", "later"}) {
+    t.rto_low = bad;
+    EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::keys("qp[0]")); }),
+              "qp[0].rto_low")
+        << bad;
+  }
+}
+
 TEST(OptionMultipath, ConfigKeysNameTheTableAndKey) {
   MultipathText t;
   t.entropy = "flowlet";

@@ -1,8 +1,9 @@
 // A QP's multipath settings as users give them, one way for every app:
 // droce-perf's --recovery, --entropy, --entropy-paths, --flowlet-gap,
-// --reorder-tolerance, --reorder-window and --reth-every-packet,
+// --reorder-tolerance, --reorder-window, --rto-low and --reth-every-packet,
 // droce-endpoint's [[qp]] keys recovery, entropy, entropy_paths,
-// flowlet_gap, reorder_tolerance, reorder_window and reth_every_packet,
+// flowlet_gap, reorder_tolerance, reorder_window, rto_low and
+// reth_every_packet,
 // droce-pktgen's DPDK collective. The names are droce-sim's scenario keys' (docs/MULTIPATH.md):
 // entropy "fixed", "spray", "flowlet", "path_aware"; recovery "gbn" (or "go_back_n"),
 // "sr" (or "selective_repeat").
@@ -38,6 +39,7 @@ uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text)
 constexpr uint32_t kMaxReorderTolerance = 1u << 16;  // as droce-sim's reorder_tolerance
 constexpr uint64_t kMaxFlowletGapNs = 1'000'000'000;  // 1 s, as droce-sim's flowlet_gap
 constexpr uint64_t kMaxReorderWindowNs = 1'000'000'000;  // as droce-sim's reorder_window
+constexpr uint64_t kMaxRtoLowNs = 1'000'000'000;  // as droce-sim's rto_low
 
 // The text of each setting, unset when not given.
 struct MultipathText {
@@ -47,13 +49,14 @@ struct MultipathText {
   std::optional<std::string> flowlet_gap;
   std::optional<std::string> reorder_tolerance;
   std::optional<std::string> reorder_window;
+  std::optional<std::string> rto_low;
   bool reth_every_packet = false;
 };
 
 // What errors call each setting: command-line flags or a config file's keys.
 struct MultipathNames {
   std::string recovery, entropy, entropy_paths, flowlet_gap, reorder_tolerance, reorder_window,
-      reth_every_packet;
+      rto_low, reth_every_packet;
   static MultipathNames flags();                          // --recovery, --entropy, ...
   static MultipathNames keys(const std::string& prefix);  // prefix.recovery, ...
 };
@@ -64,6 +67,7 @@ struct Multipath {
   transport::EntropyConfig entropy;
   std::optional<uint32_t> reorder_tolerance;
   std::optional<uint64_t> reorder_window_ns;  // QpAttr::sr_reorder_window_ns
+  std::optional<uint64_t> rto_low_ns;         // QpAttr::sr_rto_low_ns
   bool reth_every_packet = false;             // QpAttr::write_reth_every_packet
   bool selective_repeat() const {
     return recovery == transport::Recovery::kSelectiveRepeat;
@@ -71,12 +75,12 @@ struct Multipath {
 };
 
 // Parses and checks the combination: entropy other than fixed, a reorder
-// tolerance and a reorder window need selective repeat; entropy_paths needs a mode but fixed,
+// tolerance, a reorder window and RTO_low need selective repeat; entropy_paths needs a mode but fixed,
 // flowlet_gap needs flowlet. Throws ConfigError naming the setting.
 Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
 
-// Sets recovery, entropy, sr_reorder_tolerance_pkts, sr_reorder_window_ns
-// and write_reth_every_packet of `attr` (unset ones untouched).
+// Sets recovery, entropy, sr_reorder_tolerance_pkts, sr_reorder_window_ns,
+// sr_rto_low_ns and write_reth_every_packet of `attr` (unset ones untouched).
 void apply_multipath(const Multipath& m, transport::QpAttr& attr);
 
 // "sr, spray over 8 paths", "gbn", ... for a program's header lines.
