@@ -194,10 +194,10 @@ int run_stream_mode(StreamRunConfig& sr, std::vector<std::string> stream_specs,
   return 0;
 }
 
-int run(int argc, char** argv) {
-  // --mode may come anywhere; take it out before EAL sees the arguments.
+// --mode may come anywhere: its value, and the other arguments into
+// `args`, so that EAL never sees it.
+std::string take_mode(int argc, char** argv, std::vector<char*>& args) {
   std::string mode;
-  std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
       mode = argv[++i];
@@ -209,6 +209,12 @@ int run(int argc, char** argv) {
     }
     args.push_back(argv[i]);
   }
+  return mode;
+}
+
+int run(int argc, char** argv) {
+  std::vector<char*> args;
+  const std::string mode = take_mode(argc, argv, args);
   if (mode != "stream" && mode != "dpdk") {
     fmt::print(stderr, "droce-pktgen-dpdk: --mode: '{}' is not one of stream, dpdk (droce-pktgen runs sim)\n", mode);
     return droce::kExitConfig;
@@ -262,11 +268,14 @@ int run(int argc, char** argv) {
   bool verify_flag = true;
   cli.add_flag("--verify", verify_flag, "dpdk: check the result (default)");
   cli.add_option("--next-port", cc.next_port, "dpdk: port of the link to rank+1");
-  cli.add_option("--prev-port", cc.prev_port, "dpdk: port of the link from rank-1");
+  cli.add_option("--prev-port", cc.prev_port,
+                 "dpdk: port of the link from rank-1 (the --next-port: one port behind a switch)");
   cli.add_option("--oob-host", cc.oob_host, "dpdk: rank 0's OOB address (IPv4)");
   cli.add_option("--oob-port", cc.oob_port, "dpdk: rank 0's OOB TCP port");
   cli.add_option("--timeout", cc.timeout_s, "dpdk: seconds before giving up on a peer or an iteration");
   cli.add_option("--mtu", cc.mtu, "dpdk: path MTU");
+  cli.add_option("--rate-gbps", cc.rate_gbps,
+                 "dpdk: port rate cap in Gb/s, e.g. 0.05 (default 0: none)");
   cli.add_option("--idle-sleep-us", cc.idle_sleep_us, "sleep when idle (shared CPUs)");
   cli.add_option("--poll-sleep-us", cc.poll_sleep_us, "dpdk: control thread sleep when no completion");
   options::MultipathText mp;
@@ -304,6 +313,8 @@ int run(int argc, char** argv) {
   cc.warmup = col.warmup_iters;
   cc.verify = !no_verify;
   cc.json_path = json;
+  if (!(cc.rate_gbps >= 0 && cc.rate_gbps <= 1600))
+    throw ConfigError("--rate-gbps", fmt::format("{} is out of range 0..1600", cc.rate_gbps));
   {
     ScheduleParams p = cc.params;
     p.bytes = cc.sizes.front();

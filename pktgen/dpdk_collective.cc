@@ -58,6 +58,8 @@ class Runner {
 
  private:
   void setup(uint64_t max_total);
+  bool one_port() const { return c_.prev_port == c_.next_port; }
+  bool on_next_link(engine::PortIndex port, uint32_t qpn) const;
   void post_send(const engine::QpHandle& qp, const transport::SendWr& wr);
   void post_recv(const engine::QpHandle& qp);
   void notify(Link& via, uint32_t id);
@@ -91,13 +93,17 @@ class Runner {
 
 void Runner::setup(uint64_t max_total) {
   std::mt19937_64 rng(std::random_device{}() ^ (uint64_t{r_} << 32));
-  auto make_link = [&](const std::string& name) {
-    Link l;
+  auto add_port = [&](const std::string& name) {
     engine::PortConfig pc;
     pc.name = name;
     pc.rx_desc = 512;
     pc.tx_desc = 512;
-    l.port = eng_.add_port(pc);
+    pc.endpoint.port_rate_bytes_per_sec = static_cast<uint64_t>(c_.rate_gbps * 1e9 / 8);
+    return eng_.add_port(pc);
+  };
+  auto make_link = [&](engine::PortIndex port) {
+    Link l;
+    l.port = port;
     engine::MrSpec mr;
     mr.length = std::max<uint64_t>(max_total, 64);
     l.mr = eng_.reg_mr(l.port, mr);
@@ -113,10 +119,12 @@ void Runner::setup(uint64_t max_total) {
   // The next link is the memif server end, the prev link the client end.
   // A memif client that starts before its server's socket exists never
   // connects: start the server ends everywhere first, then the clients.
-  next_ = make_link(c_.next_port);
+  // One port for both neighbours (a rank behind a switch): both links'
+  // QPs and MRs live on it, told apart by QP number.
+  next_ = make_link(add_port(c_.next_port));
   eng_.start();
   oob_.barrier("servers started");
-  prev_ = make_link(c_.prev_port);
+  prev_ = make_link(one_port() ? next_.port : add_port(c_.prev_port));
 
   // Exchange: my next-link QPs pair with rank+1's prev-link QPs.
   auto describe = [&](const Link& l, const char* tag) {
@@ -172,6 +180,13 @@ void Runner::setup(uint64_t max_total) {
   for (Link* l : {&next_, &prev_})
     for (auto& qp : l->qps)
       for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(qp);
+}
+
+bool Runner::on_next_link(engine::PortIndex port, uint32_t qpn) const {
+  if (port != next_.port) return false;
+  if (!one_port()) return true;
+  return std::any_of(next_.qps.begin(), next_.qps.end(),
+                     [&](const engine::QpHandle& q) { return q.qpn == qpn; });
 }
 
 void Runner::post_send(const engine::QpHandle& qp, const transport::SendWr& wr) {
@@ -267,7 +282,7 @@ uint64_t Runner::run_iteration(const Schedule& s, VerifyBuffers& vb, IterationSt
         --sends_out_;
         continue;
       }
-      const bool on_next = wc_port_[i] == next_.port;
+      const bool on_next = on_next_link(wc_port_[i], wc.qp_num);
       post_recv(engine::QpHandle{wc_port_[i], wc.qp_num});
       const uint32_t tag = wc.imm_data >> kIdBits, id = wc.imm_data & kIdMask;
       if (tag != iter_tag_ || id >= nt)
@@ -314,7 +329,7 @@ int Runner::run() {
   // memif (and real NICs) need a moment before the link carries frames:
   // wait for both links, or the first WRITEs run out of retries.
   for (const Link* l : {&next_, &prev_})
-    if (!engine::wait_for_link_up(eng_.port_id(l->port), c_.timeout_s))
+    if (!(l == &prev_ && one_port()) && !engine::wait_for_link_up(eng_.port_id(l->port), c_.timeout_s))
       throw std::runtime_error(fmt::format("rank {}: link on port {} not up after {} s (is the "
                                            "neighbour running?)", r_, eng_.port_id(l->port), c_.timeout_s));
   oob_.barrier("ready");

@@ -3,8 +3,9 @@
 // immediate (imm = iteration << 24 | transfer id), VerifyBuffers checking
 // the result. Topology: a ring of point-to-point links; each rank has a
 // "next" port (to rank r+1) and a "prev" port (from rank r-1), e.g. one
-// net_memif link per neighbour pair. Out-of-band set-up over TCP
-// (oob::RankGroup). docs/PKTGEN.md "DPDK modes".
+// net_memif link per neighbour pair, or one port for both behind a switch
+// that routes the ranks' addresses (10.0.0.1 + rank). Out-of-band set-up
+// over TCP (oob::RankGroup). docs/PKTGEN.md "DPDK modes".
 #pragma once
 
 #include <cstdint>
@@ -23,11 +24,15 @@ struct CollectiveRunConfig {
   uint32_t iters = 5;
   uint32_t warmup = 1;
   std::string next_port = "net_memif0";  // link to rank + 1
-  std::string prev_port = "net_memif1";  // link from rank - 1
+  std::string prev_port = "net_memif1";  // link from rank - 1; next_port: one port for both
   std::string oob_host = "127.0.0.1";
   uint16_t oob_port = 18700;
   double timeout_s = 60;
   uint32_t mtu = 1024;
+  // Each port sends at most this (0: as fast as it takes frames), as
+  // droce-perf's --rate-gbps: a rank behind a modelled link then paces
+  // instead of filling the switch's queue.
+  double rate_gbps = 0;
   uint32_t idle_sleep_us = 50;   // engine worker: sleep when idle (shared CPUs)
   uint32_t poll_sleep_us = 20;   // control thread: sleep when no completion
   bool verify = true;
