@@ -23,74 +23,40 @@ process has its own --file-prefix and sleeps when idle.
 
 usage: leaf_spine_test.py DROCE_SWITCH DROCE_PERF DROCE_DECODE"""
 
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e_perf"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e_perf"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 from perf_common import Checks, free_tcp_port  # noqa: E402
+from leaf_spine_fabric import EAL, LeafSpine, memif_vdev  # noqa: E402
 
 SWITCH, PERF, DECODE = sys.argv[1:4]
-EAL = ["--no-huge", "-m", "256", "--no-pci", "--log-level=lib.eal:warning"]
 RATE = "50M"
 N, SIZE = 100, 65536
 HOSTS = {(0, 0): "10.1.0.1", (0, 1): "10.1.0.2", (1, 0): "10.1.1.1", (1, 1): "10.1.1.2"}
 FLOWS = [((0, 0), (1, 0)), ((0, 1), (1, 1))]  # client host, server host
-WRITE_OPCODES = {6, 7, 8, 10}  # RC RDMA WRITE FIRST, MIDDLE, LAST, ONLY (IBA 9.2.1)
 c = Checks()
 tag = str(os.getpid())
-
-
-def memif(name, role, sock):
-    return f"--vdev={name},role={role},socket={sock},socket-abstract=no"
 
 
 def start(cmd, name):
     return name, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(paths, proc):
-    deadline = time.time() + 30
-    while not all(os.path.exists(p) for p in paths) and proc.poll() is None \
-            and time.time() < deadline:
-        time.sleep(0.05)
-
-
 def run_mode(mode, tmp):
     """Starts the fabric and the two flows; returns the flows' outputs and
     the data frames each spine carried, by sender."""
-    sock = lambda name: os.path.join(tmp, f"{name}.sock")  # noqa: E731
-    switches, hosts = [], []
-    balance = "adaptive" if mode == "adaptive" else "ecmp"
-    for leaf in (0, 1):
-        # Ports 0 and 1: the leaf's hosts; 2 and 3: its uplinks to spines 0 and 1.
-        names = [f"h{leaf}{h}" for h in (0, 1)] + [f"u{leaf}{s}" for s in (0, 1)]
-        other = f"10.1.{1 - leaf}.0/24"
-        cmd = [SWITCH, "-l", str(leaf), *EAL, "--file-prefix", f"ls_l{leaf}_{tag}",
-               *(memif(f"net_memif{i}", "server", sock(n)) for i, n in enumerate(names)),
-               "--", *(a for i in range(4) for a in ("--port", f"net_memif{i}@{RATE}")),
-               "--route", f"{HOSTS[(leaf, 0)]}=0", "--route", f"{HOSTS[(leaf, 1)]}=1",
-               "--route", f"{other}=2,3", "--load-balance", balance, "--seed", "7",
-               "--buffer", "4MiB", "--idle-sleep-us", "20", "--duration", "200",
-               "--json", os.path.join(tmp, f"leaf{leaf}.json")]
-        switches.append(start(cmd, f"leaf {leaf}"))
-        wait_for([sock(n) for n in names], switches[-1][1])
-    caps = [os.path.join(tmp, f"spine{s}.pcap") for s in (0, 1)]
-    for s in (0, 1):
-        cmd = [SWITCH, "-l", str(s), *EAL, "--file-prefix", f"ls_s{s}_{tag}",
-               memif("net_memif0", "client", sock(f"u0{s}")),
-               memif("net_memif1", "client", sock(f"u1{s}")),
-               "--", "--port", f"net_memif0@{RATE}", "--port", f"net_memif1@{RATE}",
-               "--route", "10.1.0.0/24=0", "--route", "10.1.1.0/24=1",
-               "--buffer", "4MiB", "--capture", caps[s], "--idle-sleep-us", "20",
-               "--duration", "200", "--json", os.path.join(tmp, f"spine{s}.json")]
-        switches.append(start(cmd, f"spine {s}"))
+    fabric = LeafSpine(SWITCH, tmp, HOSTS, spines=2, rate=RATE, capture=True,
+                       load_balance="adaptive" if mode == "adaptive" else "ecmp", tag=tag)
+    hosts = []
+    fabric.start()
     common = ["--test", "write_bw", "-s", str(SIZE), "-n", str(N), "-t", "32", "--timeout", "90",
               "--idle-sleep-us", "20", "--check", "--counters", "--rate-gbps", "0.05"]
     if mode != "ecmp":
@@ -98,14 +64,14 @@ def run_mode(mode, tmp):
     entropy = ["--entropy", "spray", "--entropy-paths", "8"] if mode == "spray" else []
     for k, (cli, srv) in enumerate(FLOWS):
         port = free_tcp_port()
-        s_host = f"h{srv[0]}{srv[1]}"
         hosts.append(start([PERF, "-l", str(k), *EAL, "--file-prefix", f"ls_srv{k}_{tag}",
-                            memif("net_memif0", "client", sock(s_host)), "--", *common,
+                            memif_vdev("net_memif0", "client", fabric.host_socket(*srv)),
+                            "--", *common,
                             "-p", str(port), "--server", "--ip", HOSTS[srv]], f"server {k}"))
         time.sleep(0.5)
-        c_host = f"h{cli[0]}{cli[1]}"
         hosts.append(start([PERF, "-l", str(1 - k), *EAL, "--file-prefix", f"ls_cli{k}_{tag}",
-                            memif("net_memif0", "client", sock(c_host)), "--", *common,
+                            memif_vdev("net_memif0", "client", fabric.host_socket(*cli)),
+                            "--", *common,
                             *entropy, "-p", str(port), "--connect", "127.0.0.1",
                             "--ip", HOSTS[cli]], f"client {k}"))
     outs = {}
@@ -117,35 +83,13 @@ def run_mode(mode, tmp):
     except subprocess.TimeoutExpired:
         c.ok(False, f"{mode}: the flows finished within 180 s")
     finally:
-        for name, p in switches:
+        fabric.stop()
+        for name, p in hosts:
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for name, p in switches + hosts:
-            try:
-                p.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    # How late the switches sent, at worst: the scheduler's share of the
-    # figures on a machine with fewer CPUs than processes.
-    lag_ms = 0.0
-    for name in [f"leaf{k}.json" for k in (0, 1)] + [f"spine{k}.json" for k in (0, 1)]:
-        path = os.path.join(tmp, name)
-        if os.path.exists(path):
-            with open(path) as f:
-                lag_ms = max(lag_ms, json.load(f)["tx_lag_ns"]["max"] / 1e6)
-    carried = []
-    for cap in caps:
-        by_sender = {HOSTS[cli]: 0 for cli, _ in FLOWS}
-        if os.path.exists(cap):
-            dec = subprocess.run([DECODE, "--json", cap], capture_output=True, text=True,
-                                 timeout=120)
-            for line in dec.stdout.splitlines():
-                j = json.loads(line)
-                if j.get("roce") and j.get("opcode") in WRITE_OPCODES and \
-                        j.get("src_ip") in by_sender:
-                    by_sender[j["src_ip"]] += 1
-        carried.append(by_sender)
+    carried = fabric.data_frames_by_sender(DECODE, [HOSTS[cli] for cli, _ in FLOWS])
+    lag_ms = fabric.lag_ms()
     return outs, carried, lag_ms
 
 
