@@ -327,11 +327,14 @@ int Runner::run() {
   }
   setup(max_total);
   // memif (and real NICs) need a moment before the link carries frames:
-  // wait for both links, or the first WRITEs run out of retries.
-  for (const Link* l : {&next_, &prev_})
-    if (!(l == &prev_ && one_port()) && !engine::wait_for_link_up(eng_.port_id(l->port), c_.timeout_s))
+  // wait for both links (the one, on one port), or the first WRITEs run
+  // out of retries.
+  for (const Link* l : {&next_, &prev_}) {
+    if (l == &prev_ && one_port()) break;
+    if (!engine::wait_for_link_up(eng_.port_id(l->port), c_.timeout_s))
       throw std::runtime_error(fmt::format("rank {}: link on port {} not up after {} s (is the "
                                            "neighbour running?)", r_, eng_.port_id(l->port), c_.timeout_s));
+  }
   oob_.barrier("ready");
   std::vector<CollectiveResult> rows;
   if (r_ == 0) fmt::print("{}", table_header());

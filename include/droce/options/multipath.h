@@ -75,8 +75,9 @@ struct Multipath {
 };
 
 // Parses and checks the combination: entropy other than fixed, a reorder
-// tolerance, a reorder window and RTO_low need selective repeat; entropy_paths needs a mode but fixed,
-// flowlet_gap needs flowlet. Throws ConfigError naming the setting.
+// tolerance, a reorder window and RTO_low need selective repeat;
+// entropy_paths needs a mode but fixed, flowlet_gap needs flowlet. Throws
+// ConfigError naming the setting.
 Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
 
 // Sets recovery, entropy, sr_reorder_tolerance_pkts, sr_reorder_window_ns,
