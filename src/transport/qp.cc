@@ -109,6 +109,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       sr_recovery_ = false;
       atomic_cache_.reset();
       write_ctx_.reset();
+      ooo_imm_.reset();
       break;
     case QpState::kInit:
       attr_.qp_access_flags = a.qp_access_flags;

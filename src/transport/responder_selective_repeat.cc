@@ -1,7 +1,8 @@
 // Responder, selective repeat (IRN, Mittal et al. SIGCOMM 2018; see
 // Recovery in qp.h): out-of-order RDMA WRITE packets whose message context
 // is known are placed at once; when the hole before them fills, the
-// expected PSN walks over them.
+// expected PSN walks over them, and completes the WRITEs with immediate
+// among them in order.
 #include <cstring>
 
 #include "responder_steps.h"
@@ -56,7 +57,11 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
   uint8_t& slot = ooo_[pkt.psn % ooo_.size()];
   if (slot) return false;  // already placed
   const wire::OpcodeInfo& info = *pkt.info;
-  if (info.operation != Operation::kWrite || pkt.has(wire::kExtImmDt)) return false;
+  if (info.operation != Operation::kWrite) return false;
+  // A WRITE with immediate's last packet: room to keep its immediate
+  // first, or it is dropped as before.
+  OooImmediate* imm = nullptr;
+  if (pkt.has(wire::kExtImmDt) && !(imm = claim_ooo_immediate())) return false;
   const uint32_t len = pkt.payload_length;
   if (len > mtu_) return false;
   WriteContext learned;            // FIRST: the context this packet creates
@@ -102,7 +107,40 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
     }
   }
   if (store) *store = learned;
+  if (imm)
+    *imm = OooImmediate{true, pkt.psn, pkt.imm_data,
+                        info.is_first_or_only() ? pkt.reth_dma_length : c->length,
+                        pkt.solicited};
   slot = static_cast<uint8_t>(pkt.opcode + 1);
+  return true;
+}
+
+OooImmediate* QueuePair::claim_ooo_immediate() {
+  if (!ooo_imm_) ooo_imm_ = std::make_unique<std::array<OooImmediate, kOooImmediates>>();
+  for (OooImmediate& m : *ooo_imm_)
+    if (!m.valid) return &m;
+  return nullptr;
+}
+
+// The expected PSN reached a placed WRITE-with-immediate packet: its
+// receive WQE is consumed and its completion made now, in order. Without a
+// receive WQE the placement is forgotten (false: the walk stops there and
+// the packet is RNR-NAKed, IBA 9.7.5.2.8); the requester resends from it,
+// and the in-order path takes it then.
+bool QueuePair::sr_complete_immediate() {
+  OooImmediate* m = nullptr;
+  if (ooo_imm_)
+    for (OooImmediate& e : *ooo_imm_)
+      if (e.valid && e.psn == epsn_) m = &e;
+  if (!m || !recv_wqe_available()) {
+    if (m) m->valid = false;
+    ++rare_counters().rx_ooo_rnr;
+    return false;
+  }
+  m->valid = false;
+  complete_recv(*recv_wqe(), IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, m->length,
+                IBV_WC_WITH_IMM, m->imm_data, 0, 0, m->solicited);
+  consume_recv_wqe();
   return true;
 }
 
@@ -110,11 +148,16 @@ bool QueuePair::sr_accept(const wire::ParsedPacket& pkt) {
 // replaying their sequencing effects (message start/end, MSN).
 void QueuePair::sr_advance() {
   bool moved = false;
+  bool rnr = false;
   for (;;) {
     uint8_t& slot = ooo_[epsn_ % ooo_.size()];
     if (!slot) break;
     const wire::OpcodeInfo& info = wire::opcode_info(static_cast<uint8_t>(slot - 1));
     slot = 0;
+    if ((info.ext & wire::kExtImmDt) && !sr_complete_immediate()) {
+      rnr = true;
+      break;
+    }
     if (info.position == Position::kFirst) {
       // The context of a placed FIRST stays live until this message ends
       // (alloc_write_context never evicts it), so it is always found.
@@ -137,6 +180,7 @@ void QueuePair::sr_advance() {
     queue_ack(wire::psn_add(epsn_, wire::kPsnMask));
     unacked_ = 0;
   }
+  if (rnr) queue_rnr_nak(epsn_);
 }
 
 }  // namespace droce::transport

@@ -622,6 +622,104 @@ TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
 }
 
 
+// The last packet of a WRITE with immediate overtakes the packet before it
+// (a loss, or a sprayed path): it is placed and SACKed at once, and its
+// receive WQE is consumed, with the completion, only when the hole fills,
+// in order (IBA 9.7.5.2). Dropping it made the requester find it lost by a
+// timer, after the hole had been resent.
+TEST(Responder, SelectiveRepeatPlacesWriteWithImmediateOutOfOrderAndCompletesInOrder) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  b.post_recv(9, 0, 64);
+  auto data = bytes(3000, 4);
+  auto first = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, 500, false);
+  first.reth_va = b.va(0);
+  first.reth_rkey = b.mr_->rkey();
+  first.reth_dma_length = 3000;
+  b.feed(first, {data.data(), 1024});
+  // PSN 501 is missing; the LAST WITH IMMEDIATE arrives.
+  auto last = req(IBV_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 502);
+  last.imm_data = 0xC0FFEE;
+  b.feed(last, {data.data() + 2048, 952});
+  // Expect: placed and SACKed (NAK for 501 naming 502), no completion yet.
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
+  EXPECT_TRUE(b.poll().empty());
+  // The hole fills: the message completes with its immediate, ACKed to 502.
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_MIDDLE, 501, false), {data.data() + 1024, 1024});
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 9u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 3000u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(wc[0].imm_data, 0xC0FFEEu);
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 502u);
+  EXPECT_EQ(out[0].p.aeth_msn, 1u);
+  EXPECT_EQ(b.qp_->expected_psn(), 503u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 3000));
+  // A late copy of the placed packet is a duplicate: ACKed, no second
+  // completion.
+  b.feed(last, {data.data() + 2048, 952});
+  EXPECT_TRUE(b.poll().empty());
+  EXPECT_EQ(b.qp_->counters().rx_ooo_rnr, 0u);
+}
+
+// A WRITE ONLY WITH IMMEDIATE placed out of order whose receive WQE is not
+// there when the hole before it fills: the placement is forgotten and the
+// packet RNR-NAKed after the ACK of what precedes it (IBA 9.7.5.2.8); the
+// requester's resend, once a receive is posted, completes it in order.
+TEST(Responder, SelectiveRepeatRnrNaksAPlacedImmediateWithoutReceiveWqe) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  auto data = bytes(64, 6);
+  auto only = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 501);
+  only.reth_va = b.va(64);
+  only.reth_rkey = b.mr_->rkey();
+  only.reth_dma_length = 32;
+  only.imm_data = 77;
+  b.feed(only, {data.data() + 32, 32});
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
+  b.drain();
+  auto first = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY, 500);
+  first.reth_va = b.va(0);
+  first.reth_rkey = b.mr_->rkey();
+  first.reth_dma_length = 32;
+  b.feed(first, {data.data(), 32});
+  // Expect: 500 ACKed, then an RNR NAK for 501; 501 not consumed.
+  auto out = b.drain();
+  ASSERT_GE(out.size(), 2u);
+  EXPECT_EQ(out.front().p.aeth_syndrome, wire::make_syndrome(wire::AethType::kAck, 0));
+  EXPECT_EQ(out.front().p.psn, 500u);
+  expect_nak({out.back()}, 501, wire::make_syndrome(wire::AethType::kRnrNak, 5));
+  EXPECT_EQ(b.qp_->expected_psn(), 501u);
+  EXPECT_EQ(b.qp_->counters().rx_ooo_rnr, 1u);
+  EXPECT_TRUE(b.poll().empty());
+  // The resend, with a receive posted: completed in order.
+  b.post_recv(3, 0, 64);
+  b.feed(only, {data.data() + 32, 32});
+  auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].imm_data, 77u);
+  EXPECT_EQ(b.qp_->expected_psn(), 502u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 32));
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 64, data.data() + 32, 32));
+}
+
 // Two-packet RDMA WRITE (FIRST + LAST) of `data` at PSN `psn` to offset `off`.
 wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t length) {
   auto t = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, psn, false);

@@ -53,6 +53,7 @@ namespace droce::transport {
   C(rx_duplicate_atomics_unknown) /* not in the cache: dropped */            \
   C(rx_out_of_sequence)    /* PSN ahead of the expected PSN */                \
   C(rx_ooo_accepted)       /* selective repeat: placed out of order */        \
+  C(rx_ooo_rnr)            /* placed WRITE with immediate: no receive WQE */  \
   C(naks_seq_sent)                                                            \
   C(naks_invalid_request_sent)                                                \
   C(naks_remote_access_sent)                                                  \

@@ -63,8 +63,13 @@ bool transition_allowed(QpState from, QpState to);
 //  - the responder places out-of-order RDMA WRITE packets whose message
 //    context (RETH of the first packet) it knows — offset = (PSN - first
 //    PSN) * MTU — and drops other out-of-order packets (SEND, READ,
-//    atomics, WRITE-with-immediate: they need in-order receive WQE or
-//    execution semantics);
+//    atomics: they need in-order receive WQE or execution semantics).
+//    The last packet of a WRITE with immediate is placed too, its
+//    immediate kept aside (kOooImmediates of them): the receive WQE it
+//    consumes is taken, and its completion made, when the expected PSN
+//    reaches it, in order as IBA 9.7.5.2 wants them. Should no receive
+//    WQE be there then, the packet is forgotten and RNR-NAKed (9.7.5.2.8),
+//    and the requester resends from it;
 //  - for every out-of-order packet it sends a PSN-sequence-error NAK whose
 //    BTH PSN is the first missing PSN (cumulative) and whose AETH MSN field
 //    carries the PSN of the packet just received (the selective ACK); a
@@ -538,6 +543,8 @@ class QueuePair {
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);  // responder_selective_repeat.cc
+  OooImmediate* claim_ooo_immediate();
+  bool sr_complete_immediate();
   void sr_advance();
   Response* push_response();
   // The last queued response if it is an ACK (a new ACK coalesces into it).
@@ -720,6 +727,8 @@ class QueuePair {
   std::vector<uint8_t> ooo_;
   // WRITE contexts (RETH) of messages the expected PSN has not yet passed.
   std::unique_ptr<std::array<WriteContext, kWriteContexts>> write_ctx_;
+  // Immediates of WRITEs whose last packet was placed out of order.
+  std::unique_ptr<std::array<OooImmediate, kOooImmediates>> ooo_imm_;
 
   // DCQCN NP.
   bool cnp_pending_ = false;

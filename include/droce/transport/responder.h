@@ -57,4 +57,16 @@ struct WriteContext {
 };
 constexpr uint32_t kWriteContexts = 16;
 
+// Selective repeat (responder): the immediate of a WRITE with immediate
+// whose last packet was placed out of order, until the expected PSN
+// reaches it and its receive WQE is consumed (qp.h "Loss recovery").
+struct OooImmediate {
+  bool valid = false;
+  uint32_t psn = 0;
+  uint32_t imm_data = 0;
+  uint32_t length = 0;  // the message's, for the completion's byte_len
+  bool solicited = false;
+};
+constexpr uint32_t kOooImmediates = 16;
+
 }  // namespace droce::transport
