@@ -622,6 +622,15 @@ TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
 }
 
 
+// Two-packet RDMA WRITE (FIRST + LAST) of `data` at PSN `psn` to offset `off`.
+wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t length) {
+  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, psn, false);
+  t.reth_va = b.va(off);
+  t.reth_rkey = b.mr_->rkey();
+  t.reth_dma_length = length;
+  return t;
+}
+
 // The last packet of a WRITE with immediate overtakes the packet before it
 // (a loss, or a sprayed path): it is placed and SACKed at once, and its
 // receive WQE is consumed, with the completion, only when the hole fills,
@@ -634,11 +643,7 @@ TEST(Responder, SelectiveRepeatPlacesWriteWithImmediateOutOfOrderAndCompletesInO
   QpBench b(QpType::kRc, a);
   b.post_recv(9, 0, 64);
   auto data = bytes(3000, 4);
-  auto first = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, 500, false);
-  first.reth_va = b.va(0);
-  first.reth_rkey = b.mr_->rkey();
-  first.reth_dma_length = 3000;
-  b.feed(first, {data.data(), 1024});
+  b.feed(write_first(b, 500, 0, 3000), {data.data(), 1024});
   // PSN 501 is missing; the LAST WITH IMMEDIATE arrives.
   auto last = req(IBV_OPCODE_RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 502);
   last.imm_data = 0xC0FFEE;
@@ -718,15 +723,6 @@ TEST(Responder, SelectiveRepeatRnrNaksAPlacedImmediateWithoutReceiveWqe) {
   EXPECT_EQ(b.qp_->expected_psn(), 502u);
   EXPECT_EQ(0, std::memcmp(b.mem_.data(), data.data(), 32));
   EXPECT_EQ(0, std::memcmp(b.mem_.data() + 64, data.data() + 32, 32));
-}
-
-// Two-packet RDMA WRITE (FIRST + LAST) of `data` at PSN `psn` to offset `off`.
-wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t length) {
-  auto t = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, psn, false);
-  t.reth_va = b.va(off);
-  t.reth_rkey = b.mr_->rkey();
-  t.reth_dma_length = length;
-  return t;
 }
 
 // Regression (bench: SR, 64 KiB, 5 % loss, message 901 failed with
