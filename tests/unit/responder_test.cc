@@ -591,11 +591,16 @@ TEST(Responder, CnpAtMostOnePerInterval) {
   EXPECT_EQ(b.qp_->counters().cnps_suppressed, 3u);
 }
 
-TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
+// The bench's QP attributes with selective repeat over a 256-PSN window.
+QpAttr selective_repeat_attr() {
   QpAttr a = QpBench::default_attr();
   a.recovery = Recovery::kSelectiveRepeat;
   a.sack_window = 256;
-  QpBench b(QpType::kRc, a);
+  return a;
+}
+
+TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
+  QpBench b(QpType::kRc, selective_repeat_attr());
   auto data = bytes(3000, 9);
   auto first = req(IBV_OPCODE_RC_RDMA_WRITE_FIRST, 500, false);
   first.reth_va = b.va(0);
@@ -637,10 +642,7 @@ wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t
 // in order (IBA 9.7.5.2). Dropping it made the requester find it lost by a
 // timer, after the hole had been resent.
 TEST(Responder, SelectiveRepeatPlacesWriteWithImmediateOutOfOrderAndCompletesInOrder) {
-  QpAttr a = QpBench::default_attr();
-  a.recovery = Recovery::kSelectiveRepeat;
-  a.sack_window = 256;
-  QpBench b(QpType::kRc, a);
+  QpBench b(QpType::kRc, selective_repeat_attr());
   b.post_recv(9, 0, 64);
   auto data = bytes(3000, 4);
   b.feed(write_first(b, 500, 0, 3000), {data.data(), 1024});
@@ -685,10 +687,7 @@ TEST(Responder, SelectiveRepeatPlacesWriteWithImmediateOutOfOrderAndCompletesInO
 // packet RNR-NAKed after the ACK of what precedes it (IBA 9.7.5.2.8); the
 // requester's resend, once a receive is posted, completes it in order.
 TEST(Responder, SelectiveRepeatRnrNaksAPlacedImmediateWithoutReceiveWqe) {
-  QpAttr a = QpBench::default_attr();
-  a.recovery = Recovery::kSelectiveRepeat;
-  a.sack_window = 256;
-  QpBench b(QpType::kRc, a);
+  QpBench b(QpType::kRc, selective_repeat_attr());
   auto data = bytes(64, 6);
   auto only = req(IBV_OPCODE_RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 501);
   only.reth_va = b.va(64);
@@ -732,10 +731,7 @@ TEST(Responder, SelectiveRepeatRnrNaksAPlacedImmediateWithoutReceiveWqe) {
 // PSN then walked over the placed FIRST, the responder kept the previous
 // message's RETH and NAKed the next in-order packet as invalid.
 TEST(Responder, SelectiveRepeatKeepsLiveWriteContextOverDeadOnes) {
-  QpAttr a = QpBench::default_attr();
-  a.recovery = Recovery::kSelectiveRepeat;
-  a.sack_window = 256;
-  QpBench b(QpType::kRc, a);
+  QpBench b(QpType::kRc, selective_repeat_attr());
   auto data = bytes(2048 * 17, 5);
   auto pl = [&](uint64_t off, uint32_t n) { return std::span<const uint8_t>(data.data() + off, n); };
   // Messages A0..A14 at PSNs 500..529, B at 530/531, C at 532/533; each
@@ -787,10 +783,7 @@ TEST(Responder, SelectiveRepeatKeepsLiveWriteContextOverDeadOnes) {
 // out-of-order FIRST is dropped (the requester resends it as a hole), never
 // placed by evicting a context that placed packets still depend on.
 TEST(Responder, SelectiveRepeatDropsOutOfOrderFirstWhenContextsAreAllLive) {
-  QpAttr a = QpBench::default_attr();
-  a.recovery = Recovery::kSelectiveRepeat;
-  a.sack_window = 256;
-  QpBench b(QpType::kRc, a);
+  QpBench b(QpType::kRc, selective_repeat_attr());
   const uint32_t n = kWriteContexts + 1;
   auto data = bytes(2048 * (n + 1), 7);
   auto pl = [&](uint64_t off, uint32_t len) { return std::span<const uint8_t>(data.data() + off, len); };
