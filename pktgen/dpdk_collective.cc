@@ -184,7 +184,7 @@ void Runner::setup(uint64_t max_total) {
 
 bool Runner::on_next_link(engine::PortIndex port, uint32_t qpn) const {
   if (port != next_.port) return false;
-  if (!one_port()) return true;
+  if (prev_.port != next_.port) return true;
   return std::any_of(next_.qps.begin(), next_.qps.end(),
                      [&](const engine::QpHandle& q) { return q.qpn == qpn; });
 }

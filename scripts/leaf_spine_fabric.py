@@ -136,10 +136,12 @@ class LeafSpine:
                     out[name] = json.load(f)
         return out
 
-    def lag_ms(self):
-        """How late the switches sent, at worst: the scheduler's share of
-        the figures on a machine with fewer CPUs than processes."""
-        return max([c["tx_lag_ns"]["max"] / 1e6 for c in self.counters().values()] or [0.0])
+    def lag_ms(self, counters=None):
+        """How late the switches sent, at worst (from counters(), read
+        again unless given): the scheduler's share of the figures on a
+        machine with fewer CPUs than processes."""
+        counters = self.counters() if counters is None else counters
+        return max([c["tx_lag_ns"]["max"] / 1e6 for c in counters.values()] or [0.0])
 
     def data_frames_by_sender(self, decode_exe, senders):
         """From each spine's capture (droce-decode --json): how many RDMA

@@ -113,7 +113,7 @@ def run_point(tools, out, ranks, oversub, pfc, mode, rate_bps, nbytes, iteration
         "resent_frames": sum(sum(c.values()) for c in carried) - need * ranks,
         "pfc_xoff_sent": sum(p["tx_xoff"] for c in counters.values() for p in c["ports"]),
         "drops": sum(p["drops"] for c in counters.values() for p in c["ports"]),
-        "switch_lag_max_ms": round(fabric.lag_ms(), 1), "wrong": row.get("wrong"),
+        "switch_lag_max_ms": round(fabric.lag_ms(counters), 1), "wrong": row.get("wrong"),
     }, None
 
 
