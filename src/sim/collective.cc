@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "droce/wire/headers.h"
 
@@ -54,6 +55,18 @@ double wire_per_payload(uint32_t mtu) {
   return frame / mtu;
 }
 
+// The collective's transport counters of one QP, added to `r`.
+void add_counters(CollectiveResult& r, const transport::QueuePair& qp) {
+  const transport::QpCounters& c = qp.counters();
+  r.retransmits += c.tx_retransmit_packets;
+  r.timeouts += c.retransmit_timeouts;
+  r.timeouts_low += c.retransmit_timeouts_low;
+  r.seq_naks_sent += c.naks_seq_sent;
+  r.out_of_sequence += c.rx_out_of_sequence;
+  r.reorder_depth_max = std::max(r.reorder_depth_max, qp.reorder_depth_max());
+  r.entropy_changes += qp.entropy_changes();
+}
+
 class Runner {
  public:
   Runner(Simulator& sim, const CollectiveSpec& spec)
@@ -69,8 +82,9 @@ class Runner {
       mr->set_virtual_payload(true);
       mr_.push_back(mr);
     }
-    // One QP pair per rank pair that exchanges data.
-    for (size_t r = 0; r < n_; ++r) {
+    // One QP pair per rank pair that exchanges data, kept across iterations;
+    // with a window, one per transfer instead, made when it is posted.
+    for (size_t r = 0; r < n_ && !windowed(); ++r) {
       const size_t first = 1, last = spec.pattern == Pattern::kRing ? 1 : n_ - 1;
       for (size_t k = first; k <= last; ++k) {
         const size_t d = (r + k) % n_;
@@ -82,6 +96,13 @@ class Runner {
         qps_.push_back(p.b);
       }
     }
+    if (windowed()) {
+      // A connection carries one WRITE: rings of a few slots, not the
+      // default 256, since tens of thousands are made and closed per rank.
+      options_ = o;
+      options_.max_send_wr = options_.max_recv_wr = 4;
+      options_.cq_entries = 4096;
+    }
     sim_.set_completion_handler(
         [this](size_t, const transport::WorkCompletion& wc) { on_completion(wc); });
   }
@@ -91,7 +112,9 @@ class Runner {
   }
 
   void run(CollectiveResult& res) {
+    res_ = &res;
     res.transfers = n_ * steps_;
+    res.connections = res.connections_open_max = qps_.size() / 2;
     for (uint32_t it = 0; it < spec_.iterations; ++it) {
       sent_.assign(n_, 0);
       posted_.assign(n_, 0);
@@ -100,6 +123,10 @@ class Runner {
       last_ns_ = start;
       if (spec_.pattern == Pattern::kRing) {
         for (size_t r = 0; r < n_; ++r) post_ring(r);
+      } else if (windowed()) {
+        next_peer_.assign(n_, 1);
+        for (size_t r = 0; r < n_; ++r)
+          for (uint32_t i = 0; i < spec_.window; ++i) post_windowed(r);
       } else {
         for (size_t r = 0; r < n_; ++r)
           for (size_t k = 1; k < n_; ++k) post(r, (r + k) % n_, (r + k) % n_, r, k);
@@ -131,9 +158,27 @@ class Runner {
     post(r, (r + 1) % n_, c, c, k);
   }
 
+  // All-to-all with a window: rank r's next peer (r+1 first) over a
+  // connection of its own, made now and closed at the WRITE's completion.
+  void post_windowed(size_t r) {
+    const uint32_t k = next_peer_[r];
+    if (k >= n_) return;
+    ++next_peer_[r];
+    const size_t d = (r + k) % n_;
+    const QpPairRef p = sim_.connect(spec_.ranks[r], spec_.ranks[d], options_);
+    open_.emplace(r << 32 | k, p);
+    ++res_->connections;
+    res_->connections_open_max = std::max<uint64_t>(res_->connections_open_max, open_.size());
+    post(r, d, d, r, k, *p.a);
+  }
+
   void post(size_t src, size_t dst, size_t src_chunk, size_t dst_chunk, uint64_t step) {
     const QpPairRef& p = conns_.at(std::minmax(src, dst));
-    transport::QueuePair& qp = src < dst ? *p.a : *p.b;
+    post(src, dst, src_chunk, dst_chunk, step, src < dst ? *p.a : *p.b);
+  }
+
+  void post(size_t src, size_t dst, size_t src_chunk, size_t dst_chunk, uint64_t step,
+            transport::QueuePair& qp) {
     transport::Sge sge{reinterpret_cast<uint64_t>(buf_[src].get() + src_chunk * chunk_),
                        static_cast<uint32_t>(chunk_), mr_[src]->lkey()};
     transport::SendWr wr;
@@ -159,6 +204,14 @@ class Runner {
       ++sent_[r];
       post_ring(r);
       post_ring((r + 1) % n_);
+    } else if (windowed()) {
+      const auto it = open_.find(wc.wr_id);
+      const size_t d = (r + (wc.wr_id & 0xFFFFFFFF)) % n_;
+      add_counters(*res_, *it->second.a);
+      add_counters(*res_, *it->second.b);
+      sim_.disconnect(spec_.ranks[r], spec_.ranks[d], it->second);
+      open_.erase(it);
+      post_windowed(r);
     }
     if (done_ == n_ * steps_) sim_.pause();
   }
@@ -166,9 +219,15 @@ class Runner {
   struct FreeBytes {
     void operator()(uint8_t* p) const { std::free(p); }
   };
+  bool windowed() const { return spec_.pattern == Pattern::kAllToAll && spec_.window; }
+
   Simulator& sim_;
   const CollectiveSpec& spec_;
   size_t n_;
+  CollectiveResult* res_ = nullptr;
+  QpOptions options_;                             // windowed: each transfer's connection
+  std::vector<uint32_t> next_peer_;               // windowed: per rank, the next k (peer r+k)
+  std::unordered_map<uint64_t, QpPairRef> open_;  // windowed: by wr_id
   uint64_t chunk_ = 0;
   uint32_t steps_ = 0;
   std::vector<std::unique_ptr<uint8_t[], FreeBytes>> buf_;
@@ -178,6 +237,14 @@ class Runner {
   uint64_t done_ = 0, failed_ = 0, last_ns_ = 0;
 
  public:
+  // Kept connections' QPs, and the windowed ones still open (a stalled run).
+  void add_open_counters(CollectiveResult& res) const {
+    for (const transport::QueuePair* qp : qps_) add_counters(res, *qp);
+    for (const auto& [id, p] : open_) {
+      add_counters(res, *p.a);
+      add_counters(res, *p.b);
+    }
+  }
   std::vector<transport::QueuePair*> qps_;
 };
 
@@ -195,16 +262,7 @@ CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const Collec
                                        static_cast<double>(rate));
   Runner runner(sim, spec);
   runner.run(res);
-  for (const transport::QueuePair* qp : runner.qps_) {
-    const transport::QpCounters& c = qp->counters();
-    res.retransmits += c.tx_retransmit_packets;
-    res.timeouts += c.retransmit_timeouts;
-    res.timeouts_low += c.retransmit_timeouts_low;
-    res.seq_naks_sent += c.naks_seq_sent;
-    res.out_of_sequence += c.rx_out_of_sequence;
-    res.reorder_depth_max = std::max(res.reorder_depth_max, qp->reorder_depth_max());
-    res.entropy_changes += qp->entropy_changes();
-  }
+  runner.add_open_counters(res);
   return res;
 }
 
@@ -227,6 +285,11 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["reorder_tolerance"] = spec.qp.reorder_tolerance;
   j["reorder_window_ns"] = spec.qp.reorder_window_ns;
   j["reth_every_packet"] = spec.qp.reth_every_packet;
+  if (spec.window) {
+    j["window"] = spec.window;
+    j["connections"] = r.connections;
+    j["connections_open_max"] = r.connections_open_max;
+  }
   j["stalled"] = r.stalled;
   j["failed_wrs"] = r.failed_wrs;
   j["jct_ns"] = r.jct_ns;

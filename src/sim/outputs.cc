@@ -54,6 +54,9 @@ Summary Simulator::summary() const {
     s.timeouts += c.retransmit_timeouts;
     s.cnps += c.cnps_received;
   }
+  s.retransmits += m.retired.retransmits;
+  s.timeouts += m.retired.timeouts;
+  s.cnps += m.retired.cnps;
   s.fct_p50_ns = percentile(fcts, 0.5);
   s.fct_p99_ns = percentile(fcts, 0.99);
   s.fct_max_ns = fcts.empty() ? 0 : *std::max_element(fcts.begin(), fcts.end());

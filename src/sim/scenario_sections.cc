@@ -181,7 +181,7 @@ void read_collective(ScenarioParse& p) {
   const Reader& r = p.r;
   const toml::table* t = r.table(p.root, "collective", "");
   if (!t) return;
-  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts"});
+  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts", "window"});
   CollectiveSpec c;
   using Pattern = CollectiveSpec::Pattern;
   r.choice(*t, "pattern", "collective", c.pattern,
@@ -214,6 +214,11 @@ void read_collective(ScenarioParse& p) {
            "must be a multiple of 4 x the number of ranks (" + std::to_string(n) + ")");
   if (c.bytes / n > transport::kMaxMessageBytes)
     r.fail(t->source(), "collective.bytes", "a chunk (bytes / ranks) is larger than an RC message");
+  if (const toml::node* w = t->get("window")) {
+    if (r.integer(*t, "window", "collective", v, 0, n - 1)) c.window = static_cast<uint32_t>(v);
+    if (c.window && c.pattern != Pattern::kAllToAll)
+      r.fail(w->source(), "collective.window", "only for pattern = \"all_to_all\"");
+  }
   c.qp = p.flow_default;
   p.sc.collective = std::move(c);
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -119,7 +120,13 @@ struct Simulator::Impl {
   std::vector<Sw> sws;
   std::vector<std::unique_ptr<Dir>> dirs;
   std::vector<Flow> flows;
-  std::vector<transport::QueuePair*> workload_qps;  // made by connect()
+  // Made by connect() and not yet disconnected; the summary's sums read
+  // them, and what disconnected ones counted (retired).
+  std::unordered_set<transport::QueuePair*> workload_qps;
+  struct RetiredCounters {
+    uint64_t retransmits = 0, timeouts = 0, cnps = 0;
+  };
+  RetiredCounters retired;
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
   EventQueue events;

@@ -297,7 +297,7 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
     init.send_cq = init.recv_cq = h.wcq;
     qps[i] = h.device.create_qp(init);
     if (!qps[i]) throw ScenarioError("connect: the transport refused a QP");
-    m.workload_qps.push_back(qps[i]);
+    m.workload_qps.insert(qps[i]);
   }
   for (int i = 0; i < 2; ++i)
     bring_up(*ends[i], *ends[1 - i], *qps[i], *qps[1 - i], o, m.pcp_tagged,
@@ -309,6 +309,31 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
     std::sort(m.tracked_tcs.begin(), m.tracked_tcs.end());
   }
   return QpPairRef{qps[0], qps[1]};
+}
+
+void Simulator::disconnect(size_t host_a, size_t host_b, QpPairRef pair) {
+  Impl& m = *impl_;
+  Impl::Host* ends[2] = {m.hosts.at(host_a).get(), m.hosts.at(host_b).get()};
+  transport::QueuePair* qps[2] = {pair.a, pair.b};
+  // Each QP must be a live one of its host: a QPN alone would name another
+  // QP on the wrong host.
+  for (int i = 0; i < 2; ++i)
+    if (!qps[i] || !m.workload_qps.count(qps[i]) ||
+        ends[i]->device.find_qp(qps[i]->qpn()) != qps[i])
+      throw ScenarioError("disconnect: not a connection of hosts " + std::to_string(host_a) +
+                          " and " + std::to_string(host_b));
+  for (int i = 0; i < 2; ++i) {
+    m.workload_qps.erase(qps[i]);
+    const transport::QpCounters& c = qps[i]->counters();
+    m.retired.retransmits += c.tx_retransmit_packets;
+    m.retired.timeouts += c.retransmit_timeouts;
+    m.retired.cnps += c.cnps_received;
+    ends[i]->ep->detach(qps[i]->qpn());
+    ends[i]->device.destroy_qp(qps[i]);
+  }
+  // Destroying flushed any outstanding WRs into the CQs: the hosts poll
+  // them at their next step.
+  for (size_t h : {host_a, host_b}) m.wake(static_cast<uint32_t>(h), now_);
 }
 
 transport::MemoryRegion* Simulator::reg_mr(size_t host, void* addr, size_t length) {

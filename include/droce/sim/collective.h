@@ -9,7 +9,12 @@
 //    step k once its own step k-1 and rank r-1's step k-1 completed: what
 //    it forwards at step k is what arrived at step k-1.
 //  - all_to_all: rank r writes chunk d to every other rank d, all at once
-//    (each to its own QP), rank r+1 first.
+//    (each to its own QP), rank r+1 first. With a window W, rank r keeps
+//    at most W of them in flight, to r+1, r+2, ... in turn, each over a
+//    connection made when it is posted and closed at its completion, as a
+//    dynamically connected transport (or a connection cache of W) does:
+//    N x W connections open at most instead of N(N-1)/2 kept, which is
+//    what lets thousands of ranks fit in memory.
 //
 // A transfer is complete at the sender's WRITE completion: the responder
 // ACKs only after placing the data (IBA 9.7.5.1). Payload is virtual
@@ -46,6 +51,10 @@ struct CollectiveResult {
   uint64_t out_of_sequence = 0;      // requests that arrived ahead of the expected PSN
   uint32_t reorder_depth_max = 0;    // the furthest ahead (PSNs), any QP
   uint64_t entropy_changes = 0;      // UDP source port changes
+  // QP pairs made, over all iterations (kept ones once), and the most open
+  // at one time.
+  uint64_t connections = 0;
+  uint64_t connections_open_max = 0;
 };
 
 // Runs spec.iterations back to back on `sim` (built from the scenario
@@ -55,7 +64,8 @@ CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const Collec
 // collective.json: the spec, the JCTs (p50, p99, max), the bound, the
 // counters above, PFC and drops from the simulator's summary, and the
 // bytes each switch-to-switch link direction carried (its spread says how
-// evenly the fabric's paths were used).
+// evenly the fabric's paths were used); with a window, the window and the
+// connections made and open at most.
 std::string collective_json(const Simulator& sim, const Scenario& sc, const CollectiveSpec& spec,
                             const CollectiveResult& r);
 

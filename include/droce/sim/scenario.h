@@ -136,6 +136,10 @@ struct CollectiveSpec {
   uint64_t bytes = 1 << 20;   // per rank: the buffer reduced / exchanged
   uint32_t iterations = 1;    // back to back
   std::vector<uint32_t> ranks;  // host index of each rank (default: all, in order)
+  // all_to_all: transfers each rank keeps in flight, each over a connection
+  // of its own made when it is posted and closed when it completes; 0: all
+  // at once, over one connection per rank pair kept across iterations.
+  uint32_t window = 0;
   FlowSpec qp;                // [flow]'s per-QP keys
 };
 std::string_view to_string(CollectiveSpec::Pattern p);

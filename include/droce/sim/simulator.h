@@ -242,6 +242,13 @@ class Simulator {
   // Throws ScenarioError for unknown hosts, host_a == host_b, a CC name or
   // parameter the registry refuses, or a QP the transport refuses.
   QpPairRef connect(size_t host_a, size_t host_b, const QpOptions& options = {});
+  // Closes a connection made by connect(host_a, host_b): both QPs leave
+  // their endpoints and are destroyed (outstanding WRs flushed); frames
+  // still in flight for them are dropped as for an unknown QP. Their
+  // counters stay in the summary. The pointers are invalid after it.
+  // Throws ScenarioError when the pair is not an open connection of those
+  // hosts.
+  void disconnect(size_t host_a, size_t host_b, QpPairRef pair);
   // Local write, remote write and remote read access; nullptr if refused.
   transport::MemoryRegion* reg_mr(size_t host, void* addr, size_t length);
   int dereg_mr(size_t host, transport::MemoryRegion* mr);

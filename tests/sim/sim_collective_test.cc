@@ -1,0 +1,118 @@
+// Collectives in the simulator: an all-to-all with a window of transfers in
+// flight per rank, each over a connection made for it and closed at its
+// completion (sim/collective.h), and Simulator::disconnect under it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "droce/sim/collective.h"
+#include "droce/sim/scenario.h"
+#include "droce/sim/simulator.h"
+
+namespace droce::sim {
+namespace {
+
+// 8 ranks on 2 leaves of 4 hosts and 2 spines; `extra` goes into
+// [collective], `link` into [link].
+std::string a2a_scenario(const std::string& extra, const std::string& link = "",
+                         const std::string& pattern = "all_to_all") {
+  return "[run]\nduration = \"2s\"\ncsv_interval = 0\n"
+         "[topology]\nkind = \"leaf_spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 4\n"
+         "[link]\n" +
+         link +
+         "\n[flow]\nverify = false\n"
+         "[collective]\npattern = \"" +
+         pattern + "\"\nbytes = \"64KiB\"\n" + extra + "\n";
+}
+
+TEST(SimCollective, WindowedAllToAllKeepsAtMostTheWindowOpenPerRank) {
+  const Scenario all = parse_scenario(a2a_scenario(""));
+  Simulator sa(all);
+  const CollectiveResult ra = run_collective(sa, all, *all.collective);
+  ASSERT_FALSE(ra.stalled);
+  EXPECT_EQ(ra.connections, 28u) << "one kept connection per rank pair";
+
+  const Scenario win = parse_scenario(a2a_scenario("window = 2\niterations = 2"));
+  ASSERT_EQ(win.collective->window, 2u);
+  Simulator sw(win);
+  const CollectiveResult rw = run_collective(sw, win, *win.collective);
+  ASSERT_FALSE(rw.stalled);
+  EXPECT_EQ(rw.failed_wrs, 0u);
+  ASSERT_EQ(rw.jct_ns.size(), 2u);
+  EXPECT_EQ(rw.transfers, 56u);
+  EXPECT_EQ(rw.connections, 2u * 56) << "one per transfer, per iteration";
+  EXPECT_LE(rw.connections_open_max, 8u * 2);
+  EXPECT_GE(rw.connections_open_max, 8u);
+  // Two at a time per rank cannot beat every transfer at once by much, and
+  // the same bytes crossed the fabric.
+  EXPECT_GT(rw.jct_ns[0] * 10, ra.jct_ns[0] * 9);
+  uint64_t bytes_all = 0, bytes_win = 0;
+  for (size_t h = 0; h < sa.num_hosts(); ++h) {
+    bytes_all += sa.host_tx_bytes(h);
+    bytes_win += sw.host_tx_bytes(h);
+  }
+  EXPECT_EQ(bytes_win, 2 * bytes_all) << "two iterations of the same transfers";
+}
+
+TEST(SimCollective, ClosedConnectionsKeepTheirCountsInTheSummary) {
+  const Scenario sc = parse_scenario(a2a_scenario("window = 3", "loss = 0.02"));
+  Simulator s(sc);
+  const CollectiveResult r = run_collective(s, sc, *sc.collective);
+  ASSERT_FALSE(r.stalled);
+  EXPECT_EQ(r.failed_wrs, 0u);
+  ASSERT_GT(r.retransmits, 0u) << "2 % loss on every link";
+  const Summary sum = s.summary();
+  EXPECT_EQ(sum.retransmits, r.retransmits);
+  EXPECT_EQ(sum.timeouts, r.timeouts);
+  EXPECT_NE(collective_json(s, sc, *sc.collective, r).find("\"connections_open_max\""),
+            std::string::npos);
+}
+
+TEST(SimCollective, DisconnectDropsFramesStillInFlight) {
+  const Scenario sc = parse_scenario(a2a_scenario(""));
+  Simulator s(sc);
+  const QpPairRef p = s.connect(0, 5);
+  std::vector<uint8_t> src(1 << 20, 7), dst(1 << 20);
+  transport::MemoryRegion* smr = s.reg_mr(0, src.data(), src.size());
+  transport::MemoryRegion* dmr = s.reg_mr(5, dst.data(), dst.size());
+  transport::Sge sge{reinterpret_cast<uint64_t>(src.data()), 1 << 20, smr->lkey()};
+  transport::SendWr wr;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.rkey = dmr->rkey();
+  std::vector<transport::WorkCompletion> wcs;
+  s.set_completion_handler([&](size_t, const transport::WorkCompletion& wc) { wcs.push_back(wc); });
+  ASSERT_EQ(s.post_send(0, *p.a, wr), 0);
+  s.run_until(20'000);  // 1 MiB at 100 G takes ~85 us: frames are on the wire
+  EXPECT_THROW(s.disconnect(5, 0, p), ScenarioError) << "QPs named with the wrong hosts";
+  s.disconnect(0, 5, p);
+  s.run();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_WR_FLUSH_ERR) << "the WRITE was outstanding";
+  EXPECT_GT(s.host_endpoint(5).counters().rx_unknown_qpn, 0u);
+  EXPECT_THROW(s.disconnect(0, 5, p), ScenarioError) << "already closed";
+}
+
+TEST(SimCollective, WindowIsRefusedWhereItMeansNothing) {
+  auto error = [](const std::string& text) {
+    try {
+      parse_scenario(text);
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error(a2a_scenario("window = 2", "", "ring"))
+                .find("collective.window: only for pattern = \"all_to_all\""),
+            std::string::npos);
+  EXPECT_NE(error(a2a_scenario("window = 8")).find("collective.window: out of range 0..7"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace droce::sim
