@@ -131,6 +131,17 @@ void Endpoint::detach(uint32_t qpn) {
   // from one that is gone (verbs programs destroy QPs while others run).
   if (rx_last_predicted_ == s) rx_last_predicted_ = nullptr;
   slots_.erase(it);
+  // Its wheel entries would wait for their time (an RTO tens of ms out)
+  // and be scanned meanwhile: an application that opens and closes QPs
+  // all the time (an all-to-all over connections per transfer) left
+  // thousands per endpoint. Swept once the detached QPs are as many as
+  // the live ones, so the cost per detach stays constant.
+  if (++detached_since_sweep_ > std::max<size_t>(64, slots_.size())) {
+    auto gone = [this](uint32_t qpn) { return !slots_.contains(qpn); };
+    timers_.erase_if(gone);
+    pacer_.erase_if(gone);
+    detached_since_sweep_ = 0;
+  }
 }
 
 Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) {

@@ -725,6 +725,55 @@ void expect_recovery_after_loss(int lossy_side) {
 TEST(Endpoint, LostDataFrameIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(0); }
 TEST(Endpoint, LostAckIsRecoveredByTheRetransmitTimer) { expect_recovery_after_loss(1); }
 
+// An application that closes its QPs once their WRITEs completed (a
+// connection per transfer) leaves their retransmit timers behind, filed
+// 67 ms out: the endpoint drops them once the closed QPs are as many as
+// the open ones (64 at least), instead of keeping and scanning them.
+TEST(Endpoint, DetachedQpsLeaveNoTimersBehind) {
+  EndpointConfig cfg;
+  Host a(cfg, 64 << 10), b(cfg, 64 << 10);
+  std::vector<std::pair<transport::QueuePair*, transport::QueuePair*>> pairs;
+  for (int i = 0; i < 65; ++i) {
+    auto* qa = a.make_qp();
+    auto* qb = b.make_qp();
+    connect(*qa, 1, *qb, 2);
+    a.ep->attach(*qa, fixed_rate(cfg.port_rate_bytes_per_sec));
+    b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
+    ASSERT_EQ(post_write(a, *qa, b, 0, 1024, i, IBV_SEND_SIGNALED), 0);
+    pairs.emplace_back(qa, qb);
+  }
+  Harness h;
+  h.hosts[0] = &a;
+  h.hosts[1] = &b;
+  h.run(100'000);
+  transport::WorkCompletion wcs[65];
+  ASSERT_EQ(a.cq->poll(wcs), 65);
+  ASSERT_LT(a.ep->next_deadline(), UINT64_MAX) << "the retransmit timers are still filed";
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    a.ep->detach(pairs[i].first->qpn());
+    ASSERT_EQ(a.device.destroy_qp(pairs[i].first), 0);
+    b.ep->detach(pairs[i].second->qpn());
+    ASSERT_EQ(b.device.destroy_qp(pairs[i].second), 0);
+    if (i + 1 < pairs.size()) {
+      EXPECT_LT(a.ep->next_deadline(), UINT64_MAX) << i;
+    }
+  }
+  EXPECT_EQ(a.ep->next_deadline(), UINT64_MAX);
+  EXPECT_EQ(b.ep->next_deadline(), UINT64_MAX);
+  // A QP made after the sweep still gets its timer.
+  auto* qa = a.make_qp();
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(cfg.port_rate_bytes_per_sec));
+  b.ep->attach(*qb, fixed_rate(cfg.port_rate_bytes_per_sec));
+  ASSERT_EQ(post_write(a, *qa, b, 0, 1024, 99, IBV_SEND_SIGNALED), 0);
+  std::vector<uint8_t> frame(4200);
+  std::span<uint8_t> buf{frame};
+  uint32_t len = 0;
+  ASSERT_EQ(a.ep->transmit(h.now + 1, {&buf, 1}, {&len, 1}), 1u);
+  EXPECT_LT(a.ep->next_deadline(), UINT64_MAX) << "the new QP's retransmit timer";
+}
+
 // A 64 KiB WRITE from a 100 Gb/s port with DSCP 26 (PFC priority 3),
 // taken one frame per transmit() call.
 struct OneFrameAtATime {

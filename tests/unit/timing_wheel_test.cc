@@ -60,6 +60,30 @@ TEST(TimingWheel, DeadlinesBeyondTheSpanAreNotLostOrEarly) {
   EXPECT_EQ(out, (std::vector<uint32_t>{2, 1}));
 }
 
+TEST(TimingWheel, ErasedIdsLeaveTheRestInOrder) {
+  TimingWheel w(10, 8);  // span 80 ns: 1000 and 2000 are parked
+  w.schedule(1, 2000);
+  w.schedule(2, 15);
+  w.schedule(3, 1000);
+  w.schedule(4, 12);
+  w.schedule(2, 40);
+  EXPECT_EQ(w.erase_if([](uint32_t id) { return id == 1 || id == 4; }), 2u);
+  EXPECT_EQ(w.size(), 3u);
+  EXPECT_EQ(w.next_deadline(), 15u);
+  EXPECT_EQ(w.next_deadline(), w.scan_next_deadline());
+  std::vector<uint32_t> out;
+  w.pop_due(3000, out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{2, 2, 3}));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.erase_if([](uint32_t) { return true; }), 0u);
+  // Everything erased: the wheel is empty and files new entries as before.
+  w.schedule(5, 3005);
+  EXPECT_EQ(w.erase_if([](uint32_t id) { return id == 5; }), 1u);
+  EXPECT_EQ(w.next_deadline(), UINT64_MAX);
+  w.schedule(6, 3020);
+  EXPECT_EQ(w.next_deadline(), 3020u);
+}
+
 TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   // Every id pops exactly once, never before its slot, and no later than the
   // first poll at or after its deadline.

@@ -225,6 +225,8 @@ class Endpoint {
   std::deque<QpSlot*> active_;   // round robin over QPs with work
   TimingWheel pacer_;            // QPs waiting for their CC rate
   TimingWheel timers_;           // QPs with a transport or CC timer
+  // QPs detached since the wheels last dropped their entries (detach()).
+  size_t detached_since_sweep_ = 0;
   uint64_t port_free_ns_ = 0;    // the link is busy until then
   uint32_t port_time_len_ = 0;   // port_time_ns's last length ...
   uint64_t port_time_ = 0;       // ... and its time

@@ -46,6 +46,25 @@ class TimingWheel {
   // word test per 64 slots), then the earliest entry of this lap in it.
   uint64_t scan_next_deadline() const;
 
+  // Drops every entry whose id `gone(id)` says is no longer wanted (the
+  // QPN of a destroyed QP); the others keep their slots and order. O(size):
+  // for callers that do it once enough entries went stale, so that a QP
+  // destroyed with a far-off timer neither waits in a slot until its time
+  // nor lengthens every scan meanwhile.
+  template <class Pred>
+  size_t erase_if(Pred gone) {
+    size_t erased = 0;
+    for (uint32_t i = 0; i <= mask_; ++i) {
+      std::vector<Entry>& slot = slots_[i];
+      if (slot.empty()) continue;
+      erased += std::erase_if(slot, [&](const Entry& e) { return gone(e.id); });
+      if (slot.empty()) mark(i, false);
+    }
+    size_ -= erased;
+    if (erased) next_valid_ = false;
+    return erased;
+  }
+
  private:
   struct Entry {
     uint32_t id;
