@@ -3,6 +3,7 @@
 in the same command (docs/PERFORMANCE.md "Simulator").
 
   sim_scale_bench.py DROCE_SIM DROCE_PKTGEN [--ranks 16,64,1024,8192] [--quick]
+                     [--collectives]
 
 Runs, each in its own process (so its peak memory is its own):
 
@@ -16,7 +17,15 @@ Runs, each in its own process (so its peak memory is its own):
              with --quick: the ring's 2(N-1) steps of N transfers grow as N
              squared)
 
-both with DCQCN (ECN keeps the switch buffers short, as in a fabric run
+and with --collectives, at every size (hours at 8192: see docs/PERFORMANCE.md):
+
+  sim ring N  droce-sim's own [collective] ring all-reduce of 1 MiB, whose
+              steps are posted as their inputs complete (no schedule is
+              stored, so 8192 ranks fit)
+  sim a2a N   droce-sim's [collective] all-to-all of 1 MiB with a window of
+              16 transfers per rank, each over a connection of its own
+
+all with DCQCN (ECN keeps the switch buffers short, as in a fabric run
 with congestion control; with none they fill, and a run's memory and time
 are its buffered frames').
 
@@ -67,6 +76,14 @@ def run_measured(argv):
         return out.read(), usage.ru_maxrss, usage.ru_utime + usage.ru_stime  # KiB, s
 
 
+def collective_scenario(n, pattern, window):
+    leaves, hpl = leaf_spine(n)
+    return (f'[run]\nduration = "10s"\ncsv_interval = 0\n[topology]\nkind = "leaf_spine"\n'
+            f'leaves = {leaves}\nspines = 4\nhosts_per_leaf = {hpl}\nhosts = {n}\n'
+            f'[flow]\ncc = "dcqcn"\nverify = false\n'
+            f'[collective]\npattern = "{pattern}"\nbytes = "1MiB"\nwindow = {window}\n')
+
+
 def leaf_spine(n):
     leaves = max(1, (n + 15) // 16)
     return leaves, min(n, 16)
@@ -80,6 +97,7 @@ def main():
         if a.startswith("--ranks="):
             ranks = [int(x) for x in a.split("=", 1)[1].split(",")]
     quick = "--quick" in sys.argv
+    collectives = "--collectives" in sys.argv
     rows = []
     with tempfile.TemporaryDirectory(prefix="droce-scale.") as tmp:
         incast = os.path.join(tmp, "incast.toml")
@@ -109,6 +127,17 @@ def main():
                 out, rss, cpu = run_measured([pktgen, "--pattern", pattern] + common)
                 events = int(PKTGEN_LINE.search(out).group(2))
                 rows.append((f"{pattern} 1 MiB", n, events, cpu, rss))
+            if not collectives:
+                continue
+            for name, pattern, window in [("sim ring 1 MiB", "ring", 0),
+                                          ("sim a2a 1 MiB, window 16", "all_to_all", min(16, n - 1))]:
+                path = os.path.join(tmp, f"{pattern}{n}.toml")
+                with open(path, "w") as f:
+                    f.write(collective_scenario(n, pattern, window))
+                out, rss, cpu = run_measured([sim, path, "--out", os.path.join(tmp, "out")])
+                if "STALLED" in out or "iterations 1/1" not in out:
+                    raise RuntimeError(f"{name} at {n} ranks did not finish:\n{out[-400:]}")
+                rows.append((name, n, int(SIM_LINE.search(out).group(1)), cpu, rss))
     print("simulator scale: packet events per CPU second against the 16-to-1 incast, "
           "same command")
     print(f"{'run':<28} {'hosts':>6} {'events':>12} {'CPU s':>8} {'M ev/s':>8} "
