@@ -210,8 +210,9 @@ class SwitchedHosts:
         def ip(ns, *cmd):
             subprocess.run(["ip", "-n", ns, *cmd], check=True, capture_output=True, timeout=30)
 
-        def host_link(ns, name, peer, bridge):
-            subprocess.run(["ip", "link", "add", name, "netns", ns, "type", "veth",
+        def host_link(ns, name, peer, bridge, index=None):
+            at = ["index", str(index)] if index else []
+            subprocess.run(["ip", "link", "add", name, *at, "netns", ns, "type", "veth",
                             "peer", "name", peer, "netns", self.switch],
                            check=True, capture_output=True, timeout=30)
             ip(self.switch, "link", "set", peer, "master", bridge)
@@ -234,7 +235,13 @@ class SwitchedHosts:
             ip(ns, "addr", "add", f"10.78.0.{h + 1}/24", "dev", "ctl")
             for k in range(ranks_per_host):
                 rank = h * ranks_per_host + k
-                host_link(ns, f"r{k}", f"p{rank}", "br0")
+                # net_af_packet (DPDK 22.11) names its PACKET_FANOUT group
+                # (pid ^ ifindex) & 0xffff, and the kernel refuses (EINVAL)
+                # to join a group of that id bound to another device in the
+                # namespace. Two ranks started one after the other with
+                # neighbouring ifindexes collided now and then; ifindexes
+                # 4096 apart would need pids 4096 apart, bit for bit.
+                host_link(ns, f"r{k}", f"p{rank}", "br0", index=1000 + (k << 12))
                 self.configs.append(write_config(
                     os.path.join(tmp, f"{tag}_{rank}.toml"),
                     ["-l", str(rank % 2), f"--file-prefix=dv_{tag}{rank}_{pid}",
