@@ -32,6 +32,7 @@ Summary Simulator::summary() const {
   s.all_done = all_done();
   s.packet_events = events_;
   std::vector<uint64_t> fcts;
+  Impl::QpTotals qps = m.retired;  // closed connections, then the live QPs
   for (size_t f = 0; f < flows_.size(); ++f) {
     const FlowState& st = flows_[f];
     if (st.done() && st.failed == 0) {
@@ -42,21 +43,13 @@ Summary Simulator::summary() const {
     const Verification v = verification(f);
     if (v == Verification::kMatched) ++s.flows_verified;
     if (v == Verification::kCorrupt) ++s.flows_corrupt;
-    const auto& c = m.flows[f].src_qp->counters();
-    const auto& d = m.flows[f].dst_qp->counters();
-    s.retransmits += c.tx_retransmit_packets + d.tx_retransmit_packets;
-    s.timeouts += c.retransmit_timeouts + d.retransmit_timeouts;
-    s.cnps += c.cnps_received + d.cnps_received;
+    qps.add(m.flows[f].src_qp->counters());
+    qps.add(m.flows[f].dst_qp->counters());
   }
-  for (const transport::QueuePair* qp : m.workload_qps) {
-    const auto& c = qp->counters();
-    s.retransmits += c.tx_retransmit_packets;
-    s.timeouts += c.retransmit_timeouts;
-    s.cnps += c.cnps_received;
-  }
-  s.retransmits += m.retired.retransmits;
-  s.timeouts += m.retired.timeouts;
-  s.cnps += m.retired.cnps;
+  for (const transport::QueuePair* qp : m.workload_qps) qps.add(qp->counters());
+  s.retransmits = qps.retransmits;
+  s.timeouts = qps.timeouts;
+  s.cnps = qps.cnps;
   s.fct_p50_ns = percentile(fcts, 0.5);
   s.fct_p99_ns = percentile(fcts, 0.99);
   s.fct_max_ns = fcts.empty() ? 0 : *std::max_element(fcts.begin(), fcts.end());

@@ -123,10 +123,16 @@ struct Simulator::Impl {
   // Made by connect() and not yet disconnected; the summary's sums read
   // them, and what disconnected ones counted (retired).
   std::unordered_set<transport::QueuePair*> workload_qps;
-  struct RetiredCounters {
+  // The QP counters the summary sums.
+  struct QpTotals {
     uint64_t retransmits = 0, timeouts = 0, cnps = 0;
+    void add(const transport::QpCounters& c) {
+      retransmits += c.tx_retransmit_packets;
+      timeouts += c.retransmit_timeouts;
+      cnps += c.cnps_received;
+    }
   };
-  RetiredCounters retired;
+  QpTotals retired;
   std::vector<size_t> start_order;  // flows by start time
   size_t next_start = 0;
   EventQueue events;

@@ -324,10 +324,7 @@ void Simulator::disconnect(size_t host_a, size_t host_b, QpPairRef pair) {
                           " and " + std::to_string(host_b));
   for (int i = 0; i < 2; ++i) {
     m.workload_qps.erase(qps[i]);
-    const transport::QpCounters& c = qps[i]->counters();
-    m.retired.retransmits += c.tx_retransmit_packets;
-    m.retired.timeouts += c.retransmit_timeouts;
-    m.retired.cnps += c.cnps_received;
+    m.retired.add(qps[i]->counters());
     ends[i]->ep->detach(qps[i]->qpn());
     ends[i]->device.destroy_qp(qps[i]);
   }

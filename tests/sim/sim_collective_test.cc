@@ -3,8 +3,6 @@
 // completion (sim/collective.h), and Simulator::disconnect under it.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <memory>
 #include <string>
 #include <vector>
 
