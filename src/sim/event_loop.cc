@@ -41,8 +41,7 @@ void Simulator::Impl::reschedule_switch(uint32_t s) {
 void Simulator::Impl::run_host(uint32_t h) {
   const uint64_t now = self.now_;
   Host& host = *hosts[h];
-  Dir& out = *dirs[host.out_link];
-  const uint64_t rate = out.rate_bps / 8;
+  const uint64_t rate = dirs[host.out_link]->rate_bps / 8;
   for (;;) {
     // The endpoint writes into pooled packets (staging) directly.
     const size_t n = host.ep->transmit(now, spans, lens);
@@ -55,7 +54,7 @@ void Simulator::Impl::run_host(uint32_t h) {
       // the previous one has left, so it ends one frame time after now.
       const uint64_t wire = lens[i] + fabric::kEthWireOverhead;
       const uint64_t end = now + wire * 1'000'000'000ull / rate;
-      out.send(std::move(p), now, end);
+      send_on(host.out_link, std::move(p), now, end);
     }
     self.events_ += n;
     if (n < kTxBatch) break;
@@ -74,7 +73,7 @@ void Simulator::Impl::run_switch(uint32_t s) {
   sw.sw->advance(now, [&](fabric::Departure&& d) {
     ++self.events_;
     const uint32_t l = sw.out_link[d.port];
-    dirs[l]->send(std::move(d.packet), d.start_time, d.time);
+    send_on(l, std::move(d.packet), d.start_time, d.time);
     reschedule_link(l);
   });
   uint64_t next = sw.sw->next_event_time();
@@ -153,12 +152,31 @@ void Simulator::Impl::run_workload() {
   while (next_start < start_order.size() && sc.flows[start_order[next_start]].start_ns <= now) {
     const size_t f = start_order[next_start++];
     self.flows_[f].start_ns = now;
-    post_more(f);
-    reschedule_host(flows[f].initiator);
-    reschedule_host(flows[f].dst);
+    if (owns_flow(f)) post_more(f);  // else another partition posts it
+    // Each end woken where it runs (partition.h).
+    for (uint32_t h : {flows[f].initiator, flows[f].dst})
+      if (owns_host(h)) reschedule_host(h);
   }
   if (next_start < start_order.size())
     schedule(id_workload, sc.flows[start_order[next_start]].start_ns);
+}
+
+void Simulator::Impl::dispatch(uint32_t id) {
+  if (id < id_switch0) {
+    run_host(id);
+  } else if (id < id_link0) {
+    run_switch(id - id_switch0);
+  } else if (id < id_link_state) {
+    run_link(id - id_link0);
+  } else if (id == id_link_state) {
+    run_link_changes();
+  } else if (id == id_reroute) {
+    run_reroute();
+  } else if (id == id_workload) {
+    run_workload();
+  } else {
+    sample();
+  }
 }
 
 bool Simulator::run_until(uint64_t t) {
@@ -170,21 +188,7 @@ bool Simulator::run_until(uint64_t t) {
     if (time > t) break;
     m.events.take_top();  // settled below, usually by the component's own reschedule
     now_ = time;
-    if (id < m.id_switch0) {
-      m.run_host(id);
-    } else if (id < m.id_link0) {
-      m.run_switch(id - m.id_switch0);
-    } else if (id < m.id_link_state) {
-      m.run_link(id - m.id_link0);
-    } else if (id == m.id_link_state) {
-      m.run_link_changes();
-    } else if (id == m.id_reroute) {
-      m.run_reroute();
-    } else if (id == m.id_workload) {
-      m.run_workload();
-    } else {
-      m.sample();
-    }
+    m.dispatch(id);
     m.events.settle();
     if (m.sc.run.stop_when_done && !flows_.empty() && all_done()) m.stopped = true;
   }

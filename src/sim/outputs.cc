@@ -25,14 +25,78 @@ uint64_t percentile(std::vector<uint64_t> v, double p) {
 
 }  // namespace
 
+// In a partitioned run each process counts the components it runs; the
+// merge adds them up (partitioned_run.cc). Sums and maxima only: the
+// per-queue p99 is taken here, over the queue's own samples.
+void Simulator::Impl::count_components(Summary& s) const {
+  const uint64_t now = self.now_;
+  QpTotals qps = retired;  // closed connections, then the live QPs
+  for (size_t f = 0; f < flows.size(); ++f) {
+    if (owns_host(flows[f].src)) qps.add(flows[f].src_qp->counters());
+    if (owns_host(flows[f].dst)) qps.add(flows[f].dst_qp->counters());
+  }
+  for (const transport::QueuePair* qp : workload_qps) qps.add(qp->counters());
+  s.retransmits = qps.retransmits;
+  s.timeouts = qps.timeouts;
+  s.cnps = qps.cnps;
+  s.packet_events = self.events_;
+  size_t qh = 0;
+  for (size_t sw = 0; sw < sws.size(); ++sw) {
+    const fabric::Switch& x = *sws[sw].sw;
+    const size_t first = qh;
+    qh += x.num_ports() * fabric::kNumClasses;
+    if (!owns_switch(sw)) continue;
+    for (uint16_t p = 0; p < x.num_ports(); ++p) {
+      const fabric::PortCounters& pc = x.counters(p);
+      s.xoff_sent += pc.tx_xoff;
+      s.xon_sent += pc.tx_xon;
+      s.pfc_rx_switches += pc.rx_pfc;
+      for (uint8_t c = 0; c < fabric::kNumClasses; ++c) {
+        const fabric::QueueCounters& q = pc.queues[c];
+        s.switch_drops += q.drops + q.watchdog_drops;
+        s.ecn_marks += q.ecn_marked;
+        s.switch_paused_ns += x.paused_ns(p, c, now);
+        s.max_queue_bytes = std::max(s.max_queue_bytes, q.max_bytes);
+        if (q.enq_packets == 0 && q.drops == 0) continue;
+        QueueSummary qs{static_cast<uint32_t>(sw),
+                        p,
+                        c,
+                        q.max_bytes,
+                        percentile(queue_len[first + p * fabric::kNumClasses + c].expand(
+                                       static_cast<uint32_t>(sample_times.size())),
+                                   0.99),
+                        q.drops + q.watchdog_drops,
+                        q.ecn_marked};
+        s.p99_queue_bytes = std::max(s.p99_queue_bytes, qs.p99_bytes);
+        s.queues.push_back(qs);
+      }
+      s.switch_drops += pc.down_drops + pc.no_route;
+    }
+  }
+  for (size_t l = 0; l < dirs.size(); ++l) {
+    if (!owns_dir(l)) continue;
+    const auto& lc = dirs[l]->link.counters();
+    s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
+  }
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    if (!owns_host(h)) continue;
+    for (size_t p = 0; p < wire::kPfcPriorities; ++p)
+      s.host_paused_ns += hosts[h]->ep->paused_ns(static_cast<uint8_t>(p), now);
+    s.acks_without_int += hosts[h]->ep->counters().cc_acks_without_int;
+  }
+}
+
 Summary Simulator::summary() const {
   const Impl& m = *impl_;
   Summary s;
+  if (m.merged) {
+    s = m.merged->components;
+  } else {
+    m.count_components(s);
+  }
   s.end_ns = now_;
   s.all_done = all_done();
-  s.packet_events = events_;
   std::vector<uint64_t> fcts;
-  Impl::QpTotals qps = m.retired;  // closed connections, then the live QPs
   for (size_t f = 0; f < flows_.size(); ++f) {
     const FlowState& st = flows_[f];
     if (st.done() && st.failed == 0) {
@@ -43,53 +107,18 @@ Summary Simulator::summary() const {
     const Verification v = verification(f);
     if (v == Verification::kMatched) ++s.flows_verified;
     if (v == Verification::kCorrupt) ++s.flows_corrupt;
-    qps.add(m.flows[f].src_qp->counters());
-    qps.add(m.flows[f].dst_qp->counters());
   }
-  for (const transport::QueuePair* qp : m.workload_qps) qps.add(qp->counters());
-  s.retransmits = qps.retransmits;
-  s.timeouts = qps.timeouts;
-  s.cnps = qps.cnps;
   s.fct_p50_ns = percentile(fcts, 0.5);
   s.fct_p99_ns = percentile(fcts, 0.99);
   s.fct_max_ns = fcts.empty() ? 0 : *std::max_element(fcts.begin(), fcts.end());
-  size_t qh = 0;
-  for (size_t sw = 0; sw < m.sws.size(); ++sw) {
-    const fabric::Switch& x = *m.sws[sw].sw;
-    for (uint16_t p = 0; p < x.num_ports(); ++p) {
-      const fabric::PortCounters& pc = x.counters(p);
-      s.xoff_sent += pc.tx_xoff;
-      s.xon_sent += pc.tx_xon;
-      s.pfc_rx_switches += pc.rx_pfc;
-      for (uint8_t c = 0; c < fabric::kNumClasses; ++c) {
-        const fabric::QueueCounters& q = pc.queues[c];
-        s.switch_drops += q.drops + q.watchdog_drops;
-        s.ecn_marks += q.ecn_marked;
-        s.switch_paused_ns += x.paused_ns(p, c, now_);
-        s.max_queue_bytes = std::max(s.max_queue_bytes, q.max_bytes);
-        if (q.enq_packets == 0 && q.drops == 0) continue;
-        QueueSummary qs{static_cast<uint32_t>(sw), p, c, q.max_bytes,
-                        percentile(m.queue_len[qh + p * fabric::kNumClasses + c].expand(
-                                       static_cast<uint32_t>(m.sample_times.size())),
-                                   0.99),
-                        q.drops + q.watchdog_drops, q.ecn_marked};
-        s.p99_queue_bytes = std::max(s.p99_queue_bytes, qs.p99_bytes);
-        s.queues.push_back(qs);
-      }
-      s.switch_drops += pc.down_drops + pc.no_route;
-    }
-    qh += x.num_ports() * fabric::kNumClasses;
-  }
-  for (const auto& d : m.dirs) {
-    const auto& lc = d->link.counters();
-    s.link_losses += lc.lost_random + lc.lost_burst + lc.lost_down;
-  }
-  for (const auto& h : m.hosts) {
-    for (size_t p = 0; p < wire::kPfcPriorities; ++p)
-      s.host_paused_ns += h->ep->paused_ns(static_cast<uint8_t>(p), now_);
-    s.acks_without_int += h->ep->counters().cc_acks_without_int;
-  }
   return s;
+}
+
+uint64_t Simulator::flow_retransmits(size_t f) const {
+  const Impl& m = *impl_;
+  if (m.merged) return m.merged->flow_retransmits.at(f);
+  (void)m.flows.at(f);  // the range check
+  return m.flow_retransmits(f);
 }
 
 std::string missing_int_warning(const Summary& s) {
@@ -141,8 +170,7 @@ std::string Simulator::summary_json() const {
                      {"done", st.done()},
                      {"failed", st.failed},
                      {"verified", verify(f)},
-                     {"retransmits", m.flows[f].src_qp->counters().tx_retransmit_packets +
-                                         m.flows[f].dst_qp->counters().tx_retransmit_packets}});
+                     {"retransmits", flow_retransmits(f)}});
   }
   auto& queues = j["queues"] = nlohmann::ordered_json::array();
   for (const QueueSummary& q : s.queues)

@@ -10,8 +10,11 @@ void Simulator::Impl::sample() {
   const uint64_t now = self.now_;
   const uint32_t k = static_cast<uint32_t>(sample_times.size());
   sample_times.push_back(now);
+  // In a partitioned run each series is recorded where what it reads is
+  // kept, and stays 0 elsewhere (partitioned_run.cc adds the rows up).
   for (size_t f = 0; f < flows.size(); ++f) {
-    flow_tx[f].record(k, flow_tx_bytes(f));
+    if (owns_host(flows[f].src)) flow_tx[f].record(k, flow_tx_bytes(f));
+    if (!owns_flow(f)) continue;
     flow_done[f].record(k, self.flows_[f].completed_bytes);
     flow_cc[f].record(k, flow_cc_rate_bps(f));
   }
@@ -22,6 +25,11 @@ void Simulator::Impl::sample() {
   size_t qh = 0, port = 0;
   for (size_t s = 0; s < sws.size(); ++s) {
     const fabric::Switch& sw = *sws[s].sw;
+    if (!owns_switch(s)) {
+      port += sw.num_ports();
+      qh += sw.num_ports() * fabric::kNumClasses;
+      continue;
+    }
     for (uint16_t p = 0; p < sw.num_ports(); ++p, ++port, qh += fabric::kNumClasses) {
       const bool empty = sw.port_queue_bytes(p) == 0;
       if (empty && port_was_empty[port]) continue;
@@ -33,6 +41,7 @@ void Simulator::Impl::sample() {
   if (tracked_from.empty() || tracked_from.back().second != tracked_tcs)
     tracked_from.emplace_back(k, tracked_tcs);
   for (size_t l = 0; l < dirs.size(); ++l) {
+    if (!owns_dir(l)) continue;
     const Dir& d = *dirs[l];
     link_bytes[l].record(k, d.link.counters().delivered_bytes);
     link_busy[l].record(k, d.busy_by(now));

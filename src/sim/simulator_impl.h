@@ -8,6 +8,8 @@
 //                 completions) and the programmatic API (connect, post_*)
 //   sampler.cc    the time series: recording changes, rebuilding the rows
 //   outputs.cc    summary, summary.json and the CSV files
+//   partitioned_run.cc  one partition of a run split over processes
+//                 (partition.h): windows, the frame exchange, the merge
 //
 // Routes come from fabric::shortest_path_routes over `graph`.
 #pragma once
@@ -16,6 +18,7 @@
 #include <array>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -23,8 +26,10 @@
 #include <vector>
 
 #include "droce/fabric/shortest_paths.h"
+#include "droce/sim/partition.h"
 #include "droce/sim/simulator.h"
 #include "droce/transport/device.h"
+#include "droce/transport/zeroed_array.h"
 #include "event_queue.h"
 #include "link_schedule.h"
 #include "sample_log.h"
@@ -106,7 +111,12 @@ struct Simulator::Impl {
     uint32_t src = 0, dst = 0, initiator = 0;
     transport::QueuePair* src_qp = nullptr;
     transport::QueuePair* dst_qp = nullptr;
-    std::vector<uint8_t> src_mem, dst_mem;
+    // Anonymous zero pages, paid for when touched: a virtual-payload flow
+    // never touches them (a 1 MiB message each way per flow was 2 GiB and
+    // most of the set-up time at 1024 flows). Its source pattern is
+    // written when first asked for (source_memory).
+    transport::ZeroedArray<uint8_t> src_mem, dst_mem;
+    bool pattern_written = false;
     transport::MemoryRegion* src_mr = nullptr;
     transport::MemoryRegion* dst_mr = nullptr;
     uint64_t msg = 0;       // bytes per message (the last may be shorter)
@@ -180,6 +190,8 @@ struct Simulator::Impl {
   std::vector<fabric::RouteTable> compute_routes() const;
 
   // ---- the event loop (event_loop.cc) ------------------------------------
+  // Runs component `id`'s step at self.now_.
+  void dispatch(uint32_t id);
   void run_host(uint32_t h);
   void run_switch(uint32_t s);
   void run_link(uint32_t l);
@@ -204,6 +216,71 @@ struct Simulator::Impl {
 
   // ---- the sampler (sampler.cc) ------------------------------------------
   void sample();
+
+  // ---- outputs (outputs.cc) ----------------------------------------------
+  // The Summary's sums and maxima over the components this process runs
+  // (QPs, switches, queues, links, hosts): everything but the flows' part.
+  void count_components(Summary& s) const;
+  // Whether flow f's sink memory holds its source pattern (its whole size).
+  bool sink_matches(size_t f) const;
+  uint64_t flow_retransmits(size_t f) const {
+    return flows[f].src_qp->counters().tx_retransmit_packets +
+           flows[f].dst_qp->counters().tx_retransmit_packets;
+  }
+
+  // ---- partitions (partitioned_run.cc) -----------------------------------
+  // The partition this process runs; with one, every component is its own.
+  PartitionPlan plan;
+  uint32_t part = 0;
+  std::vector<uint32_t> dir_part;       // per link direction; empty: all here
+  std::vector<uint64_t> dir_min_delay;  // per link direction
+  bool owns_host(size_t h) const { return plan.count == 1 || plan.host[h] == part; }
+  bool owns_switch(size_t s) const { return plan.count == 1 || plan.sw[s] == part; }
+  bool owns_dir(size_t l) const { return dir_part.empty() || dir_part[l] == part; }
+  // A flow's progress is kept where its initiator runs.
+  bool owns_flow(size_t f) const { return owns_host(flows[f].initiator); }
+  // Frames sent into another partition's link directions this window,
+  // serialised per partition (partitioned_run.cc has the format), and the
+  // earliest any of them can arrive.
+  std::vector<std::vector<uint8_t>> outbox;
+  uint64_t outbound_arrival = fabric::kNever;
+  void stash(uint32_t l, const fabric::Packet& p, uint64_t start, uint64_t end);
+  // Sends a frame into link direction l: into the link when this process
+  // runs it, else into the outbox.
+  void send_on(uint32_t l, fabric::Packet&& p, uint64_t start, uint64_t end) {
+    if (owns_dir(l)) {
+      dirs[l]->send(std::move(p), start, end);
+    } else {
+      stash(l, p, start, end);
+      give(std::move(p));
+    }
+  }
+  uint32_t last_id = 0;  // the component run_window() ran last
+  // Takes partition `index` of `p`: the others' components never run here.
+  void enter_partition(uint32_t index, PartitionPlan p);
+  // Runs the events up to (t, id_last) in (time, id) order; with
+  // `owned_flows`, returns true right after the event that completed the
+  // last of them (else false when there is none left to run).
+  bool run_window(uint64_t t, uint32_t id_last, std::optional<size_t> owned_flows);
+  // The windows, from time 0 to the end; then the outputs merged.
+  void run_windows(PartitionComm& comm);
+  // Frames other partitions sent into this one's link directions (the
+  // exchange's chunks); returns the earliest next event any partition had.
+  uint64_t apply_inbound(std::span<const uint8_t> in, uint64_t own_earliest);
+  // What this partition's components counted, as words (partitioned_run.cc
+  // has the layout), and partition 0 adding another's to its own.
+  std::vector<uint64_t> report() const;
+  void merge_report(const uint64_t*& w);
+  void merge_reports(PartitionComm& comm);
+
+  // After a partitioned run, on partition 0: what the other partitions'
+  // components counted, merged with this one's (the outputs read it).
+  struct Merged {
+    Summary components;  // count_components over every partition
+    std::vector<uint64_t> flow_retransmits;
+    std::vector<uint8_t> sink_matches;
+  };
+  std::unique_ptr<Merged> merged;
 
   // Pooled packets are kept at kBufBytes so the endpoint can write a frame
   // straight into one; a frame is then only shrunk to its length. Growing

@@ -27,7 +27,7 @@ void set_class_marks(wire::PathSpec& path, uint8_t dscp, bool pcp_tagged) {
 }
 
 // The source pattern of flow `f`: a deterministic byte stream.
-void fill_pattern(std::vector<uint8_t>& mem, uint64_t f) {
+void fill_pattern(std::span<uint8_t> mem, uint64_t f) {
   uint64_t s = mix(0xD0CE, f);
   for (size_t i = 0; i < mem.size(); i += 8) {
     s = mix(s, i);
@@ -105,13 +105,20 @@ void Simulator::Impl::build_flows() {
                                                     : std::max(fl.msg, kVerifyWindow / fl.msg * fl.msg);
     fl.slots = window / fl.msg;
     fl.whole = window >= fs.bytes;
-    fl.src_mem.resize(window);
-    fl.dst_mem.resize(window);
-    fill_pattern(fl.src_mem, f);
+    fl.src_mem = transport::ZeroedArray<uint8_t>(window);
+    fl.dst_mem = transport::ZeroedArray<uint8_t>(window);
+    if (!fs.virtual_payload()) {
+      fill_pattern({fl.src_mem.data(), window}, f);
+      fl.pattern_written = true;
+    }
     auto& hs = *hosts[fl.src];
     auto& hd = *hosts[fl.dst];
-    fl.src_mr = hs.device.reg_mr(hs.pd, fl.src_mem.data(), fl.src_mem.size(), kAccess);
-    fl.dst_mr = hd.device.reg_mr(hd.pd, fl.dst_mem.data(), fl.dst_mem.size(), kAccess);
+    // Addresses on the wire from the flow's index, not from where the
+    // memory happens to be: a partitioned run (partition.h) has the sink's
+    // memory in another process, and frames do not depend on the heap.
+    const uint64_t iova = (uint64_t{f} + 1) << 32;
+    fl.src_mr = hs.device.reg_mr(hs.pd, fl.src_mem.data(), fl.src_mem.size(), kAccess, iova);
+    fl.dst_mr = hd.device.reg_mr(hd.pd, fl.dst_mem.data(), fl.dst_mem.size(), kAccess, iova);
     if (!fl.src_mr || !fl.dst_mr)
       throw ScenarioError(sc.file + ": flow " + fs.name + ": cannot register memory");
     fl.src_mr->set_virtual_payload(fs.virtual_payload());
@@ -165,14 +172,14 @@ void Simulator::Impl::post_more(size_t f) {
     wr.wr_id = i;
     wr.send_flags = IBV_SEND_SIGNALED;
     if (fs.opcode == Opcode::kRead) {
-      sge = {reinterpret_cast<uint64_t>(fl.dst_mem.data() + off), len, fl.dst_mr->lkey()};
+      sge = {fl.dst_mr->iova() + off, len, fl.dst_mr->lkey()};
       wr.opcode = IBV_WR_RDMA_READ;
-      wr.remote_addr = reinterpret_cast<uint64_t>(fl.src_mem.data() + off);
+      wr.remote_addr = fl.src_mr->iova() + off;
       wr.rkey = fl.src_mr->rkey();
     } else {
-      sge = {reinterpret_cast<uint64_t>(fl.src_mem.data() + off), len, fl.src_mr->lkey()};
+      sge = {fl.src_mr->iova() + off, len, fl.src_mr->lkey()};
       wr.opcode = fs.opcode == Opcode::kSend ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
-      wr.remote_addr = reinterpret_cast<uint64_t>(fl.dst_mem.data() + off);
+      wr.remote_addr = fl.dst_mr->iova() + off;
       wr.rkey = fl.dst_mr->rkey();
     }
     wr.sg_list = {&sge, 1};
@@ -180,8 +187,8 @@ void Simulator::Impl::post_more(size_t f) {
       // Receive buffers in the same order the messages will consume them.
       const uint64_t r = fl.recvs_posted;
       const uint64_t roff = (r % fl.slots) * fl.msg;
-      transport::Sge rsge{reinterpret_cast<uint64_t>(fl.dst_mem.data() + roff),
-                          static_cast<uint32_t>(fl.msg), fl.dst_mr->lkey()};
+      transport::Sge rsge{fl.dst_mr->iova() + roff, static_cast<uint32_t>(fl.msg),
+                          fl.dst_mr->lkey()};
       transport::RecvWr rwr;
       rwr.wr_id = r;
       rwr.sg_list = {&rsge, 1};
@@ -246,10 +253,18 @@ uint64_t Simulator::Impl::flow_cc_rate_bps(size_t f) const {
 }
 
 std::span<const uint8_t> Simulator::source_memory(size_t f) const {
-  return impl_->flows.at(f).src_mem;
+  Impl::Flow& fl = impl_->flows.at(f);
+  std::span<uint8_t> mem{fl.src_mem.data(), fl.src_mem.size()};
+  if (!fl.pattern_written) {
+    // A virtual-payload flow's pattern, which nothing on the wire read.
+    fill_pattern(mem, f);
+    fl.pattern_written = true;
+  }
+  return mem;
 }
 std::span<const uint8_t> Simulator::sink_memory(size_t f) const {
-  return impl_->flows.at(f).dst_mem;
+  const Impl::Flow& fl = impl_->flows.at(f);
+  return {fl.dst_mem.data(), fl.dst_mem.size()};
 }
 const transport::QueuePair& Simulator::source_qp(size_t f) const {
   return *impl_->flows.at(f).src_qp;
@@ -273,10 +288,13 @@ Simulator::Verification Simulator::verification(size_t f) const {
     return fl.spec->virtual_payload() ? Verification::kOffVirtual : Verification::kOff;
   if (!fl.whole) return Verification::kTooLarge;
   if (!flows_[f].done() || flows_[f].failed) return Verification::kNotDone;
-  const bool same =
-      std::equal(fl.src_mem.begin(), fl.src_mem.begin() + static_cast<ptrdiff_t>(fl.spec->bytes),
-                 fl.dst_mem.begin());
+  const bool same = impl_->merged ? impl_->merged->sink_matches[f] : impl_->sink_matches(f);
   return same ? Verification::kMatched : Verification::kCorrupt;
+}
+
+bool Simulator::Impl::sink_matches(size_t f) const {
+  const Flow& fl = flows[f];
+  return std::equal(fl.src_mem.data(), fl.src_mem.data() + fl.spec->bytes, fl.dst_mem.data());
 }
 
 QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {

@@ -27,6 +27,7 @@
 #include "droce/endpoint/endpoint.h"
 #include "droce/fabric/link.h"
 #include "droce/fabric/switch.h"
+#include "droce/sim/partition.h"
 #include "droce/sim/scenario.h"
 
 namespace droce::sim {
@@ -187,6 +188,8 @@ class Simulator {
   // sink as it was set up (zeros).
   std::span<const uint8_t> source_memory(size_t f) const;
   std::span<const uint8_t> sink_memory(size_t f) const;
+  // Request packets the flow's two QPs sent more than once.
+  uint64_t flow_retransmits(size_t f) const;
   // The flow's QPs: data source and data sink.
   const transport::QueuePair& source_qp(size_t f) const;
   const transport::QueuePair& sink_qp(size_t f) const;
@@ -263,6 +266,16 @@ class Simulator {
   // Frame bytes the host's link has delivered so far (all QPs; lost frames
   // not counted).
   uint64_t host_tx_bytes(size_t h) const;
+
+  // Runs this process's partition of the scenario (partition.h), the
+  // others running in the processes `comm` reaches, to run.duration or
+  // until every flow is done. On partition 0 the results are then the
+  // whole run's: summary(), summary_json(), write_outputs(), flow(),
+  // verification(), flow_retransmits() and the samples are what one
+  // process's run() gives, byte for byte; on the others they are their
+  // share. The run cannot go on after it. Throws ScenarioError when the
+  // scenario cannot be split (plan_partitions). Returns the final time.
+  uint64_t run_partitioned(PartitionComm& comm);
 
   // Frames handled: every endpoint transmit and receive, every switch
   // arrival and departure (a 1-switch path is 4 events per packet).

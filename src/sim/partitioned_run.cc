@@ -1,0 +1,331 @@
+// One partition of a run split over processes (partition.h).
+//
+// Windows. With L the lookahead (the smallest delay of a link between
+// partitions) and T the earliest event any partition has, every partition
+// runs its events up to E = T + L - 1: a frame another partition sends at
+// T or later arrives at T + L at the earliest, so nothing it does in the
+// window can reach this one inside it. E stops short at a sample instant
+// (the sampler reads link directions that frames from other partitions
+// enter: they must all be in) and at run.duration. Then the partitions
+// exchange the frames that crossed, each with the earliest time it may
+// arrive, and T for the next window is the least of those and of every
+// partition's next event: an idle stretch is skipped in one step.
+//
+// Stopping when every flow is done. One process stops right after the event
+// that completed the last flow, (time, id); the others must stop there too,
+// and cannot know where that is until they see it. So a window in which a
+// flow may finish runs in two phases: the partitions with flows left run
+// to E but pause after the event that completes their last one; all say
+// how many flows they have left and where they paused; if none are left,
+// everyone runs to the latest pause point, the one process's stop, and the
+// run ends there; else everyone runs on to E. Partitions with no flows of
+// their own wait during the first phase; that costs only at the tail.
+//
+// A frame crossing partitions, as stashed: its link direction, length,
+// first and last bit times, the Packet fields a switch set, then its bytes.
+// A partition's chunk starts with two words: the earliest it has anything
+// to do (an event, or one of these frames arriving) and the frame count.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include "simulator_impl.h"
+
+namespace droce::sim {
+
+using fabric::kNever;
+
+namespace {
+
+struct CrossingFrame {
+  uint32_t dir, len;
+  uint64_t start, end, enqueue_time, tag;
+  uint32_t accounted;
+  uint16_t ingress_port, l3_offset;
+  uint8_t tc, ip_version;
+};
+constexpr size_t kChunkHeader = 2 * sizeof(uint64_t);
+
+uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, sizeof v); }
+
+}  // namespace
+
+void Simulator::Impl::stash(uint32_t l, const fabric::Packet& p, uint64_t start, uint64_t end) {
+  std::vector<uint8_t>& b = outbox[dir_part[l]];
+  const CrossingFrame h{l,
+                        static_cast<uint32_t>(p.size()),
+                        start,
+                        end,
+                        p.enqueue_time,
+                        p.tag,
+                        p.accounted,
+                        p.ingress_port,
+                        p.l3_offset,
+                        p.tc,
+                        p.ip_version};
+  const size_t at = b.size();
+  b.resize(at + sizeof h + p.size());
+  std::memcpy(b.data() + at, &h, sizeof h);
+  std::memcpy(b.data() + at + sizeof h, p.bytes.data(), p.size());
+  store64(b.data() + 8, load64(b.data() + 8) + 1);
+  outbound_arrival = std::min(outbound_arrival, end + dir_min_delay[l]);
+}
+
+void Simulator::Impl::enter_partition(uint32_t index, PartitionPlan p) {
+  plan = std::move(p);
+  part = index;
+  dir_part.resize(dirs.size());
+  dir_min_delay.resize(dirs.size());
+  for (size_t l = 0; l < dirs.size(); ++l) {
+    const NodeRef to = dirs[l]->to;
+    dir_part[l] = to.kind == Kind::kHost ? plan.host[to.index] : plan.sw[to.index];
+    const fabric::LinkConfig& c = dirs[l]->link.config();
+    dir_min_delay[l] = c.propagation_ns + c.impairments.extra_delay_ns;
+  }
+  outbox.assign(plan.count, std::vector<uint8_t>(kChunkHeader, 0));
+  // What the other partitions run is never due here.
+  for (uint32_t h = 0; h < hosts.size(); ++h)
+    if (!owns_host(h)) schedule(h, kNever);
+  for (uint32_t s = 0; s < sws.size(); ++s)
+    if (!owns_switch(s)) schedule(id_switch0 + s, kNever);
+  for (uint32_t l = 0; l < dirs.size(); ++l)
+    if (!owns_dir(l)) schedule(id_link0 + l, kNever);
+}
+
+bool Simulator::Impl::run_window(uint64_t t, uint32_t id_last, std::optional<size_t> owned_flows) {
+  while (!events.empty()) {
+    const uint64_t time = events.top_time();
+    const uint32_t id = events.top_id();
+    if (time > t || (time == t && id > id_last)) break;
+    events.take_top();
+    self.now_ = time;
+    dispatch(id);
+    events.settle();
+    last_id = id;
+    if (owned_flows && self.flows_done_ == *owned_flows) return true;
+  }
+  return false;
+}
+
+uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t earliest) {
+  const uint8_t* p = in.data();
+  const uint8_t* const end = p + in.size();
+  while (p < end) {
+    earliest = std::min(earliest, load64(p));
+    const uint64_t frames = load64(p + 8);
+    p += kChunkHeader;
+    for (uint64_t i = 0; i < frames; ++i) {
+      CrossingFrame h;
+      std::memcpy(&h, p, sizeof h);
+      p += sizeof h;
+      fabric::Packet pk = take();
+      pk.bytes.resize(h.len);
+      std::memcpy(pk.bytes.data(), p, h.len);
+      p += h.len;
+      pk.enqueue_time = h.enqueue_time;
+      pk.tag = h.tag;
+      pk.accounted = h.accounted;
+      pk.ingress_port = h.ingress_port;
+      pk.l3_offset = h.l3_offset;
+      pk.tc = h.tc;
+      pk.ip_version = h.ip_version;
+      // The frame enters the link as it would have when it was sent: the
+      // link's draws (loss, jitter) come in the same order, and it
+      // arrives after this window.
+      dirs[h.dir]->send(std::move(pk), h.start, h.end);
+      reschedule_link(h.dir);
+    }
+  }
+  return earliest;
+}
+
+void Simulator::Impl::run_windows(PartitionComm& comm) {
+  const uint64_t duration = sc.run.duration_ns;
+  const bool stop_when_done = sc.run.stop_when_done && !flows.empty();
+  size_t owned = 0;
+  for (size_t f = 0; f < flows.size(); ++f) owned += owns_flow(f);
+  // The sampler runs between windows, once the frames are in.
+  uint64_t sample_next = events.at(id_sampler);
+  schedule(id_sampler, kNever);
+  constexpr uint32_t kAll = ~uint32_t{0};
+  uint64_t t = 0;  // the window's start
+  while (t <= duration) {
+    uint64_t e = duration;
+    if (plan.lookahead_ns - 1 < duration - t) e = t + plan.lookahead_ns - 1;
+    e = std::min(e, sample_next);
+    if (!stop_when_done) {
+      run_window(e, kAll, std::nullopt);
+    } else {
+      const bool paused = self.flows_done_ < owned && run_window(e, kAll, owned);
+      const uint64_t mine[4] = {owned - self.flows_done_, paused, self.now_, last_id};
+      const std::vector<uint64_t> all = comm.allgather(mine);
+      uint64_t left = 0, stop_time = 0, stop_id = 0;
+      for (size_t q = 0; q < plan.count; ++q) {
+        const uint64_t* w = &all[4 * q];
+        left += w[0];
+        if (w[1] && (w[2] > stop_time || (w[2] == stop_time && w[3] >= stop_id))) {
+          stop_time = w[2];
+          stop_id = w[3];
+        }
+      }
+      if (left == 0) {
+        run_window(stop_time, static_cast<uint32_t>(stop_id), std::nullopt);
+        self.now_ = stop_time;
+        stopped = true;
+        return;
+      }
+      run_window(e, kAll, std::nullopt);
+    }
+    const uint64_t own = std::min(events.empty() ? kNever : events.top_time(), outbound_arrival);
+    for (std::vector<uint8_t>& b : outbox) store64(b.data(), own);
+    const std::span<const uint8_t> in = comm.exchange(outbox);
+    for (std::vector<uint8_t>& b : outbox) b.assign(kChunkHeader, 0);
+    outbound_arrival = kNever;
+    t = apply_inbound(in, own);
+    self.now_ = e;
+    if (sample_next == e) {
+      sample();
+      sample_next = events.at(id_sampler);
+      schedule(id_sampler, kNever);
+    }
+    t = std::min(t, sample_next);
+  }
+  self.now_ = duration;
+}
+
+// A partition's report, in words: the Summary's component sums and maxima,
+// its queues (8 words each), the flows it keeps (index and 7 words each),
+// per flow the retransmits of its QPs here and whether its sink memory
+// here matched (2: not here), then the sample rows' values (flows 4,
+// queues 1, links 2 words each; every partition has the same rows, with
+// zeros for what it does not run).
+std::vector<uint64_t> Simulator::Impl::report() const {
+  std::vector<uint64_t> w;
+  Summary s;
+  count_components(s);
+  w.insert(w.end(),
+           {s.packet_events, s.switch_drops, s.link_losses, s.ecn_marks, s.xoff_sent, s.xon_sent,
+            s.pfc_rx_switches, s.host_paused_ns, s.switch_paused_ns, s.retransmits, s.timeouts,
+            s.cnps, s.max_queue_bytes, s.p99_queue_bytes, s.acks_without_int, s.queues.size()});
+  for (const QueueSummary& q : s.queues)
+    w.insert(w.end(), {q.sw, q.port, q.tc, q.max_bytes, q.p99_bytes, q.drops, q.ecn_marked, 0});
+  size_t owned = 0;
+  for (size_t f = 0; f < flows.size(); ++f) owned += owns_flow(f);
+  w.push_back(owned);
+  for (size_t f = 0; f < flows.size(); ++f) {
+    if (!owns_flow(f)) continue;
+    const FlowState& st = self.flows_[f];
+    w.insert(w.end(), {f, st.start_ns, st.finish_ns, st.messages, st.posted, st.completed,
+                       st.failed, st.completed_bytes});
+  }
+  for (size_t f = 0; f < flows.size(); ++f) {
+    uint64_t r = 0;
+    if (owns_host(flows[f].src)) r += flows[f].src_qp->counters().tx_retransmit_packets;
+    if (owns_host(flows[f].dst)) r += flows[f].dst_qp->counters().tx_retransmit_packets;
+    w.push_back(r);
+  }
+  for (size_t f = 0; f < flows.size(); ++f)
+    w.push_back(!owns_host(flows[f].dst)                  ? 2
+                : flows[f].spec->verify && flows[f].whole ? sink_matches(f)
+                                                          : 0);  // never asked
+  for (const FlowSample& r : self.flow_samples())
+    w.insert(w.end(), {r.tx_bytes, r.tx_rate_bps, r.done_bytes, r.cc_rate_bps});
+  for (const QueueSample& r : self.queue_samples()) w.push_back(r.bytes);
+  for (const LinkSample& r : self.link_samples()) {
+    uint64_t u;
+    std::memcpy(&u, &r.utilisation, sizeof u);
+    w.insert(w.end(), {r.bytes, u});
+  }
+  w.insert(w.begin(), w.size() + 1);  // its own length first
+  return w;
+}
+
+void Simulator::Impl::merge_report(const uint64_t*& w) {
+  const uint64_t* const next = w + w[0];
+  ++w;
+  Summary& s = merged->components;
+  for (uint64_t* sum : {&s.packet_events, &s.switch_drops, &s.link_losses, &s.ecn_marks,
+                        &s.xoff_sent, &s.xon_sent, &s.pfc_rx_switches, &s.host_paused_ns,
+                        &s.switch_paused_ns, &s.retransmits, &s.timeouts, &s.cnps})
+    *sum += *w++;
+  s.max_queue_bytes = std::max(s.max_queue_bytes, *w++);
+  s.p99_queue_bytes = std::max(s.p99_queue_bytes, *w++);
+  s.acks_without_int += *w++;
+  const uint64_t queues = *w++;
+  for (uint64_t i = 0; i < queues; ++i, w += 8)
+    s.queues.push_back(QueueSummary{static_cast<uint32_t>(w[0]), static_cast<uint32_t>(w[1]),
+                                    static_cast<uint8_t>(w[2]), w[3], w[4], w[5], w[6]});
+  const uint64_t owned = *w++;
+  for (uint64_t i = 0; i < owned; ++i, w += 8)
+    self.flows_[w[0]] = FlowState{w[1], w[2], w[3], w[4], w[5], w[6], w[7]};
+  for (size_t f = 0; f < flows.size(); ++f) merged->flow_retransmits[f] += *w++;
+  for (size_t f = 0; f < flows.size(); ++f, ++w)
+    if (*w != 2) merged->sink_matches[f] = static_cast<uint8_t>(*w);
+  for (FlowSample& r : self.flow_samples_) {
+    r.tx_bytes += *w++;
+    r.tx_rate_bps += *w++;
+    r.done_bytes += *w++;
+    r.cc_rate_bps += *w++;
+  }
+  for (QueueSample& r : self.queue_samples_) r.bytes += *w++;
+  for (LinkSample& r : self.link_samples_) {
+    r.bytes += *w++;
+    double u;
+    std::memcpy(&u, w++, sizeof u);
+    r.utilisation += u;
+  }
+  w = next;
+}
+
+// Partition 0 takes every other's report and keeps the whole run's
+// results.
+void Simulator::Impl::merge_reports(PartitionComm& comm) {
+  std::vector<std::vector<uint8_t>> out(plan.count);
+  std::vector<uint64_t> mine;
+  if (part != 0) {
+    mine = report();
+    out[0].resize(mine.size() * sizeof(uint64_t));
+    std::memcpy(out[0].data(), mine.data(), out[0].size());
+  }
+  const std::span<const uint8_t> in = comm.exchange(out);
+  if (part != 0) return;
+  // Its own report too (which rebuilds its rows), added to zeros like
+  // every other.
+  mine = report();
+  for (FlowSample& r : self.flow_samples_)
+    r.tx_bytes = r.tx_rate_bps = r.done_bytes = r.cc_rate_bps = 0;
+  for (QueueSample& r : self.queue_samples_) r.bytes = 0;
+  for (LinkSample& r : self.link_samples_) r.bytes = 0, r.utilisation = 0;
+  std::vector<uint64_t> words(in.size() / sizeof(uint64_t));
+  std::memcpy(words.data(), in.data(), words.size() * sizeof(uint64_t));
+  merged = std::make_unique<Merged>();
+  merged->flow_retransmits.assign(flows.size(), 0);
+  merged->sink_matches.assign(flows.size(), 0);
+  const uint64_t* w = mine.data();
+  merge_report(w);
+  w = words.data();
+  while (w < words.data() + words.size()) merge_report(w);
+  std::sort(merged->components.queues.begin(), merged->components.queues.end(),
+            [](const QueueSummary& a, const QueueSummary& b) {
+              return std::tie(a.sw, a.port, a.tc) < std::tie(b.sw, b.port, b.tc);
+            });
+  self.flows_done_ = 0;
+  for (const FlowState& st : self.flows_) self.flows_done_ += st.done() ? 1 : 0;
+  self.events_ = merged->components.packet_events;
+}
+
+uint64_t Simulator::run_partitioned(PartitionComm& comm) {
+  Impl& m = *impl_;
+  m.enter_partition(comm.index(), plan_partitions(m.sc, comm.count()));
+  m.run_windows(comm);
+  m.merge_reports(comm);
+  return now_;
+}
+
+}  // namespace droce::sim

@@ -1,0 +1,215 @@
+// A scenario split into partitions (sim/partition.h) gives the same outputs
+// as one process, byte for byte. The partitions run as threads here, with
+// an in-memory PartitionComm; droce-sim carries the same exchange over MPI
+// (tests/sim/mpi_test.py).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "droce/sim/partition.h"
+#include "droce/sim/scenario.h"
+#include "droce/sim/simulator.h"
+
+namespace droce::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Partitions as threads: each collective is a write into a shared slot, a
+// barrier, the reads, and a barrier before the slots are written again.
+struct Rendezvous {
+  explicit Rendezvous(uint32_t k) : barrier(k), frames(k), words(k) {}
+  std::barrier<> barrier;
+  std::vector<const std::vector<std::vector<uint8_t>>*> frames;
+  std::vector<std::vector<uint64_t>> words;
+};
+
+class ThreadComm : public PartitionComm {
+ public:
+  ThreadComm(Rendezvous& r, uint32_t index) : r_(r), index_(index) {}
+  uint32_t index() const override { return index_; }
+  uint32_t count() const override { return static_cast<uint32_t>(r_.words.size()); }
+  std::span<const uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override {
+    r_.frames[index_] = &out;
+    r_.barrier.arrive_and_wait();
+    in_.clear();
+    for (uint32_t q = 0; q < count(); ++q)
+      if (q != index_)
+        in_.insert(in_.end(), (*r_.frames[q])[index_].begin(), (*r_.frames[q])[index_].end());
+    r_.barrier.arrive_and_wait();
+    return in_;
+  }
+  std::vector<uint64_t> allgather(std::span<const uint64_t> mine) override {
+    r_.words[index_].assign(mine.begin(), mine.end());
+    r_.barrier.arrive_and_wait();
+    std::vector<uint64_t> all;
+    for (const auto& w : r_.words) all.insert(all.end(), w.begin(), w.end());
+    r_.barrier.arrive_and_wait();
+    return all;
+  }
+
+ private:
+  Rendezvous& r_;
+  uint32_t index_;
+  std::vector<uint8_t> in_;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every file of a run's outputs, by name.
+std::map<std::string, std::string> outputs_of(const Simulator& s, const fs::path& dir) {
+  s.write_outputs(dir.string());
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    files[e.path().filename().string()] = read_file(e.path());
+  return files;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path d =
+      fs::temp_directory_path() / ("droce-partition-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+// Runs `sc` in one Simulator and split `k` ways, and expects the same
+// outputs from both; returns the one process's summary.
+Summary expect_same_outputs(const Scenario& sc, uint32_t k, const std::string& name) {
+  Simulator one(sc);
+  one.run();
+  const auto want = outputs_of(one, scratch(name + "-one"));
+
+  Rendezvous r(k);
+  std::vector<std::unique_ptr<Simulator>> sims;
+  for (uint32_t p = 0; p < k; ++p) sims.push_back(std::make_unique<Simulator>(sc));
+  std::vector<std::thread> threads;
+  std::vector<uint64_t> ends(k);
+  for (uint32_t p = 0; p < k; ++p)
+    threads.emplace_back([&, p] {
+      ThreadComm comm(r, p);
+      ends[p] = sims[p]->run_partitioned(comm);
+    });
+  for (auto& t : threads) t.join();
+  for (uint32_t p = 0; p < k; ++p) EXPECT_EQ(ends[p], one.now()) << "partition " << p;
+  // Each partition ran a share of the events, not all of them.
+  for (uint32_t p = 1; p < k; ++p) EXPECT_LT(sims[p]->packet_events(), one.packet_events());
+  const auto got = outputs_of(*sims[0], scratch(name + "-split"));
+  EXPECT_EQ(got.size(), want.size());
+  for (const auto& [file, bytes] : want) {
+    if (!got.count(file)) {
+      ADD_FAILURE() << file << " missing";
+      continue;
+    }
+    EXPECT_TRUE(got.at(file) == bytes)
+        << name << " split " << k << " ways: " << file << " differs\n--- one process:\n"
+        << bytes.substr(0, 1500) << "\n--- split:\n"
+        << got.at(file).substr(0, 1500);
+  }
+  EXPECT_EQ(sims[0]->summary_json(), one.summary_json());
+  EXPECT_EQ(sims[0]->packet_events(), one.packet_events());
+  for (size_t f = 0; f < one.num_flows(); ++f) {
+    EXPECT_EQ(sims[0]->flow_retransmits(f), one.flow_retransmits(f)) << f;
+    EXPECT_EQ(sims[0]->verification(f), one.verification(f)) << f;
+  }
+  return one.summary();
+}
+
+// 4 leaves of 4 hosts, 2 spines; every host writes to the host 5 further
+// on (crossing leaves) and reads from the one 6 further on; `run`
+// (default: a 3 ms duration), `link` and `flow` go into those sections.
+std::string leaf_spine(const std::string& run, const std::string& link, const std::string& flow) {
+  std::string s = "[run]\ncsv_interval = \"2us\"\n" +
+                  (run.empty() ? std::string("duration = \"3ms\"") : run) +
+                  "\n[topology]\nkind = \"leaf_spine\"\nleaves = 4\nspines = 2\n"
+                  "hosts_per_leaf = 4\ndelay = \"1us\"\n"
+                  "[switch]\nbuffer = \"1MiB\"\nint = { enabled = true }\n"
+                  "[link]\n" +
+                  link + "\n[flow]\nbytes = \"96KiB\"\nmessage = \"32KiB\"\n" + flow + "\n";
+  for (int h = 0; h < 16; ++h) {
+    s += "[[flows]]\nname = \"w" + std::to_string(h) + "\"\nsrc = \"h" + std::to_string(h) +
+         "\"\ndst = \"h" + std::to_string((h + 5) % 16) + "\"\n";
+    s += "[[flows]]\nname = \"r" + std::to_string(h) + "\"\nsrc = \"h" + std::to_string(h) +
+         "\"\ndst = \"h" + std::to_string((h + 6) % 16) + "\"\nopcode = \"read\"\nstart = \"" +
+         std::to_string(h * 3) + "us\"\n";
+  }
+  return s;
+}
+
+TEST(SimPartition, ShippedLeafSpineAllToAllIsTheSameSplitTwoAndThreeWays) {
+  const Scenario sc = load_scenario(DROCE_EXAMPLES_DIR "/cc/leaf-spine-a2a.toml");
+  const Summary s = expect_same_outputs(sc, 2, "a2a2");
+  EXPECT_EQ(s.flows_completed, 56u);
+  EXPECT_GT(s.ecn_marks, 0u);
+  expect_same_outputs(sc, 3, "a2a3");
+}
+
+TEST(SimPartition, WritesAndReadsWithCongestionAreTheSameSplitFourWays) {
+  const Scenario sc = parse_scenario(leaf_spine("", "", "cc = \"dcqcn\"\nverify = true"));
+  const Summary s = expect_same_outputs(sc, 2, "rw2");
+  EXPECT_EQ(s.flows_verified, 32u);
+  expect_same_outputs(sc, 4, "rw4");
+}
+
+TEST(SimPartition, LossJitterAndSelectiveRepeatAreTheSame) {
+  const Scenario sc = parse_scenario(
+      leaf_spine("", "loss = 0.01\njitter = \"300ns\"",
+                 "cc = \"hpcc\"\nrecovery = \"selective_repeat\"\nentropy = \"spray\""));
+  const Summary s = expect_same_outputs(sc, 2, "lossy2");
+  // Some flows wait for the retransmit timeout (67 ms) past the 3 ms run.
+  EXPECT_GT(s.flows_completed, 8u);
+  EXPECT_FALSE(s.all_done);
+  EXPECT_GT(s.link_losses, 0u);
+  EXPECT_GT(s.retransmits, 0u);
+  expect_same_outputs(sc, 4, "lossy4");
+}
+
+TEST(SimPartition, ARunToItsDurationAndAddressResolutionAreTheSame) {
+  const Scenario sc = parse_scenario(leaf_spine(
+      "stop_when_done = false\nduration = \"400us\"\nresolve_macs = true", "", "cc = \"timely\""));
+  const Summary s = expect_same_outputs(sc, 3, "duration3");
+  EXPECT_EQ(s.end_ns, 400'000u);
+  EXPECT_EQ(s.flows_completed, 32u);
+}
+
+TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
+  const std::string base = leaf_spine("", "", "");
+  EXPECT_NO_THROW(plan_partitions(parse_scenario(base), 4));
+  const PartitionPlan p = plan_partitions(parse_scenario(base), 2);
+  EXPECT_EQ(p.lookahead_ns, 1000u);
+  // Leaves 0-1 and their hosts in partition 0, leaves 2-3 in partition 1.
+  EXPECT_EQ(p.host[0], 0u);
+  EXPECT_EQ(p.host[15], 1u);
+  auto refused = [](const std::string& text, const std::string& what) {
+    try {
+      plan_partitions(parse_scenario(text), 2);
+      ADD_FAILURE() << "not refused: " << what;
+    } catch (const ScenarioError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  std::string no_delay = base;
+  no_delay.replace(no_delay.find("delay = \"1us\""), 13, "delay = \"0ns\"");
+  refused(no_delay, "needs a delay above 0");
+  std::string send =
+      base + "[[flows]]\nname = \"s\"\nsrc = \"h0\"\ndst = \"h12\"\nopcode = \"send\"\n";
+  refused(send, "flow s: a SEND flow between partitions");
+  refused(base + "[[outages]]\na = \"leaf0\"\nb = \"spine1\"\ndown = [{ from = \"20us\" }]\n",
+          "links leaf0-spine1: a link that goes down");
+}
+
+}  // namespace
+}  // namespace droce::sim
