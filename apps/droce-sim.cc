@@ -31,6 +31,7 @@
 #include "droce/sim/collective.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
+#include "droce/sim_mpi/mpi_comm.h"
 #include "cli_error.h"
 
 namespace {
@@ -187,7 +188,8 @@ bool apply_overrides(const Options& o, droce::sim::Scenario& sc) {
 }
 
 // The table of flows and the summary lines (docs/SIM.md "Outputs").
-void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum, double wall) {
+void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum, double wall,
+                 uint32_t processes) {
   fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", "flow", "src", "dst", "bytes",
              "fct", "retx", "verified");
   for (size_t f = 0; f < s.num_flows(); ++f) {
@@ -195,8 +197,7 @@ void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum,
     const auto& st = s.flow(f);
     fmt::print("{:<10} {:<8} {:<8} {:>12} {:>14} {:>8} {:>9}\n", fs.name, fs.src, fs.dst,
                fs.bytes, st.failed ? "failed" : st.done() ? human_ns(st.fct_ns()) : "running",
-               s.source_qp(f).counters().tx_retransmit_packets +
-                   s.sink_qp(f).counters().tx_retransmit_packets,
+               s.flow_retransmits(f),
                verification_name(s.verification(f)));
   }
   fmt::print("\nvirtual time {}  flows done {}/{}  FCT p50 {}  p99 {}  max {}\n",
@@ -208,14 +209,30 @@ void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum,
              human_ns(sum.switch_paused_ns), human_ns(sum.host_paused_ns));
   fmt::print("retransmits {}  timeouts {}  CNPs {}  queue max {} B  p99 {} B\n", sum.retransmits,
              sum.timeouts, sum.cnps, sum.max_queue_bytes, sum.p99_queue_bytes);
-  fmt::print("{} packet events in {:.3f} s wall: {:.2f} M events/s, virtual/wall {:.4f}\n",
-             sum.packet_events, wall, sum.packet_events / wall / 1e6, sum.end_ns / 1e9 / wall);
+  fmt::print("{} packet events in {:.3f} s wall{}: {:.2f} M events/s, virtual/wall {:.4f}\n",
+             sum.packet_events, wall,
+             processes > 1 ? fmt::format(" ({} processes)", processes) : std::string(),
+             sum.packet_events / wall / 1e6, sum.end_ns / 1e9 / wall);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace droce;
+  // Started by mpirun with several processes: each runs one partition of
+  // the scenario, and the first reports the whole run (docs/SIM.md
+  // "Across processes").
+  const uint32_t processes = sim_mpi::launched_size();
+#ifdef DROCE_HAVE_MPI
+  std::unique_ptr<sim_mpi::MpiComm> mpi;
+  if (processes > 1) mpi = std::make_unique<sim_mpi::MpiComm>(&argc, &argv);
+#else
+  if (processes > 1) {
+    fmt::print(stderr, "droce-sim: started by an MPI launcher ({} processes) but built without "
+                       "MPI (libopenmpi-dev); run it without mpirun\n", processes);
+    return 2;
+  }
+#endif
   Options o;
   if (const int rc = parse_command_line(argc, argv, o); rc >= 0) return rc;
   sim::Scenario sc;
@@ -237,6 +254,17 @@ int main(int argc, char** argv) {
   // Wall clock only here, for the speed line; results never depend on it.
   const auto t0 = std::chrono::steady_clock::now();
   sim::CollectiveResult coll;
+#ifdef DROCE_HAVE_MPI
+  if (mpi) {
+    try {
+      s->run_partitioned(*mpi);
+    } catch (const sim::ScenarioError& e) {
+      if (mpi->index() == 0) fmt::print(stderr, "droce-sim: mpirun: {}\n", e.what());
+      return 2;
+    }
+    if (mpi->index() != 0) return 0;
+  }
+#endif
   if (sc.collective) {
     try {
       coll = sim::run_collective(*s, sc, *sc.collective);
@@ -245,7 +273,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  s->run();
+  if (processes == 1) s->run();
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const sim::Summary sum = s->summary();
@@ -266,7 +294,7 @@ int main(int argc, char** argv) {
   if (o.json) {
     fmt::print("{}", s->summary_json());
   } else {
-    print_table(*s, sum, wall);
+    print_table(*s, sum, wall, processes);
   }
   if (sc.collective)
     fmt::print(o.json ? stderr : stdout, "{}\n", sim::collective_line(*sc.collective, coll));
