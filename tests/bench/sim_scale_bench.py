@@ -3,7 +3,7 @@
 in the same command (docs/PERFORMANCE.md "Simulator").
 
   sim_scale_bench.py DROCE_SIM DROCE_PKTGEN [--ranks 16,64,1024,8192] [--quick]
-                     [--collectives]
+                     [--collectives] [--mpi]
 
 Runs, each in its own process (so its peak memory is its own):
 
@@ -25,6 +25,15 @@ and with --collectives, at every size (hours at 8192: see docs/PERFORMANCE.md):
   sim a2a N   droce-sim's [collective] all-to-all of 1 MiB with a window of
               16 transfers per rank, each over a connection of its own
 
+and with --mpi, at every size, droce-sim's wall time on a scenario of flows
+(each host writes 1 MiB to another, a seeded random permutation) in one
+process and split over two by mpirun (docs/SIM.md "Across processes"):
+
+  mpi N      one process pinned to each vCPU in turn, then two processes;
+             the speed-up of two over the faster one, and over what these
+             two vCPUs could give at best (their speeds added: the vCPUs of
+             a shared machine need not be equally fast)
+
 all with DCQCN (ECN keeps the switch buffers short, as in a fabric run
 with congestion control; with none they fill, and a run's memory and time
 are its buffered frames').
@@ -34,10 +43,12 @@ included; CPU rather than wall time because the machine is shared), the
 ratio to the reference, and peak resident memory, one row each.
 """
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 INCAST = """[run]
 duration = "1s"
@@ -84,6 +95,51 @@ def collective_scenario(n, pattern, window):
             f'[collective]\npattern = "{pattern}"\nbytes = "1MiB"\nwindow = {window}\n')
 
 
+def permutation_scenario(n):
+    """Every host writes 1 MiB to another: a seeded random permutation
+    without fixed points, so about half the flows of a 2-way split cross
+    it, as in a job placed without regard to the partitions."""
+    leaves, hpl = leaf_spine(n)
+    rng = random.Random(n)
+    dst = list(range(n))
+    rng.shuffle(dst)
+    for h in range(n):
+        if dst[h] == h:  # swap with the next: no host writes to itself
+            k = (h + 1) % n
+            dst[h], dst[k] = dst[k], dst[h]
+    text = (f'[run]\nduration = "1s"\ncsv_interval = 0\n[topology]\nkind = "leaf_spine"\n'
+            f'leaves = {leaves}\nspines = 4\nhosts_per_leaf = {hpl}\nhosts = {n}\n'
+            f'[flow]\ncc = "dcqcn"\nverify = false\nbytes = "1MiB"\n')
+    return text + "".join(f'[[flows]]\nname = "f{h}"\nsrc = "h{h}"\ndst = "h{dst[h]}"\n'
+                          for h in range(n))
+
+
+def run_wall(argv):
+    """Runs argv: (process wall s, the run's wall s from droce-sim's speed
+    line, events, peak RSS KiB of the largest process)."""
+    t0 = time.monotonic()
+    out, rss, _ = run_measured(argv)
+    wall = time.monotonic() - t0
+    m = SIM_LINE.search(out)
+    return wall, float(m.group(2)), int(m.group(1)), rss
+
+
+def mpi_rows(sim, n, tmp):
+    """One process on each vCPU, then two: the MPI rows for n hosts."""
+    path = os.path.join(tmp, f"perm{n}.toml")
+    with open(path, "w") as f:
+        f.write(permutation_scenario(n))
+    one = [run_wall(["taskset", "-c", str(c), sim, path]) for c in (0, 1)]
+    two = run_wall(["mpirun", "--allow-run-as-root", "-np", "2", sim, path])
+    fast = min(one, key=lambda r: r[0])
+    # Both vCPUs busy on halves sized to their speeds: the best two can do.
+    best = 1 / (1 / one[0][0] + 1 / one[1][0])
+    return [(f"sim perm 1 MiB, 1 process, vCPU {c}", n, r[2], r[0], r[1], r[3], None, None)
+            for c, r in enumerate(one)] + [
+        ("sim perm 1 MiB, 2 processes", n, two[2], two[0], two[1], two[3],
+         fast[0] / two[0], best / two[0])]
+
+
 def leaf_spine(n):
     leaves = max(1, (n + 15) // 16)
     return leaves, min(n, 16)
@@ -98,7 +154,8 @@ def main():
             ranks = [int(x) for x in a.split("=", 1)[1].split(",")]
     quick = "--quick" in sys.argv
     collectives = "--collectives" in sys.argv
-    rows = []
+    mpi = "--mpi" in sys.argv
+    rows, mpi_table = [], []
     with tempfile.TemporaryDirectory(prefix="droce-scale.") as tmp:
         incast = os.path.join(tmp, "incast.toml")
         with open(incast, "w") as f:
@@ -127,6 +184,8 @@ def main():
                 out, rss, cpu = run_measured([pktgen, "--pattern", pattern] + common)
                 events = int(PKTGEN_LINE.search(out).group(2))
                 rows.append((f"{pattern} 1 MiB", n, events, cpu, rss))
+            if mpi:
+                mpi_table += mpi_rows(sim, n, tmp)
             if not collectives:
                 continue
             for name, pattern, window in [("sim ring 1 MiB", "ring", 0),
@@ -152,6 +211,20 @@ def main():
               f"{rate / ref_rate if rate else 0:>8.2f} {rss / 1024:>9.1f} {per_host:>9}")
     print("(x incast: the run's events per CPU second over the reference's; KiB/host: peak "
           "memory over the smallest idle fabric's, per added host)")
+    if mpi_table:
+        print()
+        print("droce-sim in one process and in two (mpirun -np 2): wall time")
+        print(f"{'run':<36} {'hosts':>6} {'events':>10} {'wall s':>7} {'run s':>7} "
+              f"{'M ev/s':>7} {'peak MiB':>9} {'x faster':>8} {'x best':>7}")
+        for name, hosts, events, wall, run, rss, faster, best in mpi_table:
+            print(f"{name:<36} {hosts:>6} {events:>10} {wall:>7.2f} {run:>7.2f} "
+                  f"{events / run / 1e6:>7.2f} {rss / 1024:>9.1f} "
+                  f"{'' if faster is None else f'{faster:.2f}':>8} "
+                  f"{'' if best is None else f'{best:.2f}':>7}")
+        print("(wall s: the whole command, set-up and mpirun included; run s: the run alone, "
+              "from droce-sim's speed line; peak MiB: the largest process; x faster: two "
+              "processes against the faster vCPU alone; x best: against these two vCPUs' "
+              "speeds added)")
     return 0
 
 
