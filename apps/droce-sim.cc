@@ -257,7 +257,10 @@ int main(int argc, char** argv) {
 #ifdef DROCE_HAVE_MPI
   if (mpi) {
     try {
-      s->run_partitioned(*mpi);
+      s->enter_partition(*mpi);
+      if (sc.collective) coll = sim::run_collective(*s, sc, *sc.collective, mpi.get());
+      s->run_partitioned_until(sc.run.duration_ns);  // what run() does below
+      s->merge_partitions();
     } catch (const sim::ScenarioError& e) {
       if (mpi->index() == 0) fmt::print(stderr, "droce-sim: mpirun: {}\n", e.what());
       return 2;
@@ -265,7 +268,7 @@ int main(int argc, char** argv) {
     if (mpi->index() != 0) return 0;
   }
 #endif
-  if (sc.collective) {
+  if (sc.collective && processes == 1) {
     try {
       coll = sim::run_collective(*s, sc, *sc.collective);
     } catch (const sim::ScenarioError& e) {

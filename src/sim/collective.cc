@@ -67,17 +67,26 @@ void add_counters(CollectiveResult& r, const transport::QueuePair& qp) {
   r.entropy_changes += qp.entropy_changes();
 }
 
+using Trigger = CollectiveSpec::Trigger;
+
+// Receive WRs a receiver-triggered ring rank keeps posted (one per WRITE
+// with immediate it expects), replenished as they complete.
+constexpr uint32_t kRecvDepth = 64;
+
 class Runner {
  public:
-  Runner(Simulator& sim, const CollectiveSpec& spec)
-      : sim_(sim), spec_(spec), n_(spec.ranks.size()) {
+  Runner(Simulator& sim, const CollectiveSpec& spec, PartitionComm* comm)
+      : sim_(sim), spec_(spec), comm_(comm), n_(spec.ranks.size()) {
     chunk_ = spec.bytes / n_;
     steps_ = spec.pattern == Pattern::kRing ? 2 * (n_ - 1) : n_ - 1;
     const QpOptions o = qp_options(spec.qp);
     for (size_t r = 0; r < n_; ++r) {
       buf_.emplace_back(static_cast<uint8_t*>(std::calloc(spec.bytes, 1)));
       if (!buf_.back()) throw ScenarioError("collective: out of memory");
-      transport::MemoryRegion* mr = sim_.reg_mr(spec.ranks[r], buf_.back().get(), spec.bytes);
+      // Addresses from the rank, not the heap: the same in every process
+      // of a partitioned run.
+      transport::MemoryRegion* mr =
+          sim_.reg_mr(spec.ranks[r], buf_.back().get(), spec.bytes, (uint64_t{r} + 1) << 40);
       if (!mr) throw ScenarioError("collective: memory registration refused");
       mr->set_virtual_payload(true);
       mr_.push_back(mr);
@@ -92,8 +101,8 @@ class Runner {
         if (conns_.count(key)) continue;
         const QpPairRef p = sim_.connect(spec.ranks[key.first], spec.ranks[key.second], o);
         conns_[key] = p;
-        qps_.push_back(p.a);
-        qps_.push_back(p.b);
+        qps_.push_back({spec.ranks[key.first], p.a});
+        qps_.push_back({spec.ranks[key.second], p.b});
       }
     }
     if (windowed()) {
@@ -108,6 +117,7 @@ class Runner {
   }
   ~Runner() {
     sim_.set_completion_handler(nullptr);
+    if (comm_) sim_.set_partition_work({});
     for (size_t r = 0; r < n_; ++r) sim_.dereg_mr(spec_.ranks[r], mr_[r]);
   }
 
@@ -115,8 +125,18 @@ class Runner {
     res_ = &res;
     res.transfers = n_ * steps_;
     res.connections = res.connections_open_max = qps_.size() / 2;
+    // The transfers this partition starts (all of them in one process).
+    uint64_t mine = 0;
+    for (size_t r = 0; r < n_; ++r) mine += runs(r) ? steps_ : 0;
+    if (comm_) sim_.set_partition_work([this, mine] { return mine - done_; });
+    if (receiver_triggered()) {
+      rposted_.assign(n_, 0);
+      rdone_.assign(n_, 0);
+      for (size_t r = 0; r < n_; ++r) post_recvs(r);
+    }
     for (uint32_t it = 0; it < spec_.iterations; ++it) {
       sent_.assign(n_, 0);
+      got_.assign(n_, 0);
       posted_.assign(n_, 0);
       done_ = 0;
       const uint64_t start = sim_.now();
@@ -129,29 +149,82 @@ class Runner {
           for (uint32_t i = 0; i < spec_.window; ++i) post_windowed(r);
       } else {
         for (size_t r = 0; r < n_; ++r)
-          for (size_t k = 1; k < n_; ++k) post(r, (r + k) % n_, (r + k) % n_, r, k);
+          for (size_t k = 1; k < n_ && runs(r); ++k) post(r, (r + k) % n_, (r + k) % n_, r, k);
       }
-      while (done_ < res.transfers) {
-        const bool more = sim_.run_until(sim_.now() + 10'000'000'000ull);
-        if (done_ >= res.transfers) break;
-        if (!more || failed_) break;
+      Progress p;
+      for (;;) {
+        const bool more = comm_ ? sim_.run_partitioned_until(sim_.now() + 10'000'000'000ull)
+                                : sim_.run_until(sim_.now() + 10'000'000'000ull);
+        p = progress();
+        if (p.done >= res.transfers) break;
+        if (!more || p.failed) break;
       }
-      res.failed_wrs = failed_;
-      if (done_ < res.transfers) {
+      res.failed_wrs = p.failed;
+      if (p.done < res.transfers) {
         res.stalled = true;
         return;
       }
-      res.jct_ns.push_back(last_ns_ - start);
+      res.jct_ns.push_back(p.last_ns - start);
     }
   }
 
  private:
-  // Rank r's next ring step, when its inputs are there.
+  // Transfers done and failed, and the last completion: over every
+  // partition when the run is split.
+  struct Progress {
+    uint64_t done = 0, failed = 0, last_ns = 0;
+  };
+  Progress progress() const {
+    if (!comm_) return {done_, failed_, last_ns_};
+    const uint64_t mine[3] = {done_, failed_, last_ns_};
+    const std::vector<uint64_t> all = comm_->allgather(mine);
+    Progress p;
+    for (size_t q = 0; q < all.size(); q += 3) {
+      p.done += all[q];
+      p.failed += all[q + 1];
+      p.last_ns = std::max(p.last_ns, all[q + 2]);
+    }
+    return p;
+  }
+
+  // Whether this process runs rank r's host (always, unpartitioned).
+  bool runs(size_t r) const { return sim_.runs_host(spec_.ranks[r]); }
+  bool receiver_triggered() const {
+    return spec_.pattern == Pattern::kRing && spec_.trigger == Trigger::kReceiver;
+  }
+  // The QP on rank r's side of its connection with rank `peer`.
+  transport::QueuePair& qp_of(size_t r, size_t peer) {
+    const QpPairRef& p = conns_.at(std::minmax(r, peer));
+    return r < peer ? *p.a : *p.b;
+  }
+
+  // A receiver-triggered ring rank's receive WRs for its predecessor's
+  // WRITEs with immediate, up to kRecvDepth ahead of what arrived.
+  void post_recvs(size_t r) {
+    if (!runs(r)) return;
+    const uint64_t total = uint64_t{steps_} * spec_.iterations;
+    transport::QueuePair& qp = qp_of(r, (r + n_ - 1) % n_);
+    while (rposted_[r] < total && rposted_[r] < rdone_[r] + kRecvDepth) {
+      transport::RecvWr wr;
+      wr.wr_id = kRecvTag | r;  // no scatter list: the WRITE placed the data
+      if (sim_.post_recv(spec_.ranks[r], qp, wr) != 0) {
+        ++failed_;
+        return;
+      }
+      ++rposted_[r];
+    }
+  }
+
+  // Rank r's next ring step, when its inputs are there: its own previous
+  // step and its predecessor's (sender trigger: that WRITE's completion;
+  // receiver trigger: its arrival here).
   void post_ring(size_t r) {
+    if (!runs(r)) return;
     const uint32_t k = posted_[r];
     if (k >= steps_) return;
     const size_t prev = (r + n_ - 1) % n_;
-    if (k > 0 && (sent_[r] < k || sent_[prev] < k)) return;
+    const uint32_t arrived = receiver_triggered() ? got_[r] : sent_[prev];
+    if (k > 0 && (sent_[r] < k || arrived < k)) return;
     // Reduce-scatter sends chunk (r-k) mod N, all-gather (r+1-k) mod N.
     const size_t c = k < n_ - 1 ? (r + n_ - k % n_) % n_ : (r + 1 + n_ - (k - (n_ - 1)) % n_) % n_;
     ++posted_[r];
@@ -179,14 +252,15 @@ class Runner {
 
   void post(size_t src, size_t dst, size_t src_chunk, size_t dst_chunk, uint64_t step,
             transport::QueuePair& qp) {
-    transport::Sge sge{reinterpret_cast<uint64_t>(buf_[src].get() + src_chunk * chunk_),
-                       static_cast<uint32_t>(chunk_), mr_[src]->lkey()};
+    transport::Sge sge{mr_[src]->iova() + src_chunk * chunk_, static_cast<uint32_t>(chunk_),
+                       mr_[src]->lkey()};
     transport::SendWr wr;
     wr.wr_id = src << 32 | step;
-    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.opcode = receiver_triggered() ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr.imm_data = static_cast<uint32_t>(step);
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.sg_list = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(buf_[dst].get() + dst_chunk * chunk_);
+    wr.remote_addr = mr_[dst]->iova() + dst_chunk * chunk_;
     wr.rkey = mr_[dst]->rkey();
     if (sim_.post_send(spec_.ranks[src], qp, wr) != 0) ++failed_;
   }
@@ -194,7 +268,18 @@ class Runner {
   void on_completion(const transport::WorkCompletion& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
       ++failed_;
-      sim_.pause();
+      // One process stops at the first failure; split, a partition cannot
+      // stop the others, and the run goes on until nothing is left.
+      if (!comm_) sim_.pause();
+      return;
+    }
+    if (wc.wr_id & kRecvTag) {
+      // Receiver trigger: the predecessor's step arrived at rank r.
+      const size_t r = static_cast<size_t>(wc.wr_id & ~kRecvTag);
+      ++got_[r];
+      ++rdone_[r];
+      post_recvs(r);
+      post_ring(r);
       return;
     }
     ++done_;
@@ -203,7 +288,7 @@ class Runner {
     if (spec_.pattern == Pattern::kRing) {
       ++sent_[r];
       post_ring(r);
-      post_ring((r + 1) % n_);
+      if (!receiver_triggered()) post_ring((r + 1) % n_);
     } else if (windowed()) {
       const auto it = open_.find(wc.wr_id);
       const size_t d = (r + (wc.wr_id & 0xFFFFFFFF)) % n_;
@@ -213,7 +298,7 @@ class Runner {
       open_.erase(it);
       post_windowed(r);
     }
-    if (done_ == n_ * steps_) sim_.pause();
+    if (done_ == n_ * steps_ && !comm_) sim_.pause();
   }
 
   struct FreeBytes {
@@ -221,8 +306,11 @@ class Runner {
   };
   bool windowed() const { return spec_.pattern == Pattern::kAllToAll && spec_.window; }
 
+  static constexpr uint64_t kRecvTag = uint64_t{1} << 63;  // a receive WR's wr_id
+
   Simulator& sim_;
   const CollectiveSpec& spec_;
+  PartitionComm* comm_;  // null: one process
   size_t n_;
   CollectiveResult* res_ = nullptr;
   QpOptions options_;                             // windowed: each transfer's connection
@@ -234,23 +322,44 @@ class Runner {
   std::vector<transport::MemoryRegion*> mr_;
   std::map<std::pair<size_t, size_t>, QpPairRef> conns_;
   std::vector<uint32_t> sent_, posted_;
+  std::vector<uint32_t> got_;              // receiver trigger: arrivals this iteration
+  std::vector<uint64_t> rposted_, rdone_;  // receiver trigger: receive WRs, all iterations
   uint64_t done_ = 0, failed_ = 0, last_ns_ = 0;
 
  public:
-  // Kept connections' QPs, and the windowed ones still open (a stalled run).
+  // Kept connections' QPs, and the windowed ones still open (a stalled
+  // run); split, each partition's own, added up over the partitions.
   void add_open_counters(CollectiveResult& res) const {
-    for (const transport::QueuePair* qp : qps_) add_counters(res, *qp);
+    CollectiveResult mine;
+    for (const auto& [host, qp] : qps_)
+      if (sim_.runs_host(host)) add_counters(mine, *qp);
     for (const auto& [id, p] : open_) {
-      add_counters(res, *p.a);
-      add_counters(res, *p.b);
+      add_counters(mine, *p.a);
+      add_counters(mine, *p.b);
+    }
+    uint64_t w[7] = {mine.retransmits,    mine.timeouts,        mine.timeouts_low,
+                     mine.seq_naks_sent,  mine.out_of_sequence, mine.reorder_depth_max,
+                     mine.entropy_changes};
+    std::vector<uint64_t> all(std::begin(w), std::end(w));
+    if (comm_) all = comm_->allgather(w);
+    for (size_t q = 0; q < all.size(); q += 7) {
+      res.retransmits += all[q];
+      res.timeouts += all[q + 1];
+      res.timeouts_low += all[q + 2];
+      res.seq_naks_sent += all[q + 3];
+      res.out_of_sequence += all[q + 4];
+      res.reorder_depth_max =
+          std::max<uint32_t>(res.reorder_depth_max, static_cast<uint32_t>(all[q + 5]));
+      res.entropy_changes += all[q + 6];
     }
   }
-  std::vector<transport::QueuePair*> qps_;
+  std::vector<std::pair<size_t, transport::QueuePair*>> qps_;  // (host, QP)
 };
 
 }  // namespace
 
-CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec) {
+CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec,
+                                PartitionComm* comm) {
   CollectiveResult res;
   const size_t n = spec.ranks.size();
   const double share = spec.pattern == Pattern::kRing ? 2.0 * static_cast<double>(n - 1) / n
@@ -260,7 +369,7 @@ CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const Collec
   res.bound_ns = static_cast<uint64_t>(share * static_cast<double>(spec.bytes) *
                                        wire_per_payload(spec.qp.mtu) * 8e9 /
                                        static_cast<double>(rate));
-  Runner runner(sim, spec);
+  Runner runner(sim, spec, comm);
   runner.run(res);
   runner.add_open_counters(res);
   return res;
@@ -312,8 +421,7 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   for (size_t l = 0; l < sim.num_links(); ++l) {
     const LinkSpec& ls = sc.links[l / 2];
     if (sc.switch_index(ls.a) < 0 || sc.switch_index(ls.b) < 0) continue;
-    links.push_back({{"link", sim.link_name(l)},
-                     {"bytes", sim.link_at(l).counters().delivered_bytes}});
+    links.push_back({{"link", sim.link_name(l)}, {"bytes", sim.link_delivered_bytes(l)}});
   }
   j["switch_links"] = links;
   return j.dump(2) + "\n";

@@ -10,14 +10,26 @@ namespace droce::sim {
 namespace {
 
 // Features whose effects are not frames on links, and so would need more
-// than the frame exchange to stay identical across partitions.
+// than the frame exchange to stay identical across partitions: a link's
+// state changing, connections made during the run, and a ring step
+// started by another host's completion (no delay to look ahead by).
 void refuse_unsupported(const Scenario& sc) {
   for (const LinkSpec& l : sc.links)
     if (!l.down.empty())
       throw ScenarioError(sc.file + ":" + std::to_string(l.line) + ": links " + l.a + "-" + l.b +
                           ": a link that goes down is not supported in a partitioned run yet");
-  if (sc.collective)
-    throw ScenarioError(sc.file + ": [collective] is not supported in a partitioned run yet");
+  if (const auto& c = sc.collective) {
+    if (c->window)
+      throw ScenarioError(sc.file +
+                          ": collective.window: connections made during the run are not "
+                          "supported in a partitioned run yet");
+    if (c->pattern == CollectiveSpec::Pattern::kRing &&
+        c->trigger != CollectiveSpec::Trigger::kReceiver)
+      throw ScenarioError(sc.file +
+                          ": collective.trigger: a ring split over processes needs trigger = "
+                          "\"receiver\" (a rank learns of its predecessor's step only from "
+                          "the data's arrival)");
+  }
 }
 
 }  // namespace

@@ -11,15 +11,17 @@
 // arrive, and T for the next window is the least of those and of every
 // partition's next event: an idle stretch is skipped in one step.
 //
-// Stopping when every flow is done. One process stops right after the event
-// that completed the last flow, (time, id); the others must stop there too,
-// and cannot know where that is until they see it. So a window in which a
-// flow may finish runs in two phases: the partitions with flows left run
-// to E but pause after the event that completes their last one; all say
-// how many flows they have left and where they paused; if none are left,
-// everyone runs to the latest pause point, the one process's stop, and the
-// run ends there; else everyone runs on to E. Partitions with no flows of
-// their own wait during the first phase; that costs only at the tail.
+// Stopping when the work is done (every flow, or a collective's
+// transfers). One process stops right after the event that completed the
+// last of it, (time, id); the others must stop there too, and cannot know
+// where that is until they see it. So a window runs in two phases: the
+// partitions with work left run to E but pause after the event that
+// completes the last of theirs; all say how much they have left and where
+// they paused; if none is left, everyone runs to the latest pause point,
+// the one process's stop, hands over the frames sent so far, and the run
+// stops there (a collective posts its next iteration and goes on from
+// it); else everyone runs on to E. Partitions with no work of their own
+// wait during the first phase; that costs only at the tail.
 //
 // A frame crossing partitions, as stashed: its link direction, length,
 // first and last bit times, the Packet fields a switch set, then its bytes.
@@ -98,7 +100,8 @@ void Simulator::Impl::enter_partition(uint32_t index, PartitionPlan p) {
     if (!owns_dir(l)) schedule(id_link0 + l, kNever);
 }
 
-bool Simulator::Impl::run_window(uint64_t t, uint32_t id_last, std::optional<size_t> owned_flows) {
+bool Simulator::Impl::run_window(uint64_t t, uint32_t id_last,
+                                 const std::function<uint64_t()>* left) {
   while (!events.empty()) {
     const uint64_t time = events.top_time();
     const uint32_t id = events.top_id();
@@ -108,7 +111,7 @@ bool Simulator::Impl::run_window(uint64_t t, uint32_t id_last, std::optional<siz
     dispatch(id);
     events.settle();
     last_id = id;
-    if (owned_flows && self.flows_done_ == *owned_flows) return true;
+    if (left && (*left)() == 0) return true;
   }
   return false;
 }
@@ -145,64 +148,81 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
   return earliest;
 }
 
-void Simulator::Impl::run_windows(PartitionComm& comm) {
-  const uint64_t duration = sc.run.duration_ns;
-  const bool stop_when_done = sc.run.stop_when_done && !flows.empty();
+std::function<uint64_t()> Simulator::Impl::stop_condition() const {
+  if (work_left) return work_left;
+  if (!sc.run.stop_when_done || flows.empty()) return {};
   size_t owned = 0;
   for (size_t f = 0; f < flows.size(); ++f) owned += owns_flow(f);
-  // The sampler runs between windows, once the frames are in.
-  uint64_t sample_next = events.at(id_sampler);
-  schedule(id_sampler, kNever);
+  return [this, owned] { return owned - self.flows_done_; };
+}
+
+uint64_t Simulator::Impl::exchange_frames() {
+  const uint64_t own = std::min(events.empty() ? kNever : events.top_time(), outbound_arrival);
+  for (std::vector<uint8_t>& b : outbox) store64(b.data(), own);
+  const std::span<const uint8_t> in = comm->exchange(outbox);
+  for (std::vector<uint8_t>& b : outbox) b.assign(kChunkHeader, 0);
+  outbound_arrival = kNever;
+  return apply_inbound(in, own);
+}
+
+bool Simulator::Impl::run_windows(uint64_t until, const std::function<uint64_t()>* left) {
   constexpr uint32_t kAll = ~uint32_t{0};
-  uint64_t t = 0;  // the window's start
-  while (t <= duration) {
-    uint64_t e = duration;
-    if (plan.lookahead_ns - 1 < duration - t) e = t + plan.lookahead_ns - 1;
+  while (window_start <= until) {
+    const uint64_t t = window_start;
+    uint64_t e = until;
+    if (plan.lookahead_ns - 1 < until - t) e = t + plan.lookahead_ns - 1;
     e = std::min(e, sample_next);
-    if (!stop_when_done) {
-      run_window(e, kAll, std::nullopt);
+    if (!left) {
+      run_window(e, kAll, nullptr);
     } else {
-      const bool paused = self.flows_done_ < owned && run_window(e, kAll, owned);
-      const uint64_t mine[4] = {owned - self.flows_done_, paused, self.now_, last_id};
-      const std::vector<uint64_t> all = comm.allgather(mine);
-      uint64_t left = 0, stop_time = 0, stop_id = 0;
+      // Phase 1: partitions with something left pause where it runs out.
+      const bool paused = (*left)() > 0 && run_window(e, kAll, left);
+      const uint64_t mine[4] = {(*left)(), paused, self.now_, last_id};
+      const std::vector<uint64_t> all = comm->allgather(mine);
+      uint64_t total = 0, stop_time = 0, stop_id = 0;
+      bool any_paused = false;
       for (size_t q = 0; q < plan.count; ++q) {
         const uint64_t* w = &all[4 * q];
-        left += w[0];
-        if (w[1] && (w[2] > stop_time || (w[2] == stop_time && w[3] >= stop_id))) {
+        total += w[0];
+        if (w[1] && (!any_paused || w[2] > stop_time || (w[2] == stop_time && w[3] >= stop_id))) {
           stop_time = w[2];
           stop_id = w[3];
+          any_paused = true;
         }
       }
-      if (left == 0) {
-        run_window(stop_time, static_cast<uint32_t>(stop_id), std::nullopt);
+      // Nothing was left when the window began: stop where it began.
+      if (total == 0 && !any_paused) return true;
+      if (total == 0) {
+        // Phase 2, the stop: everyone to the latest pause, the event one
+        // process would have stopped after; the frames sent before it
+        // are handed over, so the run can go on from there.
+        run_window(stop_time, static_cast<uint32_t>(stop_id), nullptr);
+        events_left = exchange_frames() != kNever;
         self.now_ = stop_time;
-        stopped = true;
-        return;
+        window_start = stop_time;
+        return true;
       }
-      run_window(e, kAll, std::nullopt);
+      run_window(e, kAll, nullptr);
     }
-    const uint64_t own = std::min(events.empty() ? kNever : events.top_time(), outbound_arrival);
-    for (std::vector<uint8_t>& b : outbox) store64(b.data(), own);
-    const std::span<const uint8_t> in = comm.exchange(outbox);
-    for (std::vector<uint8_t>& b : outbox) b.assign(kChunkHeader, 0);
-    outbound_arrival = kNever;
-    t = apply_inbound(in, own);
+    const uint64_t next = exchange_frames();
+    events_left = next != kNever;
     self.now_ = e;
     if (sample_next == e) {
       sample();
       sample_next = events.at(id_sampler);
       schedule(id_sampler, kNever);
     }
-    t = std::min(t, sample_next);
+    window_start = std::min(next, sample_next);
   }
-  self.now_ = duration;
+  self.now_ = std::max(self.now_, until);
+  return false;
 }
 
 // A partition's report, in words: the Summary's component sums and maxima,
 // its queues (8 words each), the flows it keeps (index and 7 words each),
 // per flow the retransmits of its QPs here and whether its sink memory
-// here matched (2: not here), then the sample rows' values (flows 4,
+// here matched (2: not here), per link direction the bytes it delivered
+// (0: not here), then the sample rows' values (flows 4,
 // queues 1, links 2 words each; every partition has the same rows, with
 // zeros for what it does not run).
 std::vector<uint64_t> Simulator::Impl::report() const {
@@ -234,6 +254,8 @@ std::vector<uint64_t> Simulator::Impl::report() const {
     w.push_back(!owns_host(flows[f].dst)                  ? 2
                 : flows[f].spec->verify && flows[f].whole ? sink_matches(f)
                                                           : 0);  // never asked
+  for (size_t l = 0; l < dirs.size(); ++l)
+    w.push_back(owns_dir(l) ? dirs[l]->link.counters().delivered_bytes : 0);
   for (const FlowSample& r : self.flow_samples())
     w.insert(w.end(), {r.tx_bytes, r.tx_rate_bps, r.done_bytes, r.cc_rate_bps});
   for (const QueueSample& r : self.queue_samples()) w.push_back(r.bytes);
@@ -267,6 +289,7 @@ void Simulator::Impl::merge_report(const uint64_t*& w) {
   for (size_t f = 0; f < flows.size(); ++f) merged->flow_retransmits[f] += *w++;
   for (size_t f = 0; f < flows.size(); ++f, ++w)
     if (*w != 2) merged->sink_matches[f] = static_cast<uint8_t>(*w);
+  for (size_t l = 0; l < dirs.size(); ++l) merged->link_delivered_bytes[l] += *w++;
   for (FlowSample& r : self.flow_samples_) {
     r.tx_bytes += *w++;
     r.tx_rate_bps += *w++;
@@ -307,6 +330,7 @@ void Simulator::Impl::merge_reports(PartitionComm& comm) {
   merged = std::make_unique<Merged>();
   merged->flow_retransmits.assign(flows.size(), 0);
   merged->sink_matches.assign(flows.size(), 0);
+  merged->link_delivered_bytes.assign(dirs.size(), 0);
   const uint64_t* w = mine.data();
   merge_report(w);
   w = words.data();
@@ -320,12 +344,54 @@ void Simulator::Impl::merge_reports(PartitionComm& comm) {
   self.events_ = merged->components.packet_events;
 }
 
-uint64_t Simulator::run_partitioned(PartitionComm& comm) {
+void Simulator::enter_partition(PartitionComm& comm) {
   Impl& m = *impl_;
+  if (m.comm) throw ScenarioError("partitions: this run is split already");
+  if (m.sc.collective && !m.sc.flows.empty())
+    throw ScenarioError(m.sc.file +
+                        ": [collective] with [[flows]] is not supported in a partitioned run yet");
   m.enter_partition(comm.index(), plan_partitions(m.sc, comm.count()));
-  m.run_windows(comm);
-  m.merge_reports(comm);
+  m.comm = &comm;
+  m.window_start = now_;
+  m.sample_next = m.events.at(m.id_sampler);
+  m.schedule(m.id_sampler, kNever);
+}
+
+bool Simulator::runs_host(size_t h) const { return impl_->owns_host(h); }
+
+void Simulator::set_partition_work(std::function<uint64_t()> left) {
+  impl_->work_left = std::move(left);
+}
+
+bool Simulator::run_partitioned_until(uint64_t t) {
+  Impl& m = *impl_;
+  if (!m.comm) throw ScenarioError("run_partitioned_until: enter_partition first");
+  if (m.stopped) return false;  // as run_until: the flows ended the run
+  const std::function<uint64_t()> left = m.stop_condition();
+  const bool early = m.run_windows(t, left ? &left : nullptr);
+  // Stopped by the flows: as run_until's stop_when_done (no more running).
+  if (early && !m.work_left) m.stopped = true;
+  if (early) return !m.stopped;
+  return m.events_left;
+}
+
+void Simulator::merge_partitions() {
+  Impl& m = *impl_;
+  if (!m.comm) return;
+  m.merge_reports(*m.comm);
+}
+
+uint64_t Simulator::run_partitioned(PartitionComm& comm) {
+  enter_partition(comm);
+  run_partitioned_until(impl_->sc.run.duration_ns);
+  merge_partitions();
   return now_;
+}
+
+uint64_t Simulator::link_delivered_bytes(size_t l) const {
+  const Impl& m = *impl_;
+  if (m.merged) return m.merged->link_delivered_bytes.at(l);
+  return m.dirs.at(l)->link.counters().delivered_bytes;
 }
 
 }  // namespace droce::sim

@@ -181,7 +181,7 @@ void read_collective(ScenarioParse& p) {
   const Reader& r = p.r;
   const toml::table* t = r.table(p.root, "collective", "");
   if (!t) return;
-  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts", "window"});
+  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts", "window", "trigger"});
   CollectiveSpec c;
   using Pattern = CollectiveSpec::Pattern;
   r.choice(*t, "pattern", "collective", c.pattern,
@@ -218,6 +218,13 @@ void read_collective(ScenarioParse& p) {
     if (r.integer(*t, "window", "collective", v, 0, n - 1)) c.window = static_cast<uint32_t>(v);
     if (c.window && c.pattern != Pattern::kAllToAll)
       r.fail(w->source(), "collective.window", "only for pattern = \"all_to_all\"");
+  }
+  if (const toml::node* g = t->get("trigger")) {
+    using Trigger = CollectiveSpec::Trigger;
+    r.choice(*t, "trigger", "collective", c.trigger,
+             {{"sender", Trigger::kSender}, {"receiver", Trigger::kReceiver}});
+    if (c.pattern != Pattern::kRing)
+      r.fail(g->source(), "collective.trigger", "only for pattern = \"ring\"");
   }
   c.qp = p.flow_default;
   p.sc.collective = std::move(c);

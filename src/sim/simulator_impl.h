@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -256,14 +256,33 @@ struct Simulator::Impl {
     }
   }
   uint32_t last_id = 0;  // the component run_window() ran last
+  PartitionComm* comm = nullptr;  // set by Simulator::enter_partition
+  // Where the next window starts (a lower bound of every partition's next
+  // event), whether any partition has an event left but the sampler, and
+  // the sampler's next instant (it runs between windows, not as an event).
+  uint64_t window_start = 0;
+  bool events_left = true;
+  uint64_t sample_next = fabric::kNever;
+  // The work a collective has left in this partition
+  // (Simulator::set_partition_work); empty: none.
+  std::function<uint64_t()> work_left;
+  // What stops a partitioned run early: the work above, or with
+  // run.stop_when_done the flows this partition keeps that are not done;
+  // empty: nothing (the run goes to its end time).
+  std::function<uint64_t()> stop_condition() const;
   // Takes partition `index` of `p`: the others' components never run here.
   void enter_partition(uint32_t index, PartitionPlan p);
-  // Runs the events up to (t, id_last) in (time, id) order; with
-  // `owned_flows`, returns true right after the event that completed the
-  // last of them (else false when there is none left to run).
-  bool run_window(uint64_t t, uint32_t id_last, std::optional<size_t> owned_flows);
-  // The windows, from time 0 to the end; then the outputs merged.
-  void run_windows(PartitionComm& comm);
+  // Runs the events up to (t, id_last) in (time, id) order; with `left`,
+  // returns true right after an event that left it at 0 (else false when
+  // there is none left to run).
+  bool run_window(uint64_t t, uint32_t id_last, const std::function<uint64_t()>* left);
+  // Windows up to `until` (run_until over the partitions): true when they
+  // stopped early, every partition's `left` at 0 (the clock at the event
+  // that made it so, the run resumable from there).
+  bool run_windows(uint64_t until, const std::function<uint64_t()>* left);
+  // The crossing frames handed over between windows; returns the earliest
+  // any partition has anything to do.
+  uint64_t exchange_frames();
   // Frames other partitions sent into this one's link directions (the
   // exchange's chunks); returns the earliest next event any partition had.
   uint64_t apply_inbound(std::span<const uint8_t> in, uint64_t own_earliest);
@@ -279,6 +298,7 @@ struct Simulator::Impl {
     Summary components;  // count_components over every partition
     std::vector<uint64_t> flow_retransmits;
     std::vector<uint8_t> sink_matches;
+    std::vector<uint64_t> link_delivered_bytes;  // per link direction
   };
   std::unique_ptr<Merged> merged;
 

@@ -351,9 +351,10 @@ void Simulator::disconnect(size_t host_a, size_t host_b, QpPairRef pair) {
   for (size_t h : {host_a, host_b}) m.wake(static_cast<uint32_t>(h), now_);
 }
 
-transport::MemoryRegion* Simulator::reg_mr(size_t host, void* addr, size_t length) {
+transport::MemoryRegion* Simulator::reg_mr(size_t host, void* addr, size_t length,
+                                           std::optional<uint64_t> iova) {
   Impl::Host& h = *impl_->hosts.at(host);
-  return h.device.reg_mr(h.pd, addr, length, kAccess);
+  return h.device.reg_mr(h.pd, addr, length, kAccess, iova);
 }
 
 int Simulator::dereg_mr(size_t host, transport::MemoryRegion* mr) {

@@ -96,6 +96,41 @@ TEST(SimCollective, DisconnectDropsFramesStillInFlight) {
   EXPECT_THROW(s.disconnect(0, 5, p), ScenarioError) << "already closed";
 }
 
+TEST(SimCollective, ReceiverTriggeredRingStartsEachStepOnTheDataArriving) {
+  const Scenario snd = parse_scenario(a2a_scenario("iterations = 2", "", "ring"));
+  const Scenario rcv =
+      parse_scenario(a2a_scenario("iterations = 2\ntrigger = \"receiver\"", "", "ring"));
+  ASSERT_EQ(rcv.collective->trigger, CollectiveSpec::Trigger::kReceiver);
+  Simulator ss(snd), sr(rcv);
+  const CollectiveResult a = run_collective(ss, snd, *snd.collective);
+  const CollectiveResult b = run_collective(sr, rcv, *rcv.collective);
+  ASSERT_FALSE(a.stalled);
+  ASSERT_FALSE(b.stalled);
+  EXPECT_EQ(b.failed_wrs, 0u);
+  ASSERT_EQ(b.jct_ns.size(), 2u);
+  // The same transfers. A rank still waits for its own previous WRITE's
+  // completion, which here comes after its predecessor's data: the JCTs
+  // are within a few ns a step (the immediate's 4 bytes on the wire).
+  EXPECT_EQ(b.transfers, a.transfers);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(b.jct_ns[i], a.jct_ns[i] * 101 / 100) << i;
+    EXPECT_GT(b.jct_ns[i], a.jct_ns[i] * 99 / 100) << i;
+    EXPECT_GT(b.jct_ns[i], b.bound_ns) << i;
+  }
+  uint64_t bytes_a = 0, bytes_b = 0;
+  for (size_t h = 0; h < ss.num_hosts(); ++h) {
+    bytes_a += ss.host_tx_bytes(h);
+    bytes_b += sr.host_tx_bytes(h);
+  }
+  EXPECT_GT(bytes_b, bytes_a * 99 / 100) << "the WRITEs carry the same data";
+  EXPECT_LT(bytes_b, bytes_a * 101 / 100);
+  // Every WRITE with immediate found a receive WR: none was refused
+  // (receiver not ready) and sent again.
+  EXPECT_EQ(a.retransmits, 0u);
+  EXPECT_EQ(b.retransmits, 0u);
+  EXPECT_EQ(b.seq_naks_sent, 0u);
+}
+
 TEST(SimCollective, WindowIsRefusedWhereItMeansNothing) {
   auto error = [](const std::string& text) {
     try {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "droce/sim/collective.h"
 #include "droce/sim/partition.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
@@ -185,6 +186,60 @@ TEST(SimPartition, ARunToItsDurationAndAddressResolutionAreTheSame) {
   EXPECT_EQ(s.flows_completed, 32u);
 }
 
+// A [collective] in one Simulator and split `k` ways (as droce-sim runs
+// it): the same collective.json and outputs.
+void expect_same_collective(const Scenario& sc, uint32_t k, const std::string& name) {
+  Simulator one(sc);
+  const CollectiveResult want = run_collective(one, sc, *sc.collective);
+  one.run();
+  ASSERT_FALSE(want.stalled);
+  const auto want_files = outputs_of(one, scratch(name + "-one"));
+  const std::string want_json = collective_json(one, sc, *sc.collective, want);
+
+  Rendezvous r(k);
+  std::vector<std::unique_ptr<Simulator>> sims;
+  for (uint32_t p = 0; p < k; ++p) sims.push_back(std::make_unique<Simulator>(sc));
+  std::vector<CollectiveResult> got(k);
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < k; ++p)
+    threads.emplace_back([&, p] {
+      ThreadComm comm(r, p);
+      Simulator& s = *sims[p];
+      s.enter_partition(comm);
+      got[p] = run_collective(s, sc, *sc.collective, &comm);
+      s.run_partitioned_until(sc.run.duration_ns);
+      s.merge_partitions();
+    });
+  for (auto& t : threads) t.join();
+  for (uint32_t p = 0; p < k; ++p) EXPECT_EQ(got[p].jct_ns, want.jct_ns) << "partition " << p;
+  EXPECT_EQ(collective_json(*sims[0], sc, *sc.collective, got[0]), want_json);
+  const auto got_files = outputs_of(*sims[0], scratch(name + "-split"));
+  for (const auto& [file, bytes] : want_files)
+    EXPECT_TRUE(got_files.count(file) && got_files.at(file) == bytes) << name << ": " << file;
+}
+
+std::string collective_scenario(const std::string& collective, const std::string& link) {
+  return "[run]\nduration = \"5ms\"\ncsv_interval = \"20us\"\n"
+         "[topology]\nkind = \"leaf_spine\"\nleaves = 4\nspines = 2\nhosts_per_leaf = 4\n"
+         "delay = \"1us\"\n[link]\n" +
+         link +
+         "\n[flow]\ncc = \"dcqcn\"\nrecovery = \"selective_repeat\"\ntimeout = 8\n"
+         "[collective]\nbytes = \"256KiB\"\niterations = 2\n" +
+         collective + "\n";
+}
+
+TEST(SimPartition, ReceiverTriggeredRingIsTheSameSplitTwoAndFourWays) {
+  const Scenario sc = parse_scenario(
+      collective_scenario("pattern = \"ring\"\ntrigger = \"receiver\"", "loss = 0.002"));
+  expect_same_collective(sc, 2, "ring2");
+  expect_same_collective(sc, 4, "ring4");
+}
+
+TEST(SimPartition, AllToAllIsTheSameSplitThreeWays) {
+  const Scenario sc = parse_scenario(collective_scenario("pattern = \"all_to_all\"", ""));
+  expect_same_collective(sc, 3, "a2a3");
+}
+
 TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
   const std::string base = leaf_spine("", "", "");
   EXPECT_NO_THROW(plan_partitions(parse_scenario(base), 4));
@@ -207,6 +262,10 @@ TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
   std::string send =
       base + "[[flows]]\nname = \"s\"\nsrc = \"h0\"\ndst = \"h12\"\nopcode = \"send\"\n";
   refused(send, "flow s: a SEND flow between partitions");
+  refused(collective_scenario("pattern = \"ring\"", ""),
+          "collective.trigger: a ring split over processes needs trigger = \"receiver\"");
+  refused(collective_scenario("pattern = \"all_to_all\"\nwindow = 2", ""),
+          "collective.window: connections made during the run");
   refused(base + "[[outages]]\na = \"leaf0\"\nb = \"spine1\"\ndown = [{ from = \"20us\" }]\n",
           "links leaf0-spine1: a link that goes down");
 }

@@ -7,7 +7,10 @@
 //  - ring (all-reduce): 2(N-1) steps; at each step rank r writes one
 //    chunk to rank r+1 (reduce-scatter, then all-gather). Rank r starts
 //    step k once its own step k-1 and rank r-1's step k-1 completed: what
-//    it forwards at step k is what arrived at step k-1.
+//    it forwards at step k is what arrived at step k-1. With trigger =
+//    "sender", rank r-1's step counts at its completion at r-1; with
+//    "receiver", at its arrival at r (a WRITE with immediate, whose
+//    receive completion r sees; r keeps receive WRs posted for them).
 //  - all_to_all: rank r writes chunk d to every other rank d, all at once
 //    (each to its own QP), rank r+1 first. With a window W, rank r keeps
 //    at most W of them in flight, to r+1, r+2, ... in turn, each over a
@@ -32,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "droce/sim/partition.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 
@@ -59,7 +63,14 @@ struct CollectiveResult {
 
 // Runs spec.iterations back to back on `sim` (built from the scenario
 // that holds `spec`). Throws ScenarioError if a QP cannot be set up.
-CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec);
+// With `comm`, `sim` runs one partition of a split run (partition.h): call
+// it after Simulator::enter_partition, in every partition; each posts and
+// completes its own ranks' transfers, and the result is the whole
+// collective's in every partition. One process stops at the first failed
+// WR; split, the run goes on until nothing is left (a failing run's
+// outputs then differ).
+CollectiveResult run_collective(Simulator& sim, const Scenario& sc, const CollectiveSpec& spec,
+                                PartitionComm* comm = nullptr);
 
 // collective.json: the spec, the JCTs (p50, p99, max), the bound, the
 // counters above, PFC and drops from the simulator's summary, and the

@@ -140,6 +140,14 @@ struct CollectiveSpec {
   // of its own made when it is posted and closed when it completes; 0: all
   // at once, over one connection per rank pair kept across iterations.
   uint32_t window = 0;
+  // ring: what lets rank r+1 start its next step once rank r's WRITE of
+  // the step before is in: its completion at r, the sender (the WRITE's
+  // ACK came back), or the data's arrival at r+1, the receiver (a WRITE
+  // with immediate, whose receive completion r+1 sees, as NCCL's ring
+  // proceeds on the data's flag). Split over processes, only the receiver
+  // can: it is the one host that learns it.
+  enum class Trigger : uint8_t { kSender, kReceiver };
+  Trigger trigger = Trigger::kSender;
   FlowSpec qp;                // [flow]'s per-QP keys
 };
 std::string_view to_string(CollectiveSpec::Pattern p);

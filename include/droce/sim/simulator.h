@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -253,7 +254,11 @@ class Simulator {
   // hosts.
   void disconnect(size_t host_a, size_t host_b, QpPairRef pair);
   // Local write, remote write and remote read access; nullptr if refused.
-  transport::MemoryRegion* reg_mr(size_t host, void* addr, size_t length);
+  // With `iova`, the region's addresses (local SGEs and remote VAs) start
+  // there instead of at the pointer (ibv_reg_mr_iova): a partitioned run
+  // needs them the same in every process.
+  transport::MemoryRegion* reg_mr(size_t host, void* addr, size_t length,
+                                  std::optional<uint64_t> iova = {});
   int dereg_mr(size_t host, transport::MemoryRegion* mr);
   // Post on a QP of `host` (from connect) and wake the host at now().
   int post_send(size_t host, transport::QueuePair& qp, const transport::SendWr& wr);
@@ -267,15 +272,40 @@ class Simulator {
   // not counted).
   uint64_t host_tx_bytes(size_t h) const;
 
-  // Runs this process's partition of the scenario (partition.h), the
-  // others running in the processes `comm` reaches, to run.duration or
-  // until every flow is done. On partition 0 the results are then the
-  // whole run's: summary(), summary_json(), write_outputs(), flow(),
-  // verification(), flow_retransmits() and the samples are what one
-  // process's run() gives, byte for byte; on the others they are their
-  // share. The run cannot go on after it. Throws ScenarioError when the
-  // scenario cannot be split (plan_partitions). Returns the final time.
+  // ---- Partitioned runs (partition.h) -------------------------------------
+  // One scenario split over processes (or threads): each Simulator is built
+  // from the same scenario, runs one partition and reaches the others
+  // through `comm`; every partition makes the same calls in the same order.
+  //
+  //   s.enter_partition(comm);       // after connect()s, before running
+  //   s.run_partitioned_until(t);    // as often as run_until(t) would be
+  //   s.merge_partitions();          // partition 0 now has the whole run
+  //
+  // Partition 0's results are then what one process's run gives, byte for
+  // byte: summary(), summary_json(), write_outputs(), flow(),
+  // verification(), flow_retransmits(), link_delivered_bytes() and the
+  // samples; the other partitions' are their share. Throws ScenarioError
+  // when the scenario cannot be split (plan_partitions).
+  void enter_partition(PartitionComm& comm);
+  // Whether this partition runs host h (all do, unpartitioned): only that
+  // partition may post to its QPs, and sees its completions.
+  bool runs_host(size_t h) const;
+  // What stops run_partitioned_until early, as pause() does in one
+  // process: the partitions' work left, summed, reaching 0. A collective
+  // gives its transfers left in this partition; unset, the flows stop the
+  // run as with run.stop_when_done.
+  void set_partition_work(std::function<uint64_t()> left);
+  // run_until(t) over the partitions: returns true right after the event
+  // that left no work anywhere (the clock at its time), or when t is
+  // reached with events left; false when nothing is left to do, or the
+  // flows stopped the run.
+  bool run_partitioned_until(uint64_t t);
+  void merge_partitions();
+  // The three above for a scenario's flows: to run.duration, or until
+  // every flow is done. Returns the final time.
   uint64_t run_partitioned(PartitionComm& comm);
+  // Frame bytes link direction l delivered (lost ones not counted).
+  uint64_t link_delivered_bytes(size_t l) const;
 
   // Frames handled: every endpoint transmit and receive, every switch
   // arrival and departure (a 1-switch path is 4 events per packet).
