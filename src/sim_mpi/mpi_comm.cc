@@ -1,10 +1,9 @@
-// PartitionComm over MPI: counts by MPI_Alltoall, then the frames by
-// MPI_Alltoallv; small words by MPI_Allgather.
+// PartitionComm over MPI: the counts by MPI_Alltoall, then the frames by
+// MPI_Isend/MPI_Irecv; small words by MPI_Allgather.
 #include "droce/sim_mpi/mpi_comm.h"
 
 #include <mpi.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -24,11 +23,6 @@ MpiComm::MpiComm(int* argc, char*** argv) {
 }
 
 MpiComm::~MpiComm() { MPI_Finalize(); }
-
-void MpiComm::abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();
-}
 
 // The counts by MPI_Alltoall, then each partition's bytes straight from
 // its buffer and into its place in in_ (no packing copy).

@@ -277,7 +277,7 @@ class Simulator {
   // from the same scenario, runs one partition and reaches the others
   // through `comm`; every partition makes the same calls in the same order.
   //
-  //   s.enter_partition(comm);       // after connect()s, before running
+  //   s.enter_partition(comm);       // before running (connect() before or after)
   //   s.run_partitioned_until(t);    // as often as run_until(t) would be
   //   s.merge_partitions();          // partition 0 now has the whole run
   //

@@ -46,8 +46,6 @@ class MpiComm : public sim::PartitionComm {
   uint32_t count() const override { return count_; }
   std::span<const uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override;
   std::vector<uint64_t> allgather(std::span<const uint64_t> mine) override;
-  // Ends every process of the job (after an error one process found).
-  [[noreturn]] void abort(int code);
 
  private:
   uint32_t index_ = 0, count_ = 1;
