@@ -9,19 +9,18 @@
 // Output: nccl-tests' table, tail latencies, a simulator summary; --json,
 // --csv DIR (time series), --plot (PNGs from the CSVs via matplotlib).
 // Bad options: a message naming the option, exit 2.
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_error.h"
 #include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
 #include "droce/pktgen/busbw.h"
@@ -39,9 +39,9 @@
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "droce/sim/topology.h"
+#include "droce/sim_mpi/mpi_comm.h"
 #include "pktgen_sim/testbed.h"
 #include "sim_executor.h"
-#include "cli_error.h"
 
 #ifndef DROCE_SOURCE_ROOT
 #define DROCE_SOURCE_ROOT "."
@@ -403,12 +403,19 @@ int check_run_options(Args& a) {
   [[maybe_unused]] Setup& st = a.st;
   [[maybe_unused]] sim::QpOptions& qo = st.qo;
   if (a.mode != "sim") return fail("--mode", "'" + a.mode + "': accepted: sim, dpdk, stream");
+  // Each process would run the whole replay and print it: say so instead.
+  if (const uint32_t n = sim_mpi::launched_size(); n > 1)
+    return fail("--mode", fmt::format("sim does not run split over processes yet (started by an "
+                                      "MPI launcher, {} processes): run it without mpirun; "
+                                      "droce-sim runs a [collective] under mpirun",
+                                      n));
   if (!parse_size(a.minb, c.min_bytes)) return fail("-b/--minbytes", "'" + a.minb + "' is not a size");
   if (!parse_size(a.maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + a.maxb + "' is not a size");
   if (!parse_size(a.stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + a.stepb + "' is not a size");
   if (!parse_size(a.chunk, c.chunk_bytes)) return fail("--chunk", "'" + a.chunk + "' is not a size");
   if (c.ranks > kMaxSimRanks)
-    return fail("--ranks", fmt::format("{} is more than --a.mode sim runs (2..{})", c.ranks, kMaxSimRanks));
+    return fail("--ranks",
+                fmt::format("{} is more than --mode sim runs (2..{})", c.ranks, kMaxSimRanks));
   if (const auto errs = pktgen::validate(cfg); !errs.empty()) {
     for (const auto& e : errs) std::cerr << "droce-pktgen: " << e.to_string() << "\n";
     return kUsage;

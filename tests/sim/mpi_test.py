@@ -5,7 +5,10 @@ for byte: stdout (but for the wall-clock speed line) and every file --out
 writes, collective.json of a ring all-reduce included. And what a
 partitioned run cannot carry is refused by name, with exit 2.
 
-  mpi_test.py SOURCE_ROOT DROCE_SIM
+  mpi_test.py SOURCE_ROOT DROCE_SIM [DROCE_PKTGEN]
+
+With droce-pktgen: its --mode sim under mpirun is refused (exit 2), not
+run once per process.
 """
 import os
 import re
@@ -99,6 +102,7 @@ def outputs(out, stdout):
 
 def main():
     root, sim = sys.argv[1:3]
+    pktgen = sys.argv[3] if len(sys.argv) > 3 else None
     if not shutil.which("mpirun"):
         sys.exit("mpirun not found (openmpi-bin)")
     failures = []
@@ -150,6 +154,14 @@ def main():
         rc, _, err = run([sim, coll], 2, os.path.join(tmp, "coll"))
         if rc != 2 or 'collective.trigger: a ring split over processes needs' not in err:
             failures.append(f"sender-triggered ring under mpirun: exit {rc}, stderr: {err[-1000:]}")
+        if pktgen:
+            p = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                                pktgen, "--ranks", "4", "-b", "64K", "-e", "64K", "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=120)
+            if p.returncode != 2 or "sim does not run split over processes yet" not in p.stderr:
+                failures.append(f"droce-pktgen under mpirun: exit {p.returncode}, "
+                                f"stderr: {p.stderr[-1000:]}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
