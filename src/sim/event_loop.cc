@@ -181,6 +181,9 @@ void Simulator::Impl::dispatch(uint32_t id) {
 
 bool Simulator::run_until(uint64_t t) {
   Impl& m = *impl_;
+  // A partition alone would run without the frames the others send it.
+  if (m.comm)
+    throw ScenarioError("run_until: this Simulator runs one partition: run_partitioned_until");
   pause_ = false;
   while (!m.events.empty() && !m.stopped && !pause_) {
     const uint64_t time = m.events.top_time();

@@ -266,6 +266,15 @@ TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
           "collective.trigger: a ring split over processes needs trigger = \"receiver\"");
   refused(collective_scenario("pattern = \"all_to_all\"\nwindow = 2", ""),
           "collective.window: connections made during the run");
+  // A partition run as one process would miss the others' frames.
+  {
+    Simulator s(parse_scenario(base));
+    Rendezvous r(1);
+    ThreadComm comm(r, 0);
+    s.enter_partition(comm);
+    EXPECT_THROW(s.run_until(1000), ScenarioError);
+    EXPECT_THROW(s.enter_partition(comm), ScenarioError);
+  }
   refused(base + "[[outages]]\na = \"leaf0\"\nb = \"spine1\"\ndown = [{ from = \"20us\" }]\n",
           "links leaf0-spine1: a link that goes down");
 }
