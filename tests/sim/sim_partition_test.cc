@@ -240,6 +240,14 @@ TEST(SimPartition, AllToAllIsTheSameSplitThreeWays) {
   expect_same_collective(sc, 3, "a2a3");
 }
 
+TEST(SimPartition, OneSwitchRunsInTheFirstPartitionAndTheOthersIdle) {
+  const Scenario sc = load_scenario(DROCE_EXAMPLES_DIR "/sim/incast-2to1.toml");
+  const PartitionPlan p = plan_partitions(sc, 2);
+  EXPECT_EQ(p.lookahead_ns, UINT64_MAX) << "no link crosses";
+  for (uint32_t h : p.host) EXPECT_EQ(h, 0u);
+  expect_same_outputs(sc, 2, "incast2");
+}
+
 TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
   const std::string base = leaf_spine("", "", "");
   EXPECT_NO_THROW(plan_partitions(parse_scenario(base), 4));
