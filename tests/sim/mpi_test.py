@@ -132,6 +132,9 @@ def main():
                 if f"({n} processes)" not in stdout:
                     failures.append(f"{name}: {n} processes: the speed line does not say so")
                 got = outputs(out, stdout)
+                if set(got) != set(want):
+                    failures.append(f"{name}: {n} processes wrote {sorted(got)}, "
+                                    f"one process {sorted(want)}")
                 for k in want:
                     if got.get(k) != want[k]:
                         failures.append(f"{name}: {n} processes: {k} differs from one process's")
