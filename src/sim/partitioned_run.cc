@@ -151,9 +151,7 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
 std::function<uint64_t()> Simulator::Impl::stop_condition() const {
   if (work_left) return work_left;
   if (!sc.run.stop_when_done || flows.empty()) return {};
-  size_t owned = 0;
-  for (size_t f = 0; f < flows.size(); ++f) owned += owns_flow(f);
-  return [this, owned] { return owned - self.flows_done_; };
+  return [this, owned = owned_flows()] { return owned - self.flows_done_; };
 }
 
 uint64_t Simulator::Impl::exchange_frames() {
@@ -235,9 +233,7 @@ std::vector<uint64_t> Simulator::Impl::report() const {
             s.cnps, s.max_queue_bytes, s.p99_queue_bytes, s.acks_without_int, s.queues.size()});
   for (const QueueSummary& q : s.queues)
     w.insert(w.end(), {q.sw, q.port, q.tc, q.max_bytes, q.p99_bytes, q.drops, q.ecn_marked, 0});
-  size_t owned = 0;
-  for (size_t f = 0; f < flows.size(); ++f) owned += owns_flow(f);
-  w.push_back(owned);
+  w.push_back(owned_flows());
   for (size_t f = 0; f < flows.size(); ++f) {
     if (!owns_flow(f)) continue;
     const FlowState& st = self.flows_[f];

@@ -239,6 +239,11 @@ struct Simulator::Impl {
   bool owns_dir(size_t l) const { return dir_part.empty() || dir_part[l] == part; }
   // A flow's progress is kept where its initiator runs.
   bool owns_flow(size_t f) const { return owns_host(flows[f].initiator); }
+  size_t owned_flows() const {
+    size_t n = 0;
+    for (size_t f = 0; f < flows.size(); ++f) n += owns_flow(f);
+    return n;
+  }
   // Frames sent into another partition's link directions this window,
   // serialised per partition (partitioned_run.cc has the format), and the
   // earliest any of them can arrive.
