@@ -125,6 +125,9 @@ inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
   cli.add_option("--reorder-window", m.reorder_window,
                  "sr: also resend a hole out for a later packet's round trip plus this "
                  "time (RACK; e.g. 20us; default off)");
+  cli.add_flag("--tail-probe", m.tail_probe,
+               "sr with --reorder-window: resend the newest packet, asking for its ACK, when "
+               "its answer is two smoothed round trips late (RACK-TLP), before a timeout");
   cli.add_option("--rto-low", m.rto_low,
                  "sr: the retransmission timeout when at most 3 packets are in flight "
                  "(IRN's RTO_low; e.g. 25us; default 100us)");

@@ -171,7 +171,7 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
               "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
               "max_dest_rd_atomic", "pkey", "honour_credits", "recovery", "entropy",
               "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window",
-              "rto_low", "reth_every_packet"});
+              "rto_low", "reth_every_packet", "tail_probe"});
   QpDef q;
   q.where = w;
   q.port = static_cast<uint32_t>(get_uint(t, w, "port", 0, 1023));
@@ -239,6 +239,10 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
     if (!n->is_boolean())
       throw ConfigError(key_path(w, "reth_every_packet"), "expected true or false");
     mp.reth_every_packet = n->as_boolean()->get();
+  }
+  if (const toml::node* n = t.get("tail_probe")) {
+    if (!n->is_boolean()) throw ConfigError(key_path(w, "tail_probe"), "expected true or false");
+    mp.tail_probe = n->as_boolean()->get();
   }
   if (const toml::node* n = t.get("selective_repeat")) {
     auto b = n->value<bool>();

@@ -46,14 +46,15 @@ uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text)
 
 MultipathNames MultipathNames::flags() {
   return {"--recovery",          "--entropy",        "--entropy-paths", "--flowlet-gap",
-          "--reorder-tolerance", "--reorder-window", "--rto-low",       "--reth-every-packet"};
+          "--reorder-tolerance", "--reorder-window", "--rto-low",       "--reth-every-packet",
+          "--tail-probe"};
 }
 
 MultipathNames MultipathNames::keys(const std::string& prefix) {
   const std::string p = prefix.empty() ? "" : prefix + ".";
   return {p + "recovery",          p + "entropy",        p + "entropy_paths",
           p + "flowlet_gap",       p + "reorder_tolerance", p + "reorder_window",
-          p + "rto_low",           p + "reth_every_packet"};
+          p + "rto_low",           p + "reth_every_packet", p + "tail_probe"};
 }
 
 Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
@@ -73,6 +74,7 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
       throw ConfigError(n.rto_low, "0 is out of range (a time above 0, up to 1s)");
   }
   m.reth_every_packet = t.reth_every_packet;
+  m.tail_probe = t.tail_probe;
 
   // Go-back-N takes every overtaken packet for a PSN sequence error (IBA
   // 9.7.5.1.2) and resends everything behind it; the transport refuses the
@@ -87,6 +89,9 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
   if (m.reorder_window_ns && !m.selective_repeat())
     throw ConfigError(n.reorder_window,
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
+  // RFC 8985 7: the probe's answer finds the holes by RACK's rule.
+  if (m.tail_probe && !m.reorder_window_ns)
+    throw ConfigError(n.tail_probe, fmt::format("is RACK's: it needs {}", n.reorder_window));
   if (m.rto_low_ns && !m.selective_repeat())
     throw ConfigError(n.rto_low,
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
@@ -106,12 +111,14 @@ void apply_multipath(const Multipath& m, transport::QpAttr& attr) {
   if (m.reorder_window_ns) attr.sr_reorder_window_ns = *m.reorder_window_ns;
   if (m.rto_low_ns) attr.sr_rto_low_ns = *m.rto_low_ns;
   if (m.reth_every_packet) attr.write_reth_every_packet = true;
+  if (m.tail_probe) attr.sr_tail_probe = true;
 }
 
 std::string describe(const Multipath& m) {
   std::string s(recovery_name(m.recovery.value_or(Recovery::kGoBackN)));
   if (m.reorder_tolerance) s += fmt::format(" (reorder tolerance {})", *m.reorder_tolerance);
   if (m.reorder_window_ns) s += fmt::format(" (reorder window {} ns)", *m.reorder_window_ns);
+  if (m.tail_probe) s += " (tail loss probe)";
   if (m.rto_low_ns) s += fmt::format(" (RTO_low {} ns)", *m.rto_low_ns);
   if (m.reth_every_packet) s += ", a RETH in every WRITE packet";
   switch (m.entropy.mode) {

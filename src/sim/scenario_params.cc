@@ -209,7 +209,7 @@ const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
     "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window", "rto_low",
-    "rto_low_threshold", "sack_window", "reth_every_packet", "path_rtt_threshold"};
+    "rto_low_threshold", "sack_window", "reth_every_packet", "path_rtt_threshold", "tail_probe"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -288,6 +288,12 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
     r.fail(n ? n->source() : t.source(), Reader::join(path, "reorder_window"),
            "time-based loss detection is selective repeat's: it needs recovery = "
            "\"selective_repeat\"");
+  }
+  r.boolean(t, "tail_probe", path, f.tail_probe);
+  if (f.tail_probe && !f.reorder_window_ns) {
+    const toml::node* n = t.get("tail_probe");
+    r.fail(n ? n->source() : t.source(), Reader::join(path, "tail_probe"),
+           "the tail loss probe is RACK's (RFC 8985 7): it needs a reorder_window");
   }
   r.boolean(t, "reth_every_packet", path, f.reth_every_packet);
   r.boolean(t, "verify", path, f.verify);

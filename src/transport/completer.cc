@@ -64,7 +64,8 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   // counter counts consecutive failures) and re-enables RTO_low.
   retry_left_ = attr_.retry_cnt;
   rnr_retry_left_ = attr_.rnr_retry;
-  rto_low_spent_ = false;
+  rto_low_fired_ = 0;
+  tail_probe_answered(now);
   uint64_t rtt = 0;
   if (rtt_probe_ && wire::psn_ge(psn, rtt_psn_)) {
     rtt = std::max<uint64_t>(1, now - rtt_sent_ns_);
@@ -194,7 +195,7 @@ void QueuePair::on_read_response(const wire::ParsedPacket& pkt, uint64_t now) {
   } else {
     arm_timer(now);
     retry_left_ = attr_.retry_cnt;
-    rto_low_spent_ = false;
+    rto_low_fired_ = 0;
   }
 }
 
@@ -269,6 +270,7 @@ void QueuePair::on_nak(const wire::ParsedPacket& pkt, uint64_t now) {
       if (sack != psn && wire::psn_gt(sack, psn) && wire::psn_lt(sack, send_high_)) {
         sr_delivered(sack, now);
         sack_mark(sack);
+        tail_probe_answered(now);
         high = sack;
         if (wire::psn_gt(sack, sr_sack_high_)) sr_sack_high_ = sack;
       }

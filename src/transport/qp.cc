@@ -174,7 +174,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
         sr_sack_high_ = acked_psn_;
         sr_rewalk_armed_ = false;
         rack_restart();
-        rto_low_spent_ = false;
+        rto_low_fired_ = 0;
         tail_ack_req_ = false;
         credits_ = CreditLimit{};
         ssn_ = 0;
@@ -184,7 +184,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.sr_reorder_tolerance_pkts = a.sr_reorder_tolerance_pkts;
-      sr_configure_send_record(a.sr_reorder_window_ns);
+      sr_configure_send_record(a.sr_reorder_window_ns, a.sr_tail_probe);
       attr_.timeout = a.timeout;
       attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);
@@ -634,6 +634,7 @@ uint64_t QueuePair::next_deadline() const {
   if (const uint64_t t = ack_deadline()) d = std::min(d, t);
   if (rnr_wait_until_) d = std::min(d, rnr_wait_until_);
   if (rack_deadline_) d = std::min(d, rack_deadline_);
+  if (const uint64_t t = tail_probe_deadline()) d = std::min(d, t);
   return d;
 }
 

@@ -80,6 +80,7 @@ void QueuePair::start_wqe(SendWqe& w) {
 
 bool QueuePair::requester_has_work() const {
   if (rnr_wait_until_) return false;
+  if (tlp_pending_) return true;
   if (sr_recovery_ && wire::psn_lt(sr_cursor_, sr_high_)) return true;
   for (uint64_t i = sq_send_; i != sq_tail_; ++i) {
     const SendWqe& w = sq_at(i);
@@ -114,13 +115,14 @@ uint32_t QueuePair::sr_in_flight() const {
 // later AckReq legitimately. Evaluated on every call, so the deadline
 // moves as SACKs arrive (the endpoint re-reads it after each packet).
 uint64_t QueuePair::ack_deadline() const {
-  if (!timer_deadline_ || attr_.recovery != Recovery::kSelectiveRepeat ||
-      !attr_.sr_rto_low_ns || rto_low_spent_)
+  if (!timer_deadline_ || attr_.recovery != Recovery::kSelectiveRepeat || !attr_.sr_rto_low_ns)
     return timer_deadline_;
   if (!tail_ack_req_ && !sacked(wire::psn_add(send_high_, wire::kPsnMask)))
     return timer_deadline_;
   if (sr_in_flight() > attr_.sr_rto_low_threshold_pkts) return timer_deadline_;
-  return std::min(timer_deadline_, rto_low_from_ns_ + attr_.sr_rto_low_ns);
+  const uint64_t rto_low = attr_.sr_rto_low_ns << std::min<uint32_t>(rto_low_fired_, 16);
+  if (rto_low >= ack_timeout_ns(attr_.timeout)) return timer_deadline_;
+  return std::min(timer_deadline_, rto_low_from_ns_ + rto_low);
 }
 
 // AckReq (IBA 9.7.4.1): READ and atomics always; otherwise on the last
@@ -304,7 +306,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   // one ack_req_interval_ns after the last that asked (qp.h).
   const bool overdue = last_ack_req_ns_ != UINT64_MAX && attr_.ack_req_interval_ns &&
                        now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
-  const bool ask_ack = overdue || (timed && cc_->samples_rtt) ||
+  const bool ask_ack = force_ack_req_ || overdue || (timed && cc_->samples_rtt) ||
                        (cc_->fills_window && cc_->fills_window(cc_ctx_, bytes, mtu_));
   bool ok;
   const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok, now);
@@ -320,6 +322,10 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
 
 size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   if (rnr_wait_until_) return 0;
+  if (tlp_pending_) {
+    if (const size_t n = produce_tail_probe(now, buf)) return n;
+    if (tlp_pending_ || state_ == QpState::kErr) return 0;
+  }
   if (type_ == QpType::kRc && sr_recovery_) {
     bool attempted = false;
     const size_t n = produce_sack_hole(now, buf, &attempted);
@@ -530,6 +536,7 @@ void QueuePair::requester_timer(uint64_t now) {
     arm_timer(now);
   }
   if (rack_deadline_ && now >= rack_deadline_) rack_detect(now);
+  if (const uint64_t probe = tail_probe_deadline(); probe && now >= probe) tlp_pending_ = true;
   const uint64_t due = ack_deadline();
   if (!due || now < due) return;
   const bool outstanding = sq_head_ != sq_tail_ && sq_at(sq_head_).started;
@@ -543,7 +550,7 @@ void QueuePair::requester_timer(uint64_t now) {
     // from now.
     ++rare_counters().retransmit_timeouts_low;
     if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
-    rto_low_spent_ = true;
+    if (rto_low_fired_ < 255) ++rto_low_fired_;
     sr_resend_all();
     arm_timer(now);
     return;

@@ -1,7 +1,7 @@
 // Selective repeat's record of each send and what it serves: time-based
 // loss detection, RACK (Cheng et al., RFC 8985), on top of the
-// requester's hole walk (qp.h "Loss recovery"), and the round trips and
-// losses path-aware entropy steers by (entropy.h).
+// requester's hole walk (qp.h "Loss recovery"), its tail loss probe, and
+// the round trips and losses path-aware entropy steers by (entropy.h).
 //
 // RACK takes a packet for lost when a packet sent after it was delivered
 // and it has been out for longer than that packet's round trip plus a
@@ -17,8 +17,9 @@
 
 namespace droce::transport {
 
-void QueuePair::sr_configure_send_record(uint64_t window_ns) {
+void QueuePair::sr_configure_send_record(uint64_t window_ns, bool tail_probe) {
   attr_.sr_reorder_window_ns = window_ns;
+  attr_.sr_tail_probe = tail_probe;
   // Only for the QPs that use it: an idle QP's size is what a million QPs
   // cost.
   const bool sr = attr_.recovery == Recovery::kSelectiveRepeat;
@@ -46,10 +47,13 @@ void QueuePair::rack_restart() {
   rack_valid_ = false;
   rack_deadline_ = 0;
   rack_high_ = send_high_;
+  tlp_pending_ = tlp_sent_ = false;
+  sr_srtt_ns_ = 0;
 }
 
 void QueuePair::sr_note_first_send(uint32_t psn, uint32_t span, uint64_t now) {
   if (sr_sent_ns_.empty()) return;
+  tlp_from_ns_ = now;
   const uint32_t n = std::min<uint32_t>(span, static_cast<uint32_t>(sr_sent_ns_.size()));
   for (uint32_t i = 0; i < n; ++i) sr_sent_ns_[wire::psn_add(psn, i) % sr_sent_ns_.size()] = now;
 }
@@ -72,6 +76,10 @@ void QueuePair::sr_delivered(uint32_t psn, uint64_t now) {
     rack_xmit_ns_ = sent;
     rack_rtt_ns_ = now - sent;
   }
+  // The smoothed round trip the tail loss probe waits two of (RFC 6298's
+  // SRTT, gain 1/8).
+  const uint64_t rtt = now - sent;
+  sr_srtt_ns_ = sr_srtt_ns_ ? sr_srtt_ns_ - sr_srtt_ns_ / 8 + rtt / 8 : rtt;
 }
 
 void QueuePair::sr_note_lost(uint32_t psn, uint64_t now) {
@@ -145,6 +153,60 @@ bool QueuePair::rack_resend_lost(uint32_t psn, uint64_t now) {
     return true;
   rack_arm_rewalk(t);
   return false;
+}
+
+// RFC 8985 7.2: the probe is due two smoothed round trips after the last
+// new packet or answer, while the newest packet is unanswered and asked
+// for its answer (one that did not may wait in the responder's ACK
+// coalescing). One at a time: the next waits for an answer.
+uint64_t QueuePair::tail_probe_deadline() const {
+  if (!attr_.sr_tail_probe || !rack_on() || tlp_sent_ || tlp_pending_ || !timer_deadline_ ||
+      !sr_srtt_ns_ || !tail_ack_req_)
+    return 0;
+  const uint32_t newest = wire::psn_add(send_high_, wire::kPsnMask);
+  if (!wire::psn_gt(newest, acked_psn_) || sack_state(newest) == kSackReceived) return 0;
+  return tlp_from_ns_ + 2 * sr_srtt_ns_;
+}
+
+void QueuePair::tail_probe_answered(uint64_t now) {
+  tlp_sent_ = false;
+  tlp_from_ns_ = now;
+}
+
+// RFC 8985 7.3: with no new packet to send, the newest one goes again,
+// asking for its answer. A READ or atomic is left to the timeouts: its
+// answer is a response, which the probe would duplicate.
+size_t QueuePair::produce_tail_probe(uint64_t now, std::span<uint8_t> buf) {
+  tlp_pending_ = false;
+  const uint32_t psn = wire::psn_add(send_high_, wire::kPsnMask);
+  uint64_t idx;
+  uint32_t k;
+  if (!wire::psn_gt(psn, acked_psn_) || sack_state(psn) == kSackReceived ||
+      !find_psn(psn, &idx, &k) || sq_at(idx).is_read_or_atomic())
+    return 0;
+  SendWqe& w = sq_at(idx);
+  const uint32_t bytes = static_cast<uint32_t>(
+      std::min<uint64_t>(mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));
+  force_ack_req_ = true;
+  const size_t n = gated_request(idx, k, bytes, now, buf);
+  force_ack_req_ = false;
+  if (!n) {
+    // Congestion control said not now: the probe stays due.
+    if (state_ != QpState::kErr) tlp_pending_ = true;
+    return 0;
+  }
+  tlp_sent_ = true;
+  sr_note_resent(psn);
+  rack_note_resend(psn, now);
+  ++counters_.tx_request_packets;
+  ++rare_counters().tx_retransmit_packets;
+  ++rare_counters().retransmit_tail_probes;
+  w.retransmitted = true;
+  w.last_sent_ns = now;
+  rtt_probe_ = false;
+  if (cc_->on_send) cc_->on_send(cc_ctx_, qpn_, bytes, true, now);
+  rto_low_from_ns_ = now;  // RTO_low gives the probe its round trip
+  return n;
 }
 
 }  // namespace droce::transport

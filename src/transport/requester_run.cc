@@ -19,9 +19,9 @@
 namespace droce::transport {
 
 bool QueuePair::run_may_start() const {
-  return state_ == QpState::kRts && type_ != QpType::kUd && tx_template_.valid() &&
-         !cnp_pending_ && resp_count_ == 0 && !rnr_wait_until_ && !sr_recovery_ &&
-         !cq_error_ && cc_->admit != nullptr;
+  return state_ == QpState::kRts && type_ != QpType::kUd && tx_template_.valid() && !cnp_pending_ &&
+         resp_count_ == 0 && !rnr_wait_until_ && !sr_recovery_ && !tlp_pending_ && !cq_error_ &&
+         cc_->admit != nullptr;
 }
 
 // The WQE whose next packet is new and of the run's kind, or nullptr.

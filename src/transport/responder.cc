@@ -171,6 +171,15 @@ void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
       nak_seq_sent_ = true;
       return;
     }
+    if (sr_placed(pkt.psn)) {
+      // Placed before: its SACK was lost, or this is a resend the requester
+      // made for want of it (a timeout or a tail loss probe). SACKed again,
+      // as IBA 9.7.5.2 has a duplicate acknowledged again; nothing is
+      // written a second time.
+      ++rare_counters().rx_duplicate_packets;
+      if (room_for_answer()) queue_nak(epsn_, NakCode::kPsnSequenceError, pkt.psn, false);
+      return;
+    }
   }
   if (!nak_seq_sent_) {
     queue_nak(epsn_, NakCode::kPsnSequenceError,

@@ -48,6 +48,11 @@ void QueuePair::retire_write_contexts(uint32_t epsn) {
     if (c.valid && !write_context_live(c, epsn)) c.valid = false;
 }
 
+bool QueuePair::sr_placed(uint32_t psn) const {
+  const uint32_t d = wire::psn_distance(epsn_, psn);
+  return d < ooo_.size() && ooo_[psn % ooo_.size()] != 0;
+}
+
 // Selective repeat: place an out-of-order RDMA WRITE packet if its message
 // context is known (see qp.h). Anything doubtful is dropped, not NAKed: the
 // requester resends it as a hole and the in-order path judges it.

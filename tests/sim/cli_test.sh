@@ -22,6 +22,7 @@ check link-down-subkey.toml 11 'links[0].down[0].to: unknown key'
 check link-down-time.toml 11 'links[0].down[0].until: expected a value'
 check outage-no-link.toml 7 'outages[0]: no link between leaf0 and leaf1'
 check collective-trigger.toml 8 'collective.trigger: only for pattern = "ring"'
+check tail-probe.toml 8 'flow.tail_probe: the tail loss probe is RACK'"'"'s (RFC 8985 7): it needs a reorder_window'
 out=$("$sim" "$good" --duration 1s --seed 7 --csv-interval 20us --out "${TMPDIR:-/tmp}/droce-sim-cli.$$" 2>&1); rc=$?
 [ $rc -eq 0 ] || { echo "FAIL good scenario: exit $rc: $out"; fail=1; }
 for f in flows.csv queues.csv links.csv fct.csv summary.json; do

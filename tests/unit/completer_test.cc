@@ -218,8 +218,9 @@ TEST(Completer, SelectiveRepeatResendsHoleAgainOnLaterSack) {
   EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 0u);
 }
 
-// IRN §3.1: RTO_low when few packets are in flight; once per progress and
-// outside retry_cnt, so RETRY_EXC still takes (retry_cnt + 1) RTO_high.
+// IRN §3.1: RTO_low when few packets are in flight, doubling while no
+// progress comes (RFC 6298 5.5) until it would reach RTO_high; outside
+// retry_cnt, so RETRY_EXC still takes (retry_cnt + 1) RTO_high after that.
 TEST(Completer, SelectiveRepeatRtoLowWhenFewPacketsInFlight) {
   QpAttr a = QpBench::default_attr();  // timeout 10: RTO_high 4.19 ms, retry_cnt 2
   a.recovery = Recovery::kSelectiveRepeat;
@@ -235,21 +236,32 @@ TEST(Completer, SelectiveRepeatRtoLowWhenFewPacketsInFlight) {
   b.qp_->on_timer(50'000);
   auto out = b.drain(50'000);
   // Expect: every un-SACKed packet resent; counted as RTO_low, retry
-  // budget untouched; the next deadline is RTO_high from now.
+  // budget untouched; the next deadline is twice RTO_low from now.
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].p.psn, 100u);
   EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 1u);
   EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 0u);
-  EXPECT_EQ(b.qp_->next_deadline(), 50'000 + high);
-  // Progress (ACK of 100) re-enables RTO_low, counted from the ACK.
+  EXPECT_EQ(b.qp_->next_deadline(), 50'000u + 100'000u);
+  // Progress (ACK of 100) brings RTO_low back to its base, counted from
+  // the ACK.
   b.feed(ack(100), {}, 60'000);
   EXPECT_EQ(b.qp_->next_deadline(), 60'000u + 50'000u);
   b.qp_->on_timer(110'000);
   ASSERT_EQ(b.drain(110'000).size(), 2u);  // 101, 102
   EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 2u);
-  // No progress since: only RTO_high now; retry_cnt = 2 allows two
-  // resends, the third expiry fails the WQE.
+  // No progress since: 100 us, 200 us ... 3.2 ms, each resending both
+  // packets; 6.4 ms would pass RTO_high, which takes over.
   uint64_t t = 110'000;
+  for (uint64_t rto = 100'000; rto < high; rto *= 2) {
+    EXPECT_EQ(b.qp_->next_deadline(), t + rto);
+    t += rto;
+    b.qp_->on_timer(t);
+    EXPECT_EQ(b.drain(t).size(), 2u);
+  }
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 8u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 0u);
+  // Then only RTO_high: retry_cnt = 2 allows two resends, the third
+  // expiry fails the WQE.
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(b.qp_->next_deadline(), t + high);
     t += high;
@@ -257,7 +269,7 @@ TEST(Completer, SelectiveRepeatRtoLowWhenFewPacketsInFlight) {
     b.drain(t);
   }
   EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 3u);
-  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 2u);
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts_low, 8u);
   auto wc = b.poll();
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);

@@ -117,6 +117,7 @@ flowlet_gap = 2000
 entropy = "flowlet"
 reorder_window = "20us"
 reth_every_packet = true
+tail_probe = true
 
 [[qp]]
 qpn = 0x14
@@ -136,6 +137,8 @@ qpn = 0x14
   EXPECT_EQ(d.qps[2].attr.entropy.flowlet_gap_ns, 2'000u);  // an integer is nanoseconds
   EXPECT_EQ(d.qps[2].attr.sr_reorder_window_ns, 20'000u);
   EXPECT_TRUE(d.qps[2].attr.write_reth_every_packet);
+  EXPECT_TRUE(d.qps[2].attr.sr_tail_probe);
+  EXPECT_FALSE(b.sr_tail_probe);
   EXPECT_EQ(b.sr_reorder_window_ns, 0u);
   EXPECT_FALSE(b.write_reth_every_packet);
   const transport::QpAttr& def = d.qps[3].attr;
@@ -179,6 +182,11 @@ TEST(EndpointConfig, MultipathMistakesNameTheirKey) {
             std::string::npos);
   EXPECT_NE(err("reorder_window = \"20us\"\n").find("qp[0].reorder_window: is selective "
                                                    "repeat's"),
+            std::string::npos);
+  EXPECT_NE(err("recovery = \"sr\"\ntail_probe = true\n")
+                .find("qp[0].tail_probe: is RACK's: it needs qp[0].reorder_window"),
+            std::string::npos);
+  EXPECT_NE(err("tail_probe = 1\n").find("qp[0].tail_probe: expected true or false"),
             std::string::npos);
   EXPECT_NE(err("reth_every_packet = 1\n").find("qp[0].reth_every_packet: expected true or "
                                                "false"),

@@ -98,15 +98,25 @@ TEST(OptionMultipath, ReorderWindowAndRethEveryPacketSetTheQp) {
   t.entropy = "path_aware";
   t.reorder_window = "20us";
   t.reth_every_packet = true;
+  t.tail_probe = true;
   const Multipath m = parse_multipath(t, MultipathNames::flags());
   transport::QpAttr a;
   apply_multipath(m, a);
   EXPECT_EQ(a.entropy.mode, EntropyMode::kPathAware);
   EXPECT_EQ(a.sr_reorder_window_ns, 20'000u);
   EXPECT_TRUE(a.write_reth_every_packet);
+  EXPECT_TRUE(a.sr_tail_probe);
   EXPECT_EQ(describe(m),
-            "sr (reorder window 20000 ns), a RETH in every WRITE packet, path-aware spray over "
-            "64 ports");
+            "sr (reorder window 20000 ns) (tail loss probe), a RETH in every WRITE packet, "
+            "path-aware spray over 64 ports");
+  // The tail loss probe is RACK's: without a window it is refused by name.
+  MultipathText p;
+  p.recovery = "sr";
+  p.tail_probe = true;
+  std::string why;
+  EXPECT_EQ(error_option([&] { parse_multipath(p, MultipathNames::flags()); }, &why),
+            "--tail-probe");
+  EXPECT_NE(why.find("needs --reorder-window"), std::string::npos) << why;
   // A window is selective repeat's; a time it cannot read is named.
   MultipathText g;
   g.reorder_window = "20us";

@@ -1,8 +1,9 @@
 // Selective repeat's record of each send (requester_rack.cc): time-based
 // loss detection (RACK, RFC 8985) finds holes lost by time, leaves late
-// ones alone, finds lost resends again and changes nothing when off; and
-// path-aware entropy hears each packet's round trip and loss by the path
-// it took.
+// ones alone, finds lost resends again and changes nothing when off; the
+// tail loss probe resends the newest packet when its answer is overdue;
+// and path-aware entropy hears each packet's round trip and loss by the
+// path it took.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -122,6 +123,55 @@ TEST(RequesterRack, ALostResendIsFoundByALaterDelivery) {
   EXPECT_EQ(b.qp_->counters().retransmit_sack_again, 1u);
   b.feed(ack(108), {}, 19'000);
   EXPECT_EQ(b.poll().size(), 9u);
+}
+
+// RFC 8985 7: the ACK of the last packets is lost. Two smoothed round
+// trips (2 x 5 us) after the last answer, the newest packet goes again,
+// asking for its ACK; one probe, then the timeouts as before.
+TEST(RequesterRack, TheTailLossProbeResendsTheNewestPacket) {
+  QpAttr a = rack_attr(3'000);
+  a.sr_tail_probe = true;
+  QpBench b(QpType::kRc, a);
+  send_eight(b);
+  b.feed(ack(104), {}, 9'000);  // 104 sent at 4 us: a 5 us round trip
+  EXPECT_EQ(b.qp_->next_deadline(), 19'000u);
+  EXPECT_EQ(b.drain(18'000).size(), 0u);
+  b.qp_->on_timer(19'000);
+  auto out = b.drain(19'000);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 107u);
+  EXPECT_TRUE(out[0].p.ack_req);
+  EXPECT_EQ(b.qp_->counters().retransmit_tail_probes, 1u);
+  EXPECT_EQ(b.qp_->counters().tx_retransmit_packets, 1u);
+  // Expect: no second probe before an answer; RTO_high is next.
+  EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+  // The probe's answer acknowledges all: the lost ACK's work done.
+  b.feed(ack(107), {}, 21'000);
+  EXPECT_EQ(b.poll().size(), 8u);
+  EXPECT_EQ(b.qp_->next_deadline(), UINT64_MAX);
+}
+
+// The newest packet SACKed: the holes below are RACK's (its reorder
+// timer), no probe; without the setting, no probe either.
+TEST(RequesterRack, NoTailLossProbeWhenTheNewestWasSackedOrWhenOff) {
+  QpAttr a = rack_attr(3'000);
+  a.sr_tail_probe = true;
+  QpBench b(QpType::kRc, a);
+  send_eight(b);
+  b.feed(ack(104), {}, 9'000);
+  b.feed(sack_nak(105, 107), {}, 11'000);
+  EXPECT_EQ(b.qp_->next_deadline(), 5'000u + 4'000u + 3'000u);  // RACK's, for 105
+  b.qp_->on_timer(40'000);
+  auto out = b.drain(40'000);
+  ASSERT_EQ(out.size(), 2u);  // the holes 105 and 106, found by time
+  EXPECT_EQ(b.qp_->counters().retransmit_tail_probes, 0u);
+
+  QpBench c(QpType::kRc, rack_attr(3'000));
+  send_eight(c);
+  c.feed(ack(104), {}, 9'000);
+  EXPECT_EQ(c.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+  c.qp_->on_timer(40'000);
+  EXPECT_EQ(c.drain(40'000).size(), 0u);
 }
 
 // Go-back-N keeps no send times; the window is selective repeat's.

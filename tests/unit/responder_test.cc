@@ -636,6 +636,28 @@ wire::TransportSpec write_first(QpBench& b, uint32_t psn, uint64_t off, uint32_t
   return t;
 }
 
+// A packet placed out of order that arrives again (its SACK was lost, so
+// the requester resent it on a timeout or as a tail loss probe) is SACKed
+// again, not met with silence, and written once.
+TEST(Responder, SelectiveRepeatSacksAPlacedPacketAgain) {
+  QpBench b(QpType::kRc, selective_repeat_attr());
+  auto data = bytes(3000, 9);
+  b.feed(write_first(b, 500, 0, 3000), {data.data(), 1024});
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 502), {data.data() + 2048, 952});
+  ASSERT_EQ(b.drain().size(), 1u);  // the SACK of 502, lost
+  // The copy differs: had it been written again, the memory would show it.
+  auto other = bytes(952, 3);
+  b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 502), {other.data(), 952});
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 501u);
+  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 1u);
+  EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
+  EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
+}
+
 // The last packet of a WRITE with immediate overtakes the packet before it
 // (a loss, or a sprayed path): it is placed and SACKed at once, and its
 // receive WQE is consumed, with the completion, only when the hole fills,

@@ -1,9 +1,9 @@
 // A QP's multipath settings as users give them, one way for every app:
 // droce-perf's --recovery, --entropy, --entropy-paths, --flowlet-gap,
-// --reorder-tolerance, --reorder-window, --rto-low and --reth-every-packet,
-// droce-endpoint's [[qp]] keys recovery, entropy, entropy_paths,
-// flowlet_gap, reorder_tolerance, reorder_window, rto_low and
-// reth_every_packet,
+// --reorder-tolerance, --reorder-window, --tail-probe, --rto-low and
+// --reth-every-packet, droce-endpoint's [[qp]] keys recovery, entropy,
+// entropy_paths, flowlet_gap, reorder_tolerance, reorder_window,
+// tail_probe, rto_low and reth_every_packet,
 // droce-pktgen's DPDK collective. The names are droce-sim's scenario keys' (docs/MULTIPATH.md):
 // entropy "fixed", "spray", "flowlet", "path_aware"; recovery "gbn" (or "go_back_n"),
 // "sr" (or "selective_repeat").
@@ -51,12 +51,13 @@ struct MultipathText {
   std::optional<std::string> reorder_window;
   std::optional<std::string> rto_low;
   bool reth_every_packet = false;
+  bool tail_probe = false;
 };
 
 // What errors call each setting: command-line flags or a config file's keys.
 struct MultipathNames {
   std::string recovery, entropy, entropy_paths, flowlet_gap, reorder_tolerance, reorder_window,
-      rto_low, reth_every_packet;
+      rto_low, reth_every_packet, tail_probe;
   static MultipathNames flags();                          // --recovery, --entropy, ...
   static MultipathNames keys(const std::string& prefix);  // prefix.recovery, ...
 };
@@ -69,19 +70,22 @@ struct Multipath {
   std::optional<uint64_t> reorder_window_ns;  // QpAttr::sr_reorder_window_ns
   std::optional<uint64_t> rto_low_ns;         // QpAttr::sr_rto_low_ns
   bool reth_every_packet = false;             // QpAttr::write_reth_every_packet
+  bool tail_probe = false;                    // QpAttr::sr_tail_probe
   bool selective_repeat() const {
     return recovery == transport::Recovery::kSelectiveRepeat;
   }
 };
 
 // Parses and checks the combination: entropy other than fixed, a reorder
-// tolerance, a reorder window and RTO_low need selective repeat;
+// tolerance, a reorder window and RTO_low need selective repeat, the tail
+// loss probe a reorder window;
 // entropy_paths needs a mode but fixed, flowlet_gap needs flowlet. Throws
 // ConfigError naming the setting.
 Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
 
 // Sets recovery, entropy, sr_reorder_tolerance_pkts, sr_reorder_window_ns,
-// sr_rto_low_ns and write_reth_every_packet of `attr` (unset ones untouched).
+// sr_tail_probe, sr_rto_low_ns and write_reth_every_packet of `attr` (unset
+// ones untouched).
 void apply_multipath(const Multipath& m, transport::QpAttr& attr);
 
 // "sr, spray over 8 paths", "gbn", ... for a program's header lines.

@@ -90,6 +90,8 @@ struct FlowSpec {
   // Selective repeat's time-based loss detection, 0 = off
   // (QpAttr::sr_reorder_window_ns, RACK).
   uint64_t reorder_window_ns = 0;
+  // With a reorder window: the tail loss probe (QpAttr::sr_tail_probe).
+  bool tail_probe = false;
   // Every RDMA WRITE packet a WRITE ONLY with its own RETH
   // (QpAttr::write_reth_every_packet).
   bool reth_every_packet = false;

@@ -84,11 +84,15 @@ bool transition_allowed(QpState from, QpState to);
 //  - two timeouts (IRN §3.1): the IBA local ACK timeout (RTO_high) and
 //    sr_rto_low_ns (RTO_low) when at most sr_rto_low_threshold_pkts
 //    packets are in flight (sent, neither ACKed nor SACKed) and the
-//    newest one will be answered (AckReq, or already SACKed). RTO_low
-//    fires at most once per forward progress and does not count against
-//    retry_cnt, so the time to IBV_WC_RETRY_EXC_ERR stays at least
-//    (retry_cnt + 1) RTO_high as IBA 9.7.6.1.3 sets it. On either
-//    timeout the requester resends every un-SACKed outstanding packet.
+//    newest one will be answered (AckReq, or already SACKed). Each
+//    RTO_low without forward progress doubles the next (a resend lost
+//    again waits 2, 4, ... RTO_low, as TCP backs its RTO off, RFC 6298
+//    5.5) until it would reach RTO_high, which then takes over. RTO_low
+//    does not count against retry_cnt, so the time to
+//    IBV_WC_RETRY_EXC_ERR stays at least (retry_cnt + 1) RTO_high as IBA
+//    9.7.6.1.3 sets it. On either timeout the requester resends every
+//    un-SACKed outstanding packet. A packet placed already that arrives
+//    again is SACKed again (its SACK may be what was lost).
 //    READ responses stay in order (the requester re-issues the READ from
 //    the first missing response).
 // Both ends must be configured for selective repeat. Go-back-N keeps the
@@ -128,7 +132,8 @@ struct QpInitAttr {
 //   RTR->RTS:    sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic,
 //                ack_req_every_n, ack_req_interval_ns, max_inflight_psns, sr_rto_low_ns,
 //                sr_rto_low_threshold_pkts, sr_reorder_tolerance_pkts,
-//                sr_reorder_window_ns, write_reth_every_packet, honour_credits
+//                sr_reorder_window_ns, sr_tail_probe, write_reth_every_packet,
+//                honour_credits
 struct QpAttr {
   uint32_t qp_access_flags =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -205,6 +210,15 @@ struct QpAttr {
   // the minimum RTT; a sprayed fabric's queues need more). Either this
   // or sr_reorder_tolerance_pkts finding a hole lost is enough.
   uint64_t sr_reorder_window_ns = 0;
+  // Selective repeat with RACK (a reorder window) only: the tail loss
+  // probe of RACK-TLP (RFC 8985 section 7). When the newest packet, which
+  // asked for its ACK, has been answered neither by an ACK nor a SACK for
+  // two smoothed round trips since the last packet sent or answer
+  // received, it is sent again, asking for its ACK: one packet instead of
+  // a timeout. Its answer either acknowledges what a lost ACK did not, or
+  // SACKs it and lets RACK find the holes below; lost too, RTO_low or
+  // RTO_high follows as without it. Off by default.
+  bool sr_tail_probe = false;
   // An RDMA WRITE longer than the path MTU leaves as a run of WRITE ONLY
   // packets, each with the RETH of its own slice, instead of FIRST,
   // MIDDLE..., LAST (IBA 9.7.4: each is a message of its own to the
@@ -467,10 +481,10 @@ class QueuePair {
   // ---- requester_rack.cc: selective repeat's record of each send (its
   // time and entropy path), for time-based loss detection (RFC 8985) and
   // path-aware entropy.
-  // At RTS: the window (QpAttr::sr_reorder_window_ns) and the record the
-  // window and path-aware entropy need; a new connection forgets what was
-  // delivered.
-  void sr_configure_send_record(uint64_t window_ns);
+  // At RTS: the window (QpAttr::sr_reorder_window_ns), the tail loss
+  // probe and the record they and path-aware entropy need; a new
+  // connection forgets what was delivered.
+  void sr_configure_send_record(uint64_t window_ns, bool tail_probe);
   void rack_restart();
   // A request packet for `psn` (and the `span` - 1 after it, a READ's)
   // left for the first time at `now`.
@@ -495,6 +509,11 @@ class QueuePair {
   // walk for this resend).
   bool rack_resend_lost(uint32_t psn, uint64_t now);
   void rack_arm_rewalk(uint64_t resent_ns);
+  // The tail loss probe's deadline (0: none due), an answer that restarts
+  // it, and the probe itself (produce_request sends it before any hole).
+  uint64_t tail_probe_deadline() const;
+  void tail_probe_answered(uint64_t now);
+  size_t produce_tail_probe(uint64_t now, std::span<uint8_t> buf);
 
   // ---- responder.cc, responder_*.cc (the steps: responder_steps.h)
   void on_request(const wire::ParsedPacket& pkt, uint64_t now);
@@ -543,6 +562,7 @@ class QueuePair {
   void on_duplicate(const wire::ParsedPacket& pkt);
   void on_out_of_order(const wire::ParsedPacket& pkt);
   bool sr_accept(const wire::ParsedPacket& pkt);  // responder_selective_repeat.cc
+  bool sr_placed(uint32_t psn) const;             // an out-of-order packet placed already
   OooImmediate* claim_ooo_immediate();
   bool sr_complete_immediate();
   void sr_advance();
@@ -631,7 +651,7 @@ class QueuePair {
   uint8_t rnr_retry_left_ = 7;
   // (The flags sit together where they fill the padding of their
   // neighbours: a QP's size is what a million idle QPs cost.)
-  bool rto_low_spent_ = false;   // RTO_low fired since the last progress
+  uint8_t rto_low_fired_ = 0;  // RTO_lows since the last progress (backoff)
   bool sr_recovery_ = false;
   uint64_t timer_deadline_ = 0;  // RTO_high; 0: disarmed
   uint64_t rto_low_from_ns_ = 0; // RTO_low counts from progress or a resend
@@ -655,6 +675,7 @@ class QueuePair {
   uint32_t sr_rewalk_at_ = 0;      // ... a SACK at or above this PSN
   bool tail_ack_req_ = false;      // PSN send_high_ - 1 carried AckReq
   bool built_ack_req_ = false;     // the request build_request wrote last did
+  bool force_ack_req_ = false;     // gated_request: this one asks (a tail probe)
   uint64_t last_ack_req_ns_ = UINT64_MAX;  // a new request last asked (none yet)
   EntropySource entropy_;          // UDP source ports of request packets
   uint32_t reorder_depth_max_ = 0;  // responder: furthest PSN ahead of epsn_ seen
@@ -674,6 +695,12 @@ class QueuePair {
   uint32_t rack_high_ = 0;
   bool rack_rewalk_armed_ = false;
   bool rack_valid_ = false;           // something was delivered
+  // Tail loss probe (QpAttr::sr_tail_probe): due at tlp_from_ns_ (the last
+  // first send or answer) plus two smoothed round trips of first sends.
+  bool tlp_pending_ = false;  // due: produce_request sends it next
+  bool tlp_sent_ = false;     // one out; no other before an answer
+  uint64_t tlp_from_ns_ = 0;
+  uint64_t sr_srtt_ns_ = 0;    // 0: no round trip measured yet
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
