@@ -181,9 +181,11 @@ size_t QueuePair::produce_tail_probe(uint64_t now, std::span<uint8_t> buf) {
   const uint32_t psn = wire::psn_add(send_high_, wire::kPsnMask);
   uint64_t idx;
   uint32_t k;
-  if (!wire::psn_gt(psn, acked_psn_) || sack_state(psn) == kSackReceived ||
-      !find_psn(psn, &idx, &k) || sq_at(idx).is_read_or_atomic())
+  if (!wire::psn_gt(psn, acked_psn_) || sack_state(psn) == kSackReceived) return 0;
+  if (!find_psn(psn, &idx, &k) || sq_at(idx).is_read_or_atomic()) {
+    tlp_sent_ = true;  // spent: no other probe before an answer
     return 0;
+  }
   SendWqe& w = sq_at(idx);
   const uint32_t bytes = static_cast<uint32_t>(
       std::min<uint64_t>(mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));

@@ -125,15 +125,26 @@ TEST(RequesterRack, ALostResendIsFoundByALaterDelivery) {
   EXPECT_EQ(b.poll().size(), 9u);
 }
 
+// RACK with the tail loss probe.
+QpAttr probe_attr() {
+  QpAttr a = rack_attr(3'000);
+  a.sr_tail_probe = true;
+  return a;
+}
+
+// Eight packets, 100..104 ACKed at 9 us (104 sent at 4 us: a 5 us round
+// trip), and the ACK of the rest lost.
+void send_eight_to_a_lost_ack(QpBench& b) {
+  send_eight(b);
+  b.feed(ack(104), {}, 9'000);
+}
+
 // RFC 8985 7: the ACK of the last packets is lost. Two smoothed round
 // trips (2 x 5 us) after the last answer, the newest packet goes again,
 // asking for its ACK; one probe, then the timeouts as before.
 TEST(RequesterRack, TheTailLossProbeResendsTheNewestPacket) {
-  QpAttr a = rack_attr(3'000);
-  a.sr_tail_probe = true;
-  QpBench b(QpType::kRc, a);
-  send_eight(b);
-  b.feed(ack(104), {}, 9'000);  // 104 sent at 4 us: a 5 us round trip
+  QpBench b(QpType::kRc, probe_attr());
+  send_eight_to_a_lost_ack(b);
   EXPECT_EQ(b.qp_->next_deadline(), 19'000u);
   EXPECT_EQ(b.drain(18'000).size(), 0u);
   b.qp_->on_timer(19'000);
@@ -154,11 +165,8 @@ TEST(RequesterRack, TheTailLossProbeResendsTheNewestPacket) {
 // The newest packet SACKed: the holes below are RACK's (its reorder
 // timer), no probe; without the setting, no probe either.
 TEST(RequesterRack, NoTailLossProbeWhenTheNewestWasSackedOrWhenOff) {
-  QpAttr a = rack_attr(3'000);
-  a.sr_tail_probe = true;
-  QpBench b(QpType::kRc, a);
-  send_eight(b);
-  b.feed(ack(104), {}, 9'000);
+  QpBench b(QpType::kRc, probe_attr());
+  send_eight_to_a_lost_ack(b);
   b.feed(sack_nak(105, 107), {}, 11'000);
   EXPECT_EQ(b.qp_->next_deadline(), 5'000u + 4'000u + 3'000u);  // RACK's, for 105
   b.qp_->on_timer(40'000);
@@ -167,11 +175,25 @@ TEST(RequesterRack, NoTailLossProbeWhenTheNewestWasSackedOrWhenOff) {
   EXPECT_EQ(b.qp_->counters().retransmit_tail_probes, 0u);
 
   QpBench c(QpType::kRc, rack_attr(3'000));
-  send_eight(c);
-  c.feed(ack(104), {}, 9'000);
+  send_eight_to_a_lost_ack(c);
   EXPECT_EQ(c.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
   c.qp_->on_timer(40'000);
   EXPECT_EQ(c.drain(40'000).size(), 0u);
+}
+
+// A READ's answer is its response: the probe leaves it to the timeouts,
+// and its deadline does not come back until an answer.
+TEST(RequesterRack, NoTailLossProbeForARead) {
+  QpBench b(QpType::kRc, probe_attr());
+  send_eight_to_a_lost_ack(b);
+  ASSERT_EQ(b.post_send(8, IBV_WR_RDMA_READ, 0, 1024), 0);
+  ASSERT_EQ(b.drain(10'000).size(), 1u);  // READ request, PSN 108
+  const uint64_t probe = b.qp_->next_deadline();
+  ASSERT_LT(probe, 9'000 + ack_timeout_ns(10));
+  b.qp_->on_timer(probe);
+  EXPECT_EQ(b.drain(probe).size(), 0u);
+  EXPECT_EQ(b.qp_->counters().retransmit_tail_probes, 0u);
+  EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
 }
 
 // Go-back-N keeps no send times; the window is selective repeat's.
