@@ -48,7 +48,7 @@ namespace droce::transport {
   C(local_errors)          /* bad lkey / length at the requester */          \
   /* responder (RX of requests) */                                            \
   H(rx_request_packets)    /* requests taken (not those after a fatal error) */ \
-  C(rx_duplicate_packets)  /* PSN behind the expected PSN */                  \
+  C(rx_duplicate_packets)  /* behind the expected PSN, or placed (SR) */      \
   C(rx_duplicate_reads)    /* READ re-executed (IBA 9.7.5.1.2) */             \
   C(rx_duplicate_atomics_replayed)                                            \
   C(rx_duplicate_atomics_unknown) /* not in the cache: dropped */            \
