@@ -5,9 +5,9 @@ sr --entropy spray --entropy-paths 8 on the client; the server, given no
 passes. What the client sent is read back with tshark from its capture
 (--capture): its WRITE requests carry exactly 8 distinct UDP source ports,
 and 1 with the default fixed entropy (also under --recovery sr alone).
-With --entropy path_aware, --reorder-window and --reth-every-packet the
-data check passes too, over 8 ports, and every WRITE request is a WRITE
-ONLY.
+With --entropy path_aware, --reorder-window, --tail-probe and
+--reth-every-packet the data check passes too, over 8 ports, and every
+WRITE request is a WRITE ONLY.
 
 Then the same over a veth pair between two network namespaces
 (net_af_packet), captured by tshark on the veth itself, a capture
@@ -40,7 +40,7 @@ HAVE_TSHARK = shutil.which("tshark") is not None
 WRITE_OPCODES = {6, 7, 8, 10}
 SPRAY = ["--recovery", "sr", "--entropy", "spray", "--entropy-paths", "8"]
 PATH_AWARE = ["--recovery", "sr", "--entropy", "path_aware", "--entropy-paths", "8",
-              "--reorder-window", "20us", "--reth-every-packet"]
+              "--reorder-window", "20us", "--tail-probe", "--reth-every-packet"]
 BW = ["-n", "200", "-s", "65536", "--check"]
 
 
@@ -103,7 +103,8 @@ for tag, client_args, want, header, opcodes in [
         ("sr_fixed", ["--recovery", "sr"], 1, "Multipath       : sr", None),
         # RC RDMA WRITE ONLY alone: each packet carries its own RETH.
         ("path_aware", PATH_AWARE, 8,
-         "Multipath       : sr (reorder window 20000 ns), a RETH in every WRITE packet, "
+         "Multipath       : sr (reorder window 20000 ns) (tail loss probe), a RETH in every "
+         "WRITE packet, "
          "path-aware spray over 8 ports", {10}),
 ]:
     pcap = os.path.join(tmp, f"{tag}.pcap")
