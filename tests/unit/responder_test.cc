@@ -599,6 +599,15 @@ QpAttr selective_repeat_attr() {
   return a;
 }
 
+// `out` is one selective ACK: a PSN-sequence-error NAK whose BTH PSN is the
+// first missing PSN and whose MSN field names the PSN received (qp.h).
+void expect_sack(const std::vector<Frame>& out, uint32_t first_missing, uint32_t sacked) {
+  expect_nak(out, first_missing, nak(NakCode::kPsnSequenceError));
+  if (out.size() == 1) {
+    EXPECT_EQ(out[0].p.aeth_msn, sacked);
+  }
+}
+
 TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
   QpBench b(QpType::kRc, selective_repeat_attr());
   auto data = bytes(3000, 9);
@@ -611,10 +620,7 @@ TEST(Responder, SelectiveRepeatPlacesOutOfOrderWriteAndSacks) {
   b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 502), {data.data() + 2048, 952});
   auto out = b.drain();
   // Expect: a sequence-error NAK for 501 whose MSN field SACKs 502.
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].p.psn, 501u);
-  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
-  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  expect_sack(out, 501, 502);
   EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
   // Expect: the retransmitted hole completes the message; ACK covers 502.
   b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_MIDDLE, 501, false), {data.data() + 1024, 1024});
@@ -649,10 +655,7 @@ TEST(Responder, SelectiveRepeatSacksAPlacedPacketAgain) {
   auto other = bytes(952, 3);
   b.feed(req(IBV_OPCODE_RC_RDMA_WRITE_LAST, 502), {other.data(), 952});
   auto out = b.drain();
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].p.psn, 501u);
-  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
-  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  expect_sack(out, 501, 502);
   EXPECT_EQ(b.qp_->counters().rx_duplicate_packets, 1u);
   EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
   EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
@@ -674,10 +677,7 @@ TEST(Responder, SelectiveRepeatPlacesWriteWithImmediateOutOfOrderAndCompletesInO
   b.feed(last, {data.data() + 2048, 952});
   // Expect: placed and SACKed (NAK for 501 naming 502), no completion yet.
   auto out = b.drain();
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].p.psn, 501u);
-  EXPECT_EQ(out[0].p.aeth_syndrome, nak(NakCode::kPsnSequenceError));
-  EXPECT_EQ(out[0].p.aeth_msn, 502u);
+  expect_sack(out, 501, 502);
   EXPECT_EQ(b.qp_->counters().rx_ooo_accepted, 1u);
   EXPECT_EQ(0, std::memcmp(b.mem_.data() + 2048, data.data() + 2048, 952));
   EXPECT_TRUE(b.poll().empty());
