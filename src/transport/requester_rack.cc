@@ -77,7 +77,8 @@ void QueuePair::sr_delivered(uint32_t psn, uint64_t now) {
     rack_rtt_ns_ = now - sent;
   }
   // The smoothed round trip the tail loss probe waits two of (RFC 6298's
-  // SRTT, gain 1/8).
+  // SRTT, gain 1/8); kept only for the probe.
+  if (!attr_.sr_tail_probe) return;
   const uint64_t rtt = now - sent;
   sr_srtt_ns_ = sr_srtt_ns_ ? sr_srtt_ns_ - sr_srtt_ns_ / 8 + rtt / 8 : rtt;
 }
