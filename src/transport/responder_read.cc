@@ -35,10 +35,14 @@ Verdict QueuePair::execute_read(const wire::ParsedPacket& pkt) {
                                      pkt.reth_dma_length, &checked))
     return nak_verdict(*nak);
   // IBA 9.7.5.2 : more outstanding READ/atomics than the responder
-  // advertised (max_dest_rd_atomic) is an invalid request.
+  // advertised (max_dest_rd_atomic) is an invalid request. A READ answered
+  // again is not counted: the requester may have completed it from its
+  // first answer, and cannot know the second still waits here.
   uint32_t reads = 0;
-  for (uint32_t i = 0; i < resp_count_; ++i)
-    if (resp_at(resp_head_ + i).kind == Response::Kind::kRead) ++reads;
+  for (uint32_t i = 0; i < resp_count_; ++i) {
+    const Response& q = resp_at(resp_head_ + i);
+    if (q.kind == Response::Kind::kRead && !q.replay) ++reads;
+  }
   if (reads >= attr_.max_dest_rd_atomic) return Verdict::kInvalidRequest;
   const uint32_t npkts = read_response_packets(pkt.reth_dma_length, mtu_);
   msn_ = wire::psn_add(msn_, 1);
@@ -76,7 +80,9 @@ void QueuePair::replay_read(const wire::ParsedPacket& pkt) {
     // next new READ would be refused as an invalid request.
     if (q.end_psn == end_psn) {
       ++rare_counters().rx_duplicate_reads;
+      const bool replay = q.replay;
       q = read_response(pkt, npkts, q.msn, mr);
+      q.replay = replay;
       return;
     }
   }
@@ -87,6 +93,18 @@ void QueuePair::replay_read(const wire::ParsedPacket& pkt) {
   }
   ++rare_counters().rx_duplicate_reads;
   *r = read_response(pkt, npkts, msn_, mr);
+  r->replay = true;
+  // Its first answer has left, so answers to later requests may be queued:
+  // a go-back-N requester sends them all again after this one and expects
+  // the answers in PSN order (IBA 9.7.5.1), so the new stream goes ahead
+  // of every answer to a later PSN, as a NIC rewinding its answer queue to
+  // the duplicate would send them.
+  for (uint32_t i = resp_count_ - 1; i > 0; --i) {
+    Response& before = resp_at(resp_head_ + i - 1);
+    Response& self = resp_at(resp_head_ + i);
+    if (!wire::psn_gt(before.psn, self.psn)) break;
+    std::swap(before, self);
+  }
 }
 
 // The next packet of the READ response stream `r` (the oldest answer).

@@ -340,6 +340,67 @@ TEST(Responder, DuplicateOfAReadBeingAnsweredRestartsItsStream) {
   EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
 }
 
+TEST(Responder, ReadsResentByGoBackNAreAnsweredInPsnOrder) {
+  // Two READs of three packets; the first is answered whole and the
+  // second's FIRST is out when the requester times out and sends both
+  // again. The first one's stream is gone from the queue, so it is
+  // answered by a new one, which must go out ahead of the second's
+  // (IBA 9.7.5.1: responses in request order), not behind it.
+  QpBench b;
+  auto first = read_req(500, b.va(0), b.mr_->rkey(), 2500);
+  auto second = read_req(503, b.va(4096), b.mr_->rkey(), 2500);
+  b.feed(first);
+  b.feed(second);
+  std::vector<uint8_t> buf(9000);
+  for (int i = 0; i < 4; ++i) ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  b.feed(first);
+  b.feed(second);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 6u);
+  for (uint32_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].p.psn, 500 + i);
+  EXPECT_EQ(out[0].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
+  EXPECT_EQ(0, std::memcmp(out[0].p.payload, b.mem_.data(), 1024));
+  EXPECT_EQ(out[3].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_FIRST);
+  EXPECT_EQ(0, std::memcmp(out[3].p.payload, b.mem_.data() + 4096, 1024));
+  EXPECT_EQ(b.qp_->counters().rx_duplicate_reads, 2u);
+}
+
+TEST(Responder, ReadAnsweredAgainIsNotAnotherOutstandingRead) {
+  // The requester may hold max_dest_rd_atomic READs outstanding. A READ
+  // it sent again, answered again after its answer had left, is one it
+  // may already have completed: counting its second answer against the
+  // limit would refuse the next new READ as an invalid request and end a
+  // connection that did nothing wrong.
+  QpAttr attr = QpBench::default_attr();
+  attr.max_dest_rd_atomic = 2;
+  QpBench b(QpType::kRc, attr);
+  auto read_at = [&](uint32_t psn) {
+    return read_req(psn, b.va(64 * (psn - 500)), b.mr_->rkey(), 16);
+  };
+  b.feed(read_at(500));
+  std::vector<uint8_t> buf(9000);
+  ASSERT_GT(b.qp_->produce(0, buf), 0u);
+  b.feed(read_at(500));  // answered again, not yet sent
+  b.feed(read_at(501));
+  b.feed(read_at(502));
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].p.opcode, IBV_OPCODE_RC_RDMA_READ_RESPONSE_ONLY);
+    EXPECT_EQ(out[i].p.psn, 500 + i);
+  }
+  EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
+  // Expect: a third new READ beyond the two outstanding is still refused.
+  b.feed(read_at(503));
+  b.feed(read_at(504));
+  b.feed(read_at(505));
+  out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1].p.psn, 504u);
+  EXPECT_EQ(out[2].p.opcode, IBV_OPCODE_RC_ACKNOWLEDGE);
+  EXPECT_EQ(out[2].p.aeth_syndrome, nak(NakCode::kInvalidRequest));
+}
+
 TEST(Responder, AnswerRingGrowsOnDemandKeepingTheAnswersInOrder) {
   // The answer ring starts empty and doubles when full (an idle QP should
   // not carry room for 16 outstanding READs): growing it while its queued

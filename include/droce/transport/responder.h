@@ -31,6 +31,8 @@ struct Response {
   uint32_t remaining = 0;
   uint32_t end_psn = 0;  // one past the last response PSN
   bool first = true;      // next packet is the first of the response
+  // kRead: answers again a READ whose first answer has left (responder_read.cc)
+  bool replay = false;
   bool zero_length = false;
   uint64_t atomic_original = 0;
   bool fatal = false;     // kNak: the QP enters ERR once it is sent
