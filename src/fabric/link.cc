@@ -26,8 +26,16 @@ void Link::enqueue(Packet&& p, uint64_t arrival) {
 }
 
 void Link::send(Packet&& packet, uint64_t departure_time) {
+  transmit(std::move(packet), departure_time, up_, true);
+}
+
+void Link::send_as_of(Packet&& packet, uint64_t departure_time, bool up_then, bool cut_since) {
+  transmit(std::move(packet), departure_time, up_then, !cut_since);
+}
+
+void Link::transmit(Packet&& packet, uint64_t departure_time, bool up, bool arrives) {
   ++counters_.sent;
-  if (!up_) {
+  if (!up) {
     ++counters_.lost_down;
     return;
   }
@@ -68,15 +76,22 @@ void Link::send(Packet&& packet, uint64_t departure_time) {
     }
     return d;
   };
+  auto place = [&](Packet&& p, uint64_t arrival) {
+    if (arrives) {
+      enqueue(std::move(p), arrival);
+    } else {
+      ++counters_.lost_down;  // in flight when the link went down
+    }
+  };
   if (dup) {
     ++counters_.duplicated;
     Packet copy = packet;
     const uint64_t d1 = delay();
-    enqueue(std::move(packet), departure_time + d1);
-    enqueue(std::move(copy), departure_time + delay());
+    place(std::move(packet), departure_time + d1);
+    place(std::move(copy), departure_time + delay());
     return;
   }
-  enqueue(std::move(packet), departure_time + delay());
+  place(std::move(packet), departure_time + delay());
 }
 
 }  // namespace droce::fabric

@@ -111,18 +111,25 @@ void Simulator::Impl::run_link(uint32_t l) {
 // Switch::set_port_up, which also ends PFC on the link). A host end only
 // loses its PFC pauses (Endpoint::link_down): what it sends while down is
 // lost, and RC retransmission recovers.
+//
+// Split over processes (partitioned_run.cc), every partition runs every
+// change, so each knows every link's state (routes, and whether a frame it
+// sends into another partition's link is lost), but only its own switches
+// and hosts act on it.
 void Simulator::Impl::run_link_changes() {
   const uint64_t now = self.now_;
   link_schedule.pop_due(now, [&](const LinkChange& c) {
     for (uint32_t l : {2 * c.link, 2 * c.link + 1}) {
       Dir& dir = *dirs[l];
       dir.link.set_up(c.up);
+      if (!c.up && !dir_last_down.empty()) dir_last_down[l] = now;
       reschedule_link(l);
       // Each direction's receiving end: between the two, both ends.
       if (dir.to.kind == Kind::kSwitch) {
+        if (!owns_switch(dir.to.index)) continue;
         sws[dir.to.index].sw->set_port_up(dir.to.port, c.up, now);
         reschedule_switch(dir.to.index);
-      } else if (!c.up) {
+      } else if (!c.up && owns_host(dir.to.index)) {
         hosts[dir.to.index]->ep->link_down(now);
         reschedule_host(dir.to.index);
       }

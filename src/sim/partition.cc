@@ -10,14 +10,12 @@ namespace droce::sim {
 namespace {
 
 // Features whose effects are not frames on links, and so would need more
-// than the frame exchange to stay identical across partitions: a link's
-// state changing, connections made during the run, and a ring step
-// started by another host's completion (no delay to look ahead by).
+// than the frame exchange to stay identical across partitions: connections
+// made during the run, and a ring step started by another host's
+// completion (no delay to look ahead by). Links that go down are carried:
+// their times are in the scenario, so every partition knows every link's
+// state (event_loop.cc, partitioned_run.cc).
 void refuse_unsupported(const Scenario& sc) {
-  for (const LinkSpec& l : sc.links)
-    if (!l.down.empty())
-      throw ScenarioError(sc.file + ":" + std::to_string(l.line) + ": links " + l.a + "-" + l.b +
-                          ": a link that goes down is not supported in a partitioned run yet");
   if (const auto& c = sc.collective) {
     if (c->window)
       throw ScenarioError(sc.file +

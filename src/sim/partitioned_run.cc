@@ -24,7 +24,8 @@
 // wait during the first phase; that costs only at the tail.
 //
 // A frame crossing partitions, as stashed: its link direction, length,
-// first and last bit times, the Packet fields a switch set, then its bytes.
+// first and last bit times, when it was sent and whether the link was up
+// then, the Packet fields a switch set, then its bytes.
 // A partition's chunk starts with two words: the earliest it has anything
 // to do (an event, or one of these frames arriving) and the frame count.
 #include <algorithm>
@@ -42,9 +43,11 @@ namespace {
 struct CrossingFrame {
   uint32_t dir, len;
   uint64_t start, end, enqueue_time, tag;
+  uint64_t sent_at;  // when the sender handed it to the link
   uint32_t accounted;
   uint16_t ingress_port, l3_offset;
   uint8_t tc, ip_version;
+  uint8_t link_up;  // the link's state then
 };
 constexpr size_t kChunkHeader = 2 * sizeof(uint64_t);
 
@@ -66,11 +69,13 @@ void Simulator::Impl::stash(uint32_t l, const fabric::Packet& p, uint64_t start,
                         end,
                         p.enqueue_time,
                         p.tag,
+                        self.now_,
                         p.accounted,
                         p.ingress_port,
                         p.l3_offset,
                         p.tc,
-                        p.ip_version};
+                        p.ip_version,
+                        dirs[l]->link.up()};
   const size_t at = b.size();
   b.resize(at + sizeof h + p.size());
   std::memcpy(b.data() + at, &h, sizeof h);
@@ -84,6 +89,7 @@ void Simulator::Impl::enter_partition(uint32_t index, PartitionPlan p) {
   part = index;
   dir_part.resize(dirs.size());
   dir_min_delay.resize(dirs.size());
+  dir_last_down.assign(dirs.size(), kNever);
   for (size_t l = 0; l < dirs.size(); ++l) {
     const NodeRef to = dirs[l]->to;
     dir_part[l] = to.kind == Kind::kHost ? plan.host[to.index] : plan.sw[to.index];
@@ -140,8 +146,13 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
       pk.ip_version = h.ip_version;
       // The frame enters the link as it would have when it was sent: the
       // link's draws (loss, jitter) come in the same order, and it
-      // arrives after this window.
-      dirs[h.dir]->send(std::move(pk), h.start, h.end);
+      // arrives after this window. Sent while the link was up, it was in
+      // flight if the link went down since; a change at the same time
+      // came after it (a link change's component id is above every
+      // host's and switch's).
+      const uint64_t down = dir_last_down[h.dir];
+      const bool cut = h.link_up && down != kNever && down >= h.sent_at;
+      dirs[h.dir]->send_as_of(std::move(pk), h.start, h.end, h.link_up, cut);
       reschedule_link(h.dir);
     }
   }

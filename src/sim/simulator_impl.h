@@ -101,6 +101,18 @@ struct Simulator::Impl {
       last_end = end;
       link.send(std::move(p), end);
     }
+    // A frame another process sent at a time when the link was `up_then`,
+    // handed over later (partitioned_run.cc); `cut_since`: the link went
+    // down after it left.
+    void send_as_of(fabric::Packet&& p, uint64_t start, uint64_t end, bool up_then,
+                    bool cut_since) {
+      if (up_then) {
+        busy_ns += end - start;
+        last_start = start;
+        last_end = end;
+      }
+      link.send_as_of(std::move(p), end, up_then, cut_since);
+    }
     // Serialisation time up to `t`: one frame at most is still going out.
     uint64_t busy_by(uint64_t t) const {
       return last_end > t ? busy_ns - (last_end - std::max(t, last_start)) : busy_ns;
@@ -234,6 +246,10 @@ struct Simulator::Impl {
   uint32_t part = 0;
   std::vector<uint32_t> dir_part;       // per link direction; empty: all here
   std::vector<uint64_t> dir_min_delay;  // per link direction
+  // Per link direction, when it last went down (kNever: not yet): a frame
+  // handed over from another partition that was sent before then was in
+  // flight when it went down, and is lost.
+  std::vector<uint64_t> dir_last_down;
   bool owns_host(size_t h) const { return plan.count == 1 || plan.host[h] == part; }
   bool owns_switch(size_t s) const { return plan.count == 1 || plan.sw[s] == part; }
   bool owns_dir(size_t l) const { return dir_part.empty() || dir_part[l] == part; }

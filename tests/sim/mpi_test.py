@@ -22,11 +22,18 @@ WALL = re.compile(r"packet events in .* s wall")
 # 64 hosts on 4 leaves and 4 spines; every host writes 256 KiB to the host
 # 21 further on (another leaf) and reads 128 KiB from the one 40 further
 # on, with 0.5 % loss on every link, DCQCN and PFC: drops, retransmits,
-# pauses and ECN marks all cross the partitions. A retransmit timeout of
-# about 1 ms (timeout = 8) recovers the lost tails within the run.
+# pauses and ECN marks all cross the partitions. An uplink between
+# partitions fails for 250 us, with routes reconverging 20 us after each
+# change. A retransmit timeout of about 1 ms (timeout = 8) recovers the
+# lost tails within the run.
 LOSSY = """[run]
 duration = "20ms"
 csv_interval = "5us"
+reconverge = "20us"
+[[outages]]
+a = "leaf0"
+b = "spine1"
+down = [{ from = "50us", until = "300us" }]
 [topology]
 kind = "leaf_spine"
 leaves = 4

@@ -196,6 +196,47 @@ TEST(Link, DownDropsInFlightAndNewPackets) {
   EXPECT_EQ(n, 1u);
 }
 
+TEST(Link, ASendMadeLaterIsTheSendMadeThen) {
+  // send_as_of() replays a send made elsewhere: the same draws when the
+  // link was up then (so every later packet meets the same fate), none
+  // when it was down, and a packet the link was cut under is lost after
+  // its draws, as set_up(false) would have dropped it in flight.
+  Impairments im;
+  im.loss = 0.3;
+  im.jitter_ns = 200;
+  im.duplicate = 0.1;
+  const LinkConfig cfg{.propagation_ns = 1'000, .impairments = im, .seed = 5};
+  auto arrivals = [](Link& link) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    link.advance(kNever - 1, [&](Packet&& q, uint64_t t) { out.emplace_back(t, q.tag); });
+    return out;
+  };
+  auto tagged = [](uint64_t tag) {
+    Packet p;
+    p.tag = tag;
+    return p;
+  };
+  // Packet 0 in flight when the cable is cut, packet 1 sent while it is
+  // down, then 200 packets on the repaired link.
+  Link live(cfg);
+  live.send(tagged(0), 0);
+  live.set_up(false);
+  live.send(tagged(1), 10);
+  live.set_up(true);
+  for (uint64_t i = 2; i < 202; ++i) live.send(tagged(i), i * 100);
+  Link replayed(cfg);
+  replayed.send_as_of(tagged(0), 0, true, true);
+  replayed.send_as_of(tagged(1), 10, false, false);
+  for (uint64_t i = 2; i < 202; ++i) replayed.send_as_of(tagged(i), i * 100, true, false);
+  const auto want = arrivals(live);
+  EXPECT_EQ(arrivals(replayed), want);
+  EXPECT_FALSE(want.empty());
+  EXPECT_NE(want.front().second, 0u);
+  EXPECT_EQ(replayed.counters().lost_down, live.counters().lost_down);
+  EXPECT_EQ(replayed.counters().lost_random, live.counters().lost_random);
+  EXPECT_EQ(replayed.counters().sent, live.counters().sent);
+}
+
 TEST(Link, JitterDeliversInArrivalThenSendOrder) {
   // Expect: with jitter, reordering and duplicates, packets come out by
   // arrival time, ties in the order they were sent, each copy once: the

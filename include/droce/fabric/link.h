@@ -70,6 +70,13 @@ class Link {
   // `departure_time`: when the last bit left the sender (Departure::time).
   // The packet arrives propagation_ns (+ impairment delays) later.
   void send(Packet&& packet, uint64_t departure_time);
+  // The same send made later than it happened, for a sender that runs
+  // elsewhere (a simulation split over processes hands frames over in
+  // batches): `up_then` is whether the link was up when the packet was
+  // sent, `cut_since` whether it went down after that, with the packet in
+  // flight (then it is lost, as set_up(false) would have dropped it). The
+  // impairment draws are the ones send() makes then, in the same order.
+  void send_as_of(Packet&& packet, uint64_t departure_time, bool up_then, bool cut_since);
 
   uint64_t next_event_time() const {
     return in_flight_.empty() ? kNever : in_flight_.front().arrival;
@@ -106,6 +113,9 @@ class Link {
     Packet packet;
   };
   void enqueue(Packet&& p, uint64_t arrival);
+  // send(): the draws of a packet sent while `up`; what survives them is
+  // in flight, or lost to a later outage when not `arrives`.
+  void transmit(Packet&& packet, uint64_t departure_time, bool up, bool arrives);
 
   LinkConfig cfg_;
   Rng rng_;
