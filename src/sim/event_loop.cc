@@ -192,6 +192,9 @@ bool Simulator::run_until(uint64_t t) {
   if (m.comm)
     throw ScenarioError("run_until: this Simulator runs one partition: run_partitioned_until");
   pause_ = false;
+  // The flows finished while a collective still ran: the run ends where
+  // the collective did.
+  if (m.flows_ended_run()) m.stopped = true;
   while (!m.events.empty() && !m.stopped && !pause_) {
     const uint64_t time = m.events.top_time();
     const uint32_t id = m.events.top_id();
@@ -200,7 +203,8 @@ bool Simulator::run_until(uint64_t t) {
     now_ = time;
     m.dispatch(id);
     m.events.settle();
-    if (m.sc.run.stop_when_done && !flows_.empty() && all_done()) m.stopped = true;
+    // A pause is a collective between iterations: it decides what is next.
+    if (!pause_ && m.flows_ended_run()) m.stopped = true;
   }
   if (pause_) return true;
   if (!m.stopped) now_ = std::max(now_, t);

@@ -354,9 +354,6 @@ void Simulator::Impl::merge_reports(PartitionComm& comm) {
 void Simulator::enter_partition(PartitionComm& comm) {
   Impl& m = *impl_;
   if (m.comm) throw ScenarioError("partitions: this run is split already");
-  if (m.sc.collective && !m.sc.flows.empty())
-    throw ScenarioError(m.sc.file +
-                        ": [collective] with [[flows]] is not supported in a partitioned run yet");
   m.enter_partition(comm.index(), plan_partitions(m.sc, comm.count()));
   m.comm = &comm;
   m.window_start = now_;
@@ -366,7 +363,7 @@ void Simulator::enter_partition(PartitionComm& comm) {
 
 bool Simulator::runs_host(size_t h) const { return impl_->owns_host(h); }
 
-void Simulator::set_partition_work(std::function<uint64_t()> left) {
+void Simulator::set_work(std::function<uint64_t()> left) {
   impl_->work_left = std::move(left);
 }
 

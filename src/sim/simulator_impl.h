@@ -284,13 +284,19 @@ struct Simulator::Impl {
   uint64_t window_start = 0;
   bool events_left = true;
   uint64_t sample_next = fabric::kNever;
-  // The work a collective has left in this partition
-  // (Simulator::set_partition_work); empty: none.
+  // The work a collective has left (in this partition, when split;
+  // Simulator::set_work); empty: none.
   std::function<uint64_t()> work_left;
   // What stops a partitioned run early: the work above, or with
   // run.stop_when_done the flows this partition keeps that are not done;
   // empty: nothing (the run goes to its end time).
   std::function<uint64_t()> stop_condition() const;
+  // run.stop_when_done in one process: every flow is done and no
+  // collective has work left.
+  bool flows_ended_run() const {
+    return sc.run.stop_when_done && !self.flows_.empty() && self.all_done() &&
+           !(work_left && work_left() > 0);
+  }
   // Takes partition `index` of `p`: the others' components never run here.
   void enter_partition(uint32_t index, PartitionPlan p);
   // Runs the events up to (t, id_last) in (time, id) order; with `left`,

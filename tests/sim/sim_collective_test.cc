@@ -55,6 +55,26 @@ TEST(SimCollective, WindowedAllToAllKeepsAtMostTheWindowOpenPerRank) {
   EXPECT_EQ(bytes_win, 2 * bytes_all) << "two iterations of the same transfers";
 }
 
+TEST(SimCollective, FlowsThatFinishFirstDoNotEndTheRunUnderIt) {
+  // A short flow beside a ring that runs much longer: with
+  // run.stop_when_done the run ends when both are done, where the ring
+  // ended, not when the flow finished (that stalled the ring at once).
+  const Scenario sc = parse_scenario(
+      a2a_scenario("iterations = 2", "", "ring") +
+      "[[flows]]\nsrc = \"h0\"\ndst = \"h5\"\nbytes = \"8KiB\"\n");
+  ASSERT_TRUE(sc.run.stop_when_done);
+  Simulator s(sc);
+  const CollectiveResult r = run_collective(s, sc, *sc.collective);
+  ASSERT_FALSE(r.stalled);
+  ASSERT_EQ(r.jct_ns.size(), 2u);
+  EXPECT_TRUE(s.flow(0).done());
+  const uint64_t ring_end = s.now();
+  EXPECT_GT(ring_end, s.flow(0).finish_ns) << "the flow finished first";
+  s.run();
+  EXPECT_EQ(s.now(), ring_end) << "nothing was left once the ring ended";
+  EXPECT_TRUE(s.summary().all_done);
+}
+
 TEST(SimCollective, ClosedConnectionsKeepTheirCountsInTheSummary) {
   const Scenario sc = parse_scenario(a2a_scenario("window = 3", "loss = 0.02"));
   Simulator s(sc);

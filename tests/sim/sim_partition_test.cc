@@ -265,6 +265,19 @@ TEST(SimPartition, AllToAllIsTheSameSplitThreeWays) {
   expect_same_collective(sc, 3, "a2a3");
 }
 
+TEST(SimPartition, FlowsBesideACollectiveAreTheSame) {
+  // Flows crossing leaves next to a ring: the run stops where one process
+  // stops it, after both (the flows end first, the ring later).
+  std::string text = collective_scenario("pattern = \"ring\"\ntrigger = \"receiver\"", "");
+  for (int h = 0; h < 16; h += 3)
+    text += "[[flows]]\nsrc = \"h" + std::to_string(h) + "\"\ndst = \"h" +
+            std::to_string((h + 7) % 16) + "\"\nbytes = \"32KiB\"\nstart = \"" +
+            std::to_string(h) + "us\"\n";
+  const Scenario sc = parse_scenario(text);
+  expect_same_collective(sc, 2, "ringflows2");
+  expect_same_collective(sc, 3, "ringflows3");
+}
+
 TEST(SimPartition, OneSwitchRunsInTheFirstPartitionAndTheOthersIdle) {
   const Scenario sc = load_scenario(DROCE_EXAMPLES_DIR "/sim/incast-2to1.toml");
   const PartitionPlan p = plan_partitions(sc, 2);

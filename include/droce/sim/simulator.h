@@ -291,11 +291,14 @@ class Simulator {
   // Whether this partition runs host h (all do, unpartitioned): only that
   // partition may post to its QPs, and sees its completions.
   bool runs_host(size_t h) const;
-  // What stops run_partitioned_until early, as pause() does in one
-  // process: the partitions' work left, summed, reaching 0. A collective
-  // gives its transfers left in this partition; unset, the flows stop the
-  // run as with run.stop_when_done.
-  void set_partition_work(std::function<uint64_t()> left);
+  // The work a driver beside the flows has left (a collective: its
+  // transfers still to complete, in this partition when split). While it
+  // is above 0, flows that are all done do not end the run
+  // (run.stop_when_done waits for both). Split over processes, the
+  // partitions' sum reaching 0 stops run_partitioned_until early, as
+  // pause() does in one process; unset, the flows stop the run. Cleared
+  // with an empty function.
+  void set_work(std::function<uint64_t()> left);
   // run_until(t) over the partitions: returns true right after the event
   // that left no work anywhere (the clock at its time), or when t is
   // reached with events left; false when nothing is left to do, or the
