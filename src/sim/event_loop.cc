@@ -159,6 +159,8 @@ void Simulator::Impl::run_workload() {
   while (next_start < start_order.size() && sc.flows[start_order[next_start]].start_ns <= now) {
     const size_t f = start_order[next_start++];
     self.flows_[f].start_ns = now;
+    // Each end posts where it runs: the sink its receive buffers first.
+    if (flows[f].spec->opcode == Opcode::kSend && owns_host(flows[f].dst)) post_recvs(f);
     if (owns_flow(f)) post_more(f);  // else another partition posts it
     // Each end woken where it runs (partition.h).
     for (uint32_t h : {flows[f].initiator, flows[f].dst})

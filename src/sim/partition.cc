@@ -80,12 +80,6 @@ PartitionPlan plan_partitions(const Scenario& sc, uint32_t count) {
                           ": a link between partitions needs a delay above 0 (the lookahead)");
     plan.lookahead_ns = std::min(plan.lookahead_ns, d);
   }
-  // A SEND's receive buffers are posted by the runner on the sink as the
-  // initiator posts: the two ends must run in one process.
-  for (const FlowSpec& f : sc.flows)
-    if (f.opcode == Opcode::kSend && part_of(f.src) != part_of(f.dst))
-      throw ScenarioError(sc.file + ":" + std::to_string(f.line) + ": flow " + f.name +
-                          ": a SEND flow between partitions is not supported yet (use WRITE)");
   return plan;
 }
 

@@ -134,6 +134,7 @@ struct Simulator::Impl {
     uint64_t msg = 0;       // bytes per message (the last may be shorter)
     uint64_t slots = 1;     // messages the window holds
     uint64_t recvs_posted = 0;
+    uint64_t recvs_done = 0;  // receive completions at the sink, errors too
     bool whole = true;      // the window holds the whole flow
   };
 
@@ -219,6 +220,7 @@ struct Simulator::Impl {
   // Posts what flow f's window allows: messages on the initiator, and for
   // SEND the matching receive buffers on the sink.
   void post_more(size_t f);
+  void post_recvs(size_t f);
   // Completions of host h: the workload CQ's to the handler, the flows'
   // to their progress (and more messages posted).
   void poll_cq(uint32_t h);

@@ -184,23 +184,36 @@ void Simulator::Impl::post_more(size_t f) {
       wr.rkey = fl.dst_mr->rkey();
     }
     wr.sg_list = {&sge, 1};
-    if (fs.opcode == Opcode::kSend) {
-      // Receive buffers in the same order the messages will consume them.
-      const uint64_t r = fl.recvs_posted;
-      const uint64_t roff = (r % fl.slots) * fl.msg;
-      transport::Sge rsge{fl.dst_mr->iova() + roff, static_cast<uint32_t>(fl.msg),
-                          fl.dst_mr->lkey()};
-      transport::RecvWr rwr;
-      rwr.wr_id = r;
-      rwr.sg_list = {&rsge, 1};
-      if (fl.dst_qp->post_recv(rwr) != 0) break;
-      ++fl.recvs_posted;
-      hosts[fl.dst]->ep->notify(fl.dst_qp->qpn());
-    }
     transport::QueuePair& qp = fl.initiator == fl.src ? *fl.src_qp : *fl.dst_qp;
     if (host.ep->post_send(qp, wr) != 0) break;
     ++st.posted;
   }
+}
+
+// A SEND flow's sink keeps max_outstanding receive buffers posted ahead of
+// the messages, in the order they will consume them: at the flow's start,
+// then one more for each consumed. The initiator never has more messages
+// out, so a SEND never finds the receive queue empty (no RNR), and the sink
+// needs nothing from the initiator's host: the two may run in different
+// partitions.
+void Simulator::Impl::post_recvs(size_t f) {
+  Flow& fl = flows[f];
+  const FlowSpec& fs = *fl.spec;
+  const uint64_t messages = self.flows_[f].messages;
+  bool posted = false;
+  while (fl.recvs_posted < messages && fl.recvs_posted - fl.recvs_done < fs.max_outstanding) {
+    const uint64_t r = fl.recvs_posted;
+    const uint64_t roff = (r % fl.slots) * fl.msg;
+    transport::Sge rsge{fl.dst_mr->iova() + roff, static_cast<uint32_t>(fl.msg),
+                        fl.dst_mr->lkey()};
+    transport::RecvWr rwr;
+    rwr.wr_id = r;
+    rwr.sg_list = {&rsge, 1};
+    if (fl.dst_qp->post_recv(rwr) != 0) break;
+    ++fl.recvs_posted;
+    posted = true;
+  }
+  if (posted) hosts[fl.dst]->ep->notify(fl.dst_qp->qpn());
 }
 
 void Simulator::Impl::on_flow_completion(size_t f, const transport::WorkCompletion& wc) {
@@ -238,7 +251,15 @@ void Simulator::Impl::poll_cq(uint32_t h) {
       if (wc.qp_num >= host.qp_role.size() || host.qp_role[wc.qp_num] < 0) continue;
       const size_t f = static_cast<size_t>(host.qp_role[wc.qp_num] >> 1);
       const bool initiator = host.qp_role[wc.qp_num] & 1;
-      if (!initiator) continue;  // receive completions: buffers are pre-posted
+      if (!initiator) {
+        // A SEND's receive buffer consumed (or flushed): the sink posts the
+        // next one.
+        if (wc.opcode == IBV_WC_RECV || wc.status != IBV_WC_SUCCESS) {
+          ++flows[f].recvs_done;
+          if (flows[f].spec->opcode == Opcode::kSend) post_recvs(f);
+        }
+        continue;
+      }
       if (wc.opcode == IBV_WC_RECV || wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) continue;
       on_flow_completion(f, wc);
     }
