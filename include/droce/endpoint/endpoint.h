@@ -240,7 +240,10 @@ class Endpoint {
   std::array<wire::PauseTimer, wire::kPfcPriorities> pause_;  // PFC, per priority
   std::array<std::vector<QpSlot*>, wire::kPfcPriorities> held_;  // by PFC
   uint8_t held_mask_ = 0;  // bit p: held_[p] is not empty (read per event)
-  std::vector<uint8_t> scratch_;  // INT frames are stripped here
+  // INT frames are stripped here (made at the first one); a frame longer
+  // than this is counted bad.
+  static constexpr size_t kIntScratchBytes = 16384;
+  std::vector<uint8_t> scratch_;
   std::array<wire::IntHop, wire::kIntDefaultMaxHops> hops_{};
   // Per-frame scratch kept here rather than on the stack: both are a few
   // hundred bytes whose zero-initialisation per frame showed in profiles.
