@@ -41,6 +41,12 @@ transport::CcHooks make_hooks(bool samples_rtt) {
   h.on_cnp = [](void* c, uint32_t, uint64_t now) {
     static_cast<CcBinding*>(c)->on_cnp(now);
   };
+  h.may_send_response = [](void* c, uint64_t now) {
+    return static_cast<CcBinding*>(c)->may_send_response(now);
+  };
+  h.on_response_sent = [](void* c, uint32_t bytes, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_response_sent(bytes, now);
+  };
   h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
     static_cast<CcBinding*>(c)->on_loss(e, now);
   };
@@ -109,6 +115,15 @@ uint64_t CcBinding::pacing_gap(uint64_t bytes, uint64_t rate) {
 }
 
 void CcBinding::on_send(uint64_t bytes, uint64_t now) {
+  inflight_bytes_ += bytes;
+  pace(bytes, now);
+}
+
+// A READ response counts for the rate (and the algorithm's byte counters)
+// but is never in flight: nothing acknowledges it.
+void CcBinding::on_response_sent(uint64_t bytes, uint64_t now) { pace(bytes, now); }
+
+void CcBinding::pace(uint64_t bytes, uint64_t now) {
   const uint64_t rate = std::max<uint64_t>(algorithm_->rate_bytes_per_sec(), 1);
   // Pacing: the next packet may leave once this one has been "sent" at the
   // CC rate. Start from now when the QP was idle, so idleness earns no
@@ -117,7 +132,6 @@ void CcBinding::on_send(uint64_t bytes, uint64_t now) {
   last_bytes_ = bytes;
   paced_rate_ = rate;
   next_send_ns_ = last_start_ns_ + pacing_gap(bytes, rate);
-  inflight_bytes_ += bytes;
   algorithm_->on_send(now, bytes);
   retime();  // on_send may have fired an overdue timer that moved the rate
 }

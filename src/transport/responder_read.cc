@@ -109,6 +109,13 @@ void QueuePair::replay_read(const wire::ParsedPacket& pkt) {
 
 // The next packet of the READ response stream `r` (the oldest answer).
 size_t QueuePair::produce_read_response(uint64_t now, Response& r, std::span<uint8_t> buf) {
+  // The responses are this QP's data: paced by its congestion control
+  // (CcHooks::may_send_response); held, the QP stays with work, and its
+  // endpoint's pacer asks again.
+  if (cc_->may_send_response && !cc_->may_send_response(cc_ctx_, now)) {
+    ++counters_.cc_stalls;
+    return 0;
+  }
   wire::TransportSpec t = response_spec(r);
   const uint32_t len = std::min(r.remaining, mtu_);
   const bool last = r.remaining <= mtu_;
@@ -153,6 +160,7 @@ size_t QueuePair::produce_read_response(uint64_t now, Response& r, std::span<uin
   }
   const size_t n = build(t, payload, buf);
   if (!n) return 0;
+  if (cc_->on_response_sent) cc_->on_response_sent(cc_ctx_, len, now);
   ++counters_.read_response_packets_sent;
   r.first = false;
   r.psn = wire::psn_add(r.psn, 1);

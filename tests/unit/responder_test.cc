@@ -340,6 +340,37 @@ TEST(Responder, DuplicateOfAReadBeingAnsweredRestartsItsStream) {
   EXPECT_EQ(b.qp_->counters().naks_invalid_request_sent, 0u);
 }
 
+TEST(Responder, ReadResponsesWaitForTheRateAndAreBookedAgainstIt) {
+  // READ responses are the responder's data: congestion control paces them
+  // (may_send_response) and counts each one's payload (on_response_sent),
+  // never the window: nothing acknowledges a response.
+  struct Gate {
+    bool open = false;
+    std::vector<uint32_t> booked;
+  } gate;
+  CcHooks h;
+  h.may_send_response = [](void* c, uint64_t) { return static_cast<Gate*>(c)->open; };
+  h.on_response_sent = [](void* c, uint32_t bytes, uint64_t) {
+    static_cast<Gate*>(c)->booked.push_back(bytes);
+  };
+  h.may_send = [](void*, uint32_t, uint32_t, uint64_t) -> bool {
+    ADD_FAILURE() << "a response asked the request gate (the window)";
+    return false;
+  };
+  QpBench b;
+  b.qp_->set_cc_hooks(&h, &gate);
+  b.feed(read_req(500, b.va(0), b.mr_->rkey(), 2500));
+  std::vector<uint8_t> buf(9000);
+  EXPECT_EQ(b.qp_->produce(0, buf), 0u) << "held by the rate";
+  EXPECT_TRUE(b.qp_->has_work(0)) << "still to send, so the pacer asks again";
+  EXPECT_EQ(b.qp_->counters().cc_stalls, 1u);
+  gate.open = true;
+  const auto out = b.drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.psn, 500u);
+  EXPECT_EQ(gate.booked, (std::vector<uint32_t>{1024, 1024, 452}));
+}
+
 TEST(Responder, ReadsResentByGoBackNAreAnsweredInPsnOrder) {
   // Two READs of three packets; the first is answered whole and the
   // second's FIRST is out when the requester times out and sends both

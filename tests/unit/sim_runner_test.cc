@@ -139,6 +139,44 @@ bytes = "1MiB"
   }
 }
 
+TEST(SimRunner, DcqcnPacesReadResponsesAsItPacesWrites) {
+  // Two hosts' data READ by h0 and one host WRITING to h0, under DCQCN:
+  // the READ responses are the responders' data and their CNPs slow them
+  // as they slow a writer. Unpaced, they took the link from the writer
+  // (READs done in 0.4 ms, the WRITE starved to 11.9 ms).
+  auto scenario = [](const char* first_two) {
+    std::string text = R"(
+[run]
+duration = "50ms"
+[topology]
+kind = "incast"
+senders = 3
+delay = "1us"
+[flow]
+cc = "dcqcn"
+bytes = "2MiB"
+)";
+    for (int h = 1; h <= 3; ++h)
+      text += "[[flows]]\nsrc = \"h" + std::to_string(h) + "\"\ndst = \"h0\"\nopcode = \"" +
+              (h < 3 ? first_two : "write") + "\"\n";
+    return parse_scenario(text);
+  };
+  Simulator reads(scenario("read"));
+  reads.run();
+  Simulator writes(scenario("write"));
+  writes.run();
+  ASSERT_TRUE(reads.all_done());
+  ASSERT_TRUE(writes.all_done());
+  expect_all_verified(reads);
+  const uint64_t read_max = std::max(reads.flow(0).fct_ns(), reads.flow(1).fct_ns());
+  EXPECT_LT(reads.flow(2).fct_ns(), read_max * 3 / 2) << "the writer is not starved";
+  const Summary r = reads.summary(), w = writes.summary();
+  EXPECT_GT(r.cnps, 0u);
+  // The same load, so about the same completion, as with three writers.
+  EXPECT_LT(r.fct_max_ns, w.fct_max_ns * 11 / 10);
+  EXPECT_GT(r.fct_max_ns, w.fct_max_ns * 9 / 10);
+}
+
 TEST(SimRunner, LeafSpineWithEcmpUsesBothSpines) {
   std::string text = R"(
 [run]

@@ -55,6 +55,10 @@ class CcBinding {
   void mark_idle() { backlog_since_ = UINT64_MAX; }
 
   bool may_send(uint32_t bytes, uint64_t now) const;
+  // transport::CcHooks::may_send_response and on_response_sent: the rate
+  // alone, no window.
+  bool may_send_response(uint64_t now) const { return now >= next_allowed_ns(); }
+  void on_response_sent(uint64_t bytes, uint64_t now);
   // See transport::CcHooks::fills_window.
   bool fills_window(uint32_t bytes, uint32_t next_bytes) const;
   // transport::CcHooks::admit and window_room.
@@ -92,6 +96,8 @@ class CcBinding {
   uint64_t last_bytes_ = 0;
   uint64_t paced_rate_ = 0;
   void retime();
+  // Books a packet of `bytes` at the rate (on_send, on_response_sent).
+  void pace(uint64_t bytes, uint64_t now);
   uint64_t pacing_gap(uint64_t bytes, uint64_t rate);
   uint64_t gap_bytes_ = 0;  // pacing_gap's last arguments and result
   uint64_t gap_rate_ = 0;

@@ -48,6 +48,13 @@ struct CcHooks {
   void (*on_ack)(void* ctx, uint32_t qpn, uint64_t acked_bytes, uint64_t rtt_ns,
                  uint64_t now) = nullptr;
   void (*on_cnp)(void* ctx, uint32_t qpn, uint64_t now) = nullptr;
+  // READ response packets, the responder's data: paced at the rate as
+  // requests are (a NIC's rate limiter holds all of a QP's traffic, and
+  // DCQCN's CNPs for marked responses come to this QP), but outside the
+  // window: no ACK answers a response, so nothing would open it again.
+  // nullptr = always yes / nothing to note.
+  bool (*may_send_response)(void* ctx, uint64_t now) = nullptr;
+  void (*on_response_sent)(void* ctx, uint32_t bytes, uint64_t now) = nullptr;
   void (*on_loss)(void* ctx, uint32_t qpn, LossEvent event, uint64_t now) = nullptr;
   // The algorithm wants RTT samples: the packet the requester times (one
   // in flight at a time) carries AckReq, so its ACK comes back at once and
