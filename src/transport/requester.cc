@@ -545,9 +545,9 @@ void QueuePair::requester_timer(uint64_t now) {
     return;
   }
   if (due < timer_deadline_) {
-    // IRN §3.1 RTO_low: few packets in flight and none answered. Once per
-    // forward progress and outside retry_cnt (see qp.h); RTO_high restarts
-    // from now.
+    // IRN §3.1 RTO_low: few packets in flight and none answered. Each one
+    // without forward progress doubles the next, outside retry_cnt (see
+    // qp.h); RTO_high restarts from now.
     ++rare_counters().retransmit_timeouts_low;
     if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
     if (rto_low_fired_ < 255) ++rto_low_fired_;
