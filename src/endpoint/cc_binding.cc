@@ -63,7 +63,7 @@ const transport::CcHooks& CcBinding::hooks() const {
 }
 
 bool CcBinding::may_send(uint32_t bytes, uint64_t now) const {
-  if (now < next_allowed_ns()) return false;
+  if (!rate_allows(now)) return false;
   const auto window = algorithm_->window_bytes();
   // A window smaller than one packet still lets one packet out, or the flow
   // could never send again.

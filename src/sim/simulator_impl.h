@@ -90,20 +90,13 @@ struct Simulator::Impl {
     uint64_t last_start = 0, last_end = 0;  // the latest frame on the wire
     explicit Dir(const fabric::LinkConfig& c) : link(c) {}
     void send(fabric::Packet&& p, uint64_t start, uint64_t end) {
-      // A down link carries no bits: the frame is lost (Link counts it)
-      // and the interval shows no utilisation.
-      if (!link.up()) {
-        link.send(std::move(p), end);
-        return;
-      }
-      busy_ns += end - start;
-      last_start = start;
-      last_end = end;
-      link.send(std::move(p), end);
+      send_as_of(std::move(p), start, end, link.up(), false);
     }
-    // A frame another process sent at a time when the link was `up_then`,
-    // handed over later (partitioned_run.cc); `cut_since`: the link went
-    // down after it left.
+    // A frame sent at a time when the link was `up_then`: now (send), or
+    // by another process and handed over later (partitioned_run.cc), with
+    // `cut_since` saying the link went down after it left. A down link
+    // carries no bits: the frame is lost (Link counts it) and the interval
+    // shows no utilisation.
     void send_as_of(fabric::Packet&& p, uint64_t start, uint64_t end, bool up_then,
                     bool cut_since) {
       if (up_then) {

@@ -48,6 +48,8 @@ class CcBinding {
     return next_send_ns_ > run_ahead_ns_ ? next_send_ns_ - run_ahead_ns_ : 0;
   }
   uint64_t inflight_bytes() const { return inflight_bytes_; }
+  // The pacer lets a packet go now (the rate; the window is may_send's).
+  bool rate_allows(uint64_t now) const { return now >= next_allowed_ns(); }
 
   // The QP has had work since `now` (or earlier: the first call counts),
   // or it has none (idle or held by PFC): see pacing_start.
@@ -57,7 +59,7 @@ class CcBinding {
   bool may_send(uint32_t bytes, uint64_t now) const;
   // transport::CcHooks::may_send_response and on_response_sent: the rate
   // alone, no window.
-  bool may_send_response(uint64_t now) const { return now >= next_allowed_ns(); }
+  bool may_send_response(uint64_t now) const { return rate_allows(now); }
   void on_response_sent(uint64_t bytes, uint64_t now);
   // See transport::CcHooks::fills_window.
   bool fills_window(uint32_t bytes, uint32_t next_bytes) const;
