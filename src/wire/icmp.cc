@@ -45,6 +45,9 @@ IcmpError parse_icmp_echo(std::span<const uint8_t> frame, IcmpEcho& out) {
   if (checksum_fold(checksum_add(0, icmp, icmp_len)) != 0) return IcmpError::kBadChecksum;
   out.src_ip = load_be32(ip + 12);
   out.dst_ip = load_be32(ip + 16);
+  // RFC 1122 3.2.1.3: a datagram whose source is a multicast (224/4) or the
+  // limited broadcast address is discarded; an echo reply would go to it.
+  if ((out.src_ip >> 28) == 0xE || out.src_ip == 0xFFFFFFFF) return IcmpError::kBadIpHeader;
   out.ttl = ip[8];
   out.type = icmp[0];
   if ((out.type != kIcmpEchoRequest && out.type != kIcmpEchoReply) || icmp[1] != 0)

@@ -134,6 +134,9 @@ Icmpv6Error parse_icmpv6(std::span<const uint8_t> frame, Icmpv6Message& out) {
   if (icmpv6_checksum(ip + 8, ip + 24, msg, len) != 0) return Icmpv6Error::kBadChecksum;
   out.src_ip = v6_from(ip + 8);
   out.dst_ip = v6_from(ip + 24);
+  // RFC 4291 2.7: a multicast address is never a source. An answer to one
+  // (an echo reply, a solicited advertisement) would go to a group.
+  if (is_ipv6_multicast(out.src_ip)) return Icmpv6Error::kBadIpHeader;
   out.hop_limit = ip[7];
   out.type = msg[0];
   out.code = msg[1];

@@ -16,6 +16,8 @@ for seeds in "$@"; do
 done
 n_seeds=$(ls "$work" | wc -l)
 [ "$n_seeds" -gt 0 ] || { echo "no seeds in $*" >&2; exit 1; }
+# libFuzzer's own failure status is 77, which meson reads as "skipped": a
+# crash must fail the test.
 "$fuzzer" "$work" -max_total_time="$seconds" -runs=20000000 -max_len=2048 \
-  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  -error_exitcode=1 -timeout_exitcode=1 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$PWD/$(basename "$fuzzer")-"

@@ -117,6 +117,20 @@ TEST(Icmp, RefusesBrokenFrames) {
     EXPECT_NE(parse_icmp_echo(std::span(f).first(n), e), IcmpError::kOk) << n;
 }
 
+TEST(Icmp, RefusesAMulticastOrBroadcastSource) {
+  // RFC 1122 3.2.1.3; valid frames otherwise (both checksums right).
+  const uint8_t data[4] = {1, 2, 3, 4};
+  for (const uint32_t src : {0xE0000001u, 0xEFFFFFFFu, 0xFFFFFFFFu, 0x0A000001u}) {
+    std::vector<uint8_t> out(128);
+    out.resize(build_icmp_echo_request({.dst = kB, .src = kA}, src, 0x0A000002, 7, 1, data, out));
+    ASSERT_GT(out.size(), 0u);
+    IcmpEcho e;
+    EXPECT_EQ(parse_icmp_echo(out, e),
+              src == 0x0A000001u ? IcmpError::kOk : IcmpError::kBadIpHeader)
+        << std::hex << src;
+  }
+}
+
 
 TEST(Icmpv6, Addresses) {
   const IpAddress a = v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 2});
@@ -190,6 +204,19 @@ TEST(Icmpv6, DiscardsWhatRfc4861SaysToDiscard) {
                                           v6({}), solicited_node_address(m.target),
                                           v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 2}), out));
   EXPECT_EQ(parse_icmpv6(out, m), Icmpv6Error::kBadNd);
+  // A multicast source (RFC 4291 2.7), on a solicitation and on an echo
+  // request: an answer would go to the group.
+  out.assign(256, 0);
+  out.resize(build_neighbour_solicitation({.dst = kB, .src = kA},
+                                          v6({0xff02, 0, 0, 0, 0, 0, 0, 1}),
+                                          v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 2}),
+                                          v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 2}), out));
+  EXPECT_EQ(parse_icmpv6(out, m), Icmpv6Error::kBadIpHeader);
+  const uint8_t data[4] = {1, 2, 3, 4};
+  out.assign(256, 0);
+  out.resize(build_icmpv6_echo_request({.dst = kB, .src = kA}, v6({0xff0e, 0, 0, 0, 0, 0, 0, 1}),
+                                       v6({0x2001, 0xdb8, 0, 0, 0, 0, 0, 2}), 7, 1, data, out));
+  EXPECT_EQ(parse_icmpv6(out, m), Icmpv6Error::kBadIpHeader);
   // A multicast target.
   out.assign(256, 0);
   out.resize(build_neighbour_solicitation({.dst = kB, .src = kA},

@@ -31,7 +31,7 @@ enum class IcmpError : uint8_t {
   kOk = 0,
   kNotIcmp,       // not IPv4, or IPv4 carrying another protocol
   kTruncated,     // shorter than its headers or than its IP length says
-  kBadIpHeader,   // version, header length or checksum
+  kBadIpHeader,   // version, header length, checksum, or a multicast or broadcast source
   kFragment,      // a fragment: not reassembled
   kBadChecksum,   // the ICMP checksum
   kOtherType,     // a valid ICMP message that is not an echo

@@ -48,7 +48,7 @@ enum class Icmpv6Error : uint8_t {
   kOk = 0,
   kNotIcmpv6,     // not IPv6, or a next header other than ICMPv6 (no extension headers)
   kTruncated,
-  kBadIpHeader,   // version, or a payload length beyond the frame
+  kBadIpHeader,   // version, a payload length beyond the frame, or a multicast source
   kBadChecksum,
   kBadNd,         // a solicitation or advertisement RFC 4861 7.1 says to discard
   kOtherType,     // valid ICMPv6 of another type
