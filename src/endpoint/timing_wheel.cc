@@ -18,46 +18,52 @@ TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start
 
 void TimingWheel::schedule(uint32_t id, uint64_t when) {
   if (when < current_) when = current_;
-  const uint64_t span = granularity_ * (uint64_t{mask_} + 1);
-  // Beyond the span: park in the slot just behind the cursor (the last one
-  // reached); pop_due re-files it once its time is within reach.
-  const uint64_t file_at = when - current_ >= span ? current_ + span - granularity_ : when;
-  const uint32_t slot = slot_index(file_at);
-  slots_[slot].push_back({id, when});
-  mark(slot, true);
   ++size_;
   next_valid_ = false;
+  if (when - current_ >= span()) {
+    far_.push_back({when, far_seq_++, id});
+    std::push_heap(far_.begin(), far_.end(), Later{});
+    return;
+  }
+  file_near(id, when);
+}
+
+void TimingWheel::file_near(uint32_t id, uint64_t when) {
+  const uint32_t slot = slot_index(when);
+  slots_[slot].push_back({id, when});
+  mark(slot, true);
+}
+
+void TimingWheel::pull_far() {
+  // The cursor's slot and those after it cover [current_, current_ + span):
+  // a deadline in there has its slot in this lap.
+  while (!far_.empty() && far_.front().when - current_ < span()) {
+    std::pop_heap(far_.begin(), far_.end(), Later{});
+    file_near(far_.back().id, far_.back().when);
+    far_.pop_back();
+  }
 }
 
 size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
   size_t popped = 0;
   const uint64_t now_slot = slot_start(now);
   while (size_ != 0 && current_ <= now_slot) {
+    pull_far();
     const uint32_t index = slot_index(current_);
     auto& slot = slots_[index];
     if (!slot.empty()) {
+      // Every entry here is of this lap (filed within a span of the cursor).
       scratch_.swap(slot);
       for (const Entry& e : scratch_) {
-        if (e.when < current_ + granularity_) {
-          if (e.when <= now) {
-            out.push_back(e.id);
-            ++popped;
-            --size_;
-          } else {
-            slot.push_back(e);  // same slot as `now`, a little later
-          }
-        } else {
-          // Parked far-future entry (or one for a later lap): file again
-          // (schedule() drops the cached next deadline).
+        if (e.when <= now) {
+          out.push_back(e.id);
+          ++popped;
           --size_;
-          const uint64_t saved = current_;
-          current_ += granularity_;
-          schedule(e.id, e.when);
-          current_ = saved;
+        } else {
+          slot.push_back(e);  // same slot as `now`, a little later
         }
       }
       scratch_.clear();
-      // Re-filing may have put entries back into this very slot.
       mark(index, !slot.empty());
     }
     if (current_ == now_slot) break;  // the cursor never passes `now`
@@ -84,35 +90,16 @@ uint32_t TimingWheel::first_occupied(uint32_t from) const {
 
 uint64_t TimingWheel::scan_next_deadline() const {
   if (size_ == 0) return UINT64_MAX;
-  // Walk occupied slots from the cursor. A slot d slots ahead stands for
-  // [current_ + d*g, current_ + (d+1)*g) in this lap; entries in it for a
-  // later lap (or parked far-future ones) do not count there. The first
-  // slot with an entry of this lap holds the earliest deadline of this lap
-  // and of every slot after it; a parked entry in a slot before it may
-  // still be earlier (it was filed a span ahead of an older cursor, so it
-  // is only known to be past its own slot's window), hence the min with
-  // what the slots before held.
-  const uint32_t start = slot_index(current_);
-  uint64_t later_lap_min = UINT64_MAX;
-  uint32_t from = start;
-  for (uint32_t visited = 0; visited <= mask_;) {
-    const uint32_t slot = first_occupied(from);
-    const uint32_t ahead = (slot - start) & mask_;
-    if (ahead < visited) break;  // wrapped round to slots already seen
-    const uint64_t lap_end = current_ + (uint64_t{ahead} + 1) * granularity_;
-    uint64_t this_lap = UINT64_MAX;
-    for (const Entry& e : slots_[slot]) {
-      if (e.when < lap_end) {
-        this_lap = std::min(this_lap, e.when);
-      } else {
-        later_lap_min = std::min(later_lap_min, e.when);
-      }
-    }
-    if (this_lap != UINT64_MAX) return std::max(std::min(this_lap, later_lap_min), current_);
-    visited = ahead + 1;
-    from = (slot + 1) & mask_;
-  }
-  return later_lap_min;
+  // Every entry on the wheel is of the lap its slot is in from the cursor,
+  // so the first occupied slot from the cursor holds the earliest of them;
+  // the heap's top may still be earlier (the cursor moved since it was
+  // filed) or the only one.
+  const uint64_t far = far_.empty() ? UINT64_MAX : far_.front().when;
+  if (size_ == far_.size()) return far;
+  const uint32_t slot = first_occupied(slot_index(current_));
+  uint64_t t = UINT64_MAX;
+  for (const Entry& e : slots_[slot]) t = std::min(t, e.when);
+  return std::min(std::max(t, current_), far);
 }
 
 }  // namespace droce::endpoint

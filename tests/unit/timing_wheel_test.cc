@@ -118,11 +118,44 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   EXPECT_TRUE(w.empty());
 }
 
+TEST(TimingWheel, FarDeadlinesKeepTheirFilingOrderAndMixWithNearOnes) {
+  TimingWheel w(10, 8);  // span 80 ns
+  for (uint32_t id : {5, 3, 9}) w.schedule(id, 500);  // beyond the span
+  w.schedule(1, 400);
+  std::vector<uint32_t> out;
+  EXPECT_EQ(w.pop_due(430, out), 1u);
+  // Filed now, within the span of the cursor at 430: the same slot as the
+  // far ones, after them.
+  w.schedule(7, 500);
+  w.schedule(2, 495);
+  EXPECT_EQ(w.next_deadline(), 495u);
+  EXPECT_EQ(w.scan_next_deadline(), 495u);
+  EXPECT_EQ(w.pop_due(499, out), 1u);
+  EXPECT_EQ(w.pop_due(500, out), 4u);
+  EXPECT_EQ(out, (std::vector<uint32_t>{1, 2, 5, 3, 9, 7}));
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(w.next_deadline(), UINT64_MAX);
+}
+
+TEST(TimingWheel, ErasingReachesDeadlinesBeyondTheSpan) {
+  TimingWheel w(10, 8);
+  w.schedule(1, 1000);
+  w.schedule(2, 2000);
+  w.schedule(3, 20);
+  EXPECT_EQ(w.erase_if([](uint32_t id) { return id != 3; }), 2u);
+  EXPECT_EQ(w.size(), 1u);
+  EXPECT_EQ(w.next_deadline(), 20u);
+  std::vector<uint32_t> out;
+  w.pop_due(5000, out);
+  EXPECT_EQ(out, std::vector<uint32_t>{3});
+}
+
 TEST(TimingWheel, ParkedEntryEarlierThanALaterSlotIsTheNextDeadline) {
   // Expect: granularity 10, 8 slots (span 80). id 1 at 90 is filed from
-  // cursor 0, beyond the span: parked in slot 7. After the cursor moves to
-  // 60, id 2 at 125 lands in slot 4, which the scan reaches after slot 7.
-  // The next deadline is id 1's 90, not 125, and id 1 pops at 90.
+  // cursor 0, beyond the span: it waits beyond the wheel until the cursor
+  // comes within a span of it. After the cursor moves to 50, id 2 at 125
+  // lands in slot 4. The next deadline is id 1's 90, not 125, and id 1
+  // pops at 90.
   TimingWheel w(10, 8, 0);
   w.schedule(1, 90);
   std::vector<uint32_t> out;

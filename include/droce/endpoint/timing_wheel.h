@@ -1,12 +1,17 @@
-// A timing wheel for TX pacing: each QP that has something to send is
-// scheduled at the time its rate (from congestion control, or a fixed rate)
-// next allows a packet. One slot per `granularity` ns; schedule and pop are
-// O(1), popping due entries touches only the slots that passed. Entries
-// further out than the wheel's span go to the last slot and are re-filed
-// when reached, so any deadline works. Deterministic: entries in a slot pop
-// in the order they were scheduled. `now` is always a parameter.
+// A timing wheel for TX pacing and timers: each QP that has something to
+// send is scheduled at the time its rate (from congestion control, or a
+// fixed rate) next allows a packet, or at its next transport or CC timer.
+// One slot per `granularity` ns; schedule and pop are O(1), popping due
+// entries touches only the slots that passed. Entries further out than the
+// wheel's span wait in a heap ordered by deadline and move into their slot
+// once, when the cursor comes within a span of them: a retransmit timer of
+// tens of ms on a wheel of a few ms is filed twice, not once per lap (with
+// 64K QPs, re-filing on every lap was a fifth of the run). Any deadline
+// works. Deterministic: entries in a slot pop in the order they were filed
+// there. `now` is always a parameter.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -60,6 +65,10 @@ class TimingWheel {
       erased += std::erase_if(slot, [&](const Entry& e) { return gone(e.id); });
       if (slot.empty()) mark(i, false);
     }
+    const size_t far_before = far_.size();
+    std::erase_if(far_, [&](const FarEntry& e) { return gone(e.id); });
+    std::make_heap(far_.begin(), far_.end(), Later{});
+    erased += far_before - far_.size();
     size_ -= erased;
     if (erased) next_valid_ = false;
     return erased;
@@ -70,6 +79,22 @@ class TimingWheel {
     uint32_t id;
     uint64_t when;
   };
+  // Beyond the span: a min-heap by deadline, ties in filing order.
+  struct FarEntry {
+    uint64_t when;
+    uint64_t seq;
+    uint32_t id;
+  };
+  // A type, not a function: the heap's comparisons inline.
+  struct Later {
+    bool operator()(const FarEntry& a, const FarEntry& b) const {
+      return a.when != b.when ? a.when > b.when : a.seq > b.seq;
+    }
+  };
+  uint64_t span() const { return granularity_ * (uint64_t{mask_} + 1); }
+  void file_near(uint32_t id, uint64_t when);
+  // Moves the far entries now within a span of the cursor to their slots.
+  void pull_far();
   uint64_t slot_start(uint64_t t) const { return t - t % granularity_; }
   uint32_t slot_index(uint64_t t) const {
     return static_cast<uint32_t>((t / granularity_) & mask_);
@@ -88,6 +113,8 @@ class TimingWheel {
   std::vector<std::vector<Entry>> slots_;
   std::vector<uint64_t> occupied_;  // bit per slot: has entries
   std::vector<Entry> scratch_;
+  std::vector<FarEntry> far_;  // a heap (Later), counted in size_
+  uint64_t far_seq_ = 0;
   // next_deadline()'s answer while next_valid_. The scan depends on the
   // entries, their slots and the cursor; moving the cursor over empty slots
   // leaves its answer as it was (every entry stays in the same lap, slots
