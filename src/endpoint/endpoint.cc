@@ -202,12 +202,21 @@ void Endpoint::run_timers(uint64_t now) {
     QpSlot* s = slot(qpn);
     if (!s) continue;
     s->timer_filed = UINT64_MAX;
+    bool fired = false;
     if (s->qp->next_deadline() <= now) {
       s->qp->on_timer(now);
       ++counters_.timers_fired;
+      fired = true;
     }
-    if (auto t = s->cc->algorithm().next_timer(); t && *t <= now) s->cc->on_timer(now);
-    activate(*s);
+    if (auto t = s->cc->algorithm().next_timer(); t && *t <= now) {
+      s->cc->on_timer(now);
+      fired = true;
+    }
+    // Most entries that come up are stale: the ACK the retransmit timer
+    // waited for came first. Such a QP joins the round robin only if it has
+    // work, as in schedule_slot: with 64K QPs each one's stale timer came
+    // up once per round and woke it to send nothing.
+    if (fired || s->qp->has_work(now)) activate(*s);
     file_timer(qpn, *s);
   }
 }
