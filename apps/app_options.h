@@ -125,6 +125,10 @@ inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
   cli.add_option("--reorder-window", m.reorder_window,
                  "sr: also resend a hole out for a later packet's round trip plus this "
                  "time (RACK; e.g. 20us; default off)");
+  cli.add_option("--reorder-window-min", m.reorder_window_min,
+                 "sr with --reorder-window: let the window adapt from this floor up to "
+                 "--reorder-window, doubled by each spurious resend (RFC 8985 6.2.4; "
+                 "default off: a fixed window)");
   cli.add_flag("--tail-probe", m.tail_probe,
                "sr with --reorder-window: resend the newest packet, asking for its ACK, when "
                "its answer is two smoothed round trips late (RACK-TLP), before a timeout");

@@ -171,7 +171,7 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
               "selective_repeat", "ack_every_n", "min_rnr_timer", "lcore", "access",
               "max_dest_rd_atomic", "pkey", "honour_credits", "recovery", "entropy",
               "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window",
-              "rto_low", "reth_every_packet", "tail_probe"});
+              "rto_low", "reth_every_packet", "tail_probe", "reorder_window_min"});
   QpDef q;
   q.where = w;
   q.port = static_cast<uint32_t>(get_uint(t, w, "port", 0, 1023));
@@ -234,6 +234,7 @@ QpDef read_qp(const toml::table& t, const std::string& w) {
   mp.flowlet_gap = get_text(t, w, "flowlet_gap");
   mp.reorder_tolerance = get_text(t, w, "reorder_tolerance");
   mp.reorder_window = get_text(t, w, "reorder_window");
+  mp.reorder_window_min = get_text(t, w, "reorder_window_min");
   mp.rto_low = get_text(t, w, "rto_low");
   if (const toml::node* n = t.get("reth_every_packet")) {
     if (!n->is_boolean())

@@ -47,14 +47,15 @@ uint32_t parse_reorder_tolerance(std::string_view option, std::string_view text)
 MultipathNames MultipathNames::flags() {
   return {"--recovery",          "--entropy",        "--entropy-paths", "--flowlet-gap",
           "--reorder-tolerance", "--reorder-window", "--rto-low",       "--reth-every-packet",
-          "--tail-probe"};
+          "--tail-probe",        "--reorder-window-min"};
 }
 
 MultipathNames MultipathNames::keys(const std::string& prefix) {
   const std::string p = prefix.empty() ? "" : prefix + ".";
   return {p + "recovery",          p + "entropy",        p + "entropy_paths",
           p + "flowlet_gap",       p + "reorder_tolerance", p + "reorder_window",
-          p + "rto_low",           p + "reth_every_packet", p + "tail_probe"};
+          p + "rto_low",           p + "reth_every_packet", p + "tail_probe",
+          p + "reorder_window_min"};
 }
 
 Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
@@ -68,6 +69,9 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
     m.reorder_tolerance = parse_reorder_tolerance(n.reorder_tolerance, *t.reorder_tolerance);
   if (t.reorder_window)
     m.reorder_window_ns = parse_time_ns(n.reorder_window, *t.reorder_window, kMaxReorderWindowNs);
+  if (t.reorder_window_min)
+    m.reorder_window_min_ns =
+        parse_time_ns(n.reorder_window_min, *t.reorder_window_min, kMaxReorderWindowNs);
   if (t.rto_low) {
     m.rto_low_ns = parse_time_ns(n.rto_low, *t.rto_low, kMaxRtoLowNs);
     if (*m.rto_low_ns == 0)
@@ -92,6 +96,15 @@ Multipath parse_multipath(const MultipathText& t, const MultipathNames& n) {
   // RFC 8985 7: the probe's answer finds the holes by RACK's rule.
   if (m.tail_probe && !m.reorder_window_ns)
     throw ConfigError(n.tail_probe, fmt::format("is RACK's: it needs {}", n.reorder_window));
+  // RFC 8985 6.2.4: the window adapts between the floor and the window.
+  if (m.reorder_window_min_ns && !m.reorder_window_ns)
+    throw ConfigError(n.reorder_window_min,
+                      fmt::format("is the adaptive floor of {}: it needs one", n.reorder_window));
+  if (m.reorder_window_min_ns && m.reorder_window_ns &&
+      (*m.reorder_window_min_ns == 0 || *m.reorder_window_min_ns > *m.reorder_window_ns))
+    throw ConfigError(n.reorder_window_min,
+                      fmt::format("{} ns is not within 1 ns..{} ({} ns)", *m.reorder_window_min_ns,
+                                  n.reorder_window, *m.reorder_window_ns));
   if (m.rto_low_ns && !m.selective_repeat())
     throw ConfigError(n.rto_low,
                       fmt::format("is selective repeat's: it needs {} sr", n.recovery));
@@ -109,6 +122,7 @@ void apply_multipath(const Multipath& m, transport::QpAttr& attr) {
   attr.entropy = m.entropy;
   if (m.reorder_tolerance) attr.sr_reorder_tolerance_pkts = *m.reorder_tolerance;
   if (m.reorder_window_ns) attr.sr_reorder_window_ns = *m.reorder_window_ns;
+  if (m.reorder_window_min_ns) attr.sr_reorder_window_min_ns = *m.reorder_window_min_ns;
   if (m.rto_low_ns) attr.sr_rto_low_ns = *m.rto_low_ns;
   if (m.reth_every_packet) attr.write_reth_every_packet = true;
   if (m.tail_probe) attr.sr_tail_probe = true;
@@ -118,6 +132,8 @@ std::string describe(const Multipath& m) {
   std::string s(recovery_name(m.recovery.value_or(Recovery::kGoBackN)));
   if (m.reorder_tolerance) s += fmt::format(" (reorder tolerance {})", *m.reorder_tolerance);
   if (m.reorder_window_ns) s += fmt::format(" (reorder window {} ns)", *m.reorder_window_ns);
+  if (m.reorder_window_min_ns)
+    s += fmt::format(" (adapting from {} ns)", *m.reorder_window_min_ns);
   if (m.tail_probe) s += " (tail loss probe)";
   if (m.rto_low_ns) s += fmt::format(" (RTO_low {} ns)", *m.rto_low_ns);
   if (m.reth_every_packet) s += ", a RETH in every WRITE packet";

@@ -32,6 +32,7 @@ QpOptions qp_options(const FlowSpec& f) {
   o.entropy = f.entropy;
   o.reorder_tolerance = f.reorder_tolerance;
   o.reorder_window_ns = f.reorder_window_ns;
+  o.reorder_window_min_ns = f.reorder_window_min_ns;
   o.tail_probe = f.tail_probe;
   o.reth_every_packet = f.reth_every_packet;
   o.rto_low_ns = f.rto_low_ns;
@@ -395,6 +396,7 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["entropy_paths"] = spec.qp.entropy.paths;
   j["reorder_tolerance"] = spec.qp.reorder_tolerance;
   j["reorder_window_ns"] = spec.qp.reorder_window_ns;
+  if (spec.qp.reorder_window_min_ns) j["reorder_window_min_ns"] = spec.qp.reorder_window_min_ns;
   j["reth_every_packet"] = spec.qp.reth_every_packet;
   j["tail_probe"] = spec.qp.tail_probe;
   if (spec.window) {

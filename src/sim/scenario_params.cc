@@ -209,7 +209,8 @@ const std::vector<std::string_view> kFlowParamKeys = {
     "opcode", "cc", "cc_params", "recovery", "mtu", "message", "max_outstanding",
     "dscp", "timeout", "retry_cnt", "verify", "ack_every_n", "payload", "entropy",
     "entropy_paths", "flowlet_gap", "reorder_tolerance", "reorder_window", "rto_low",
-    "rto_low_threshold", "sack_window", "reth_every_packet", "path_rtt_threshold", "tail_probe"};
+    "rto_low_threshold", "sack_window", "reth_every_packet", "path_rtt_threshold", "tail_probe",
+    "reorder_window_min"};
 
 void read_flow_params(const Reader& r, const toml::table& t, const std::string& path,
                       FlowSpec& f) {
@@ -266,6 +267,7 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
   if (r.integer(t, "reorder_tolerance", path, v, 0, 1 << 16))
     f.reorder_tolerance = static_cast<uint32_t>(v);
   r.time(t, "reorder_window", path, f.reorder_window_ns, 1'000'000'000);
+  r.time(t, "reorder_window_min", path, f.reorder_window_min_ns, 1'000'000'000);
   r.time(t, "rto_low", path, f.rto_low_ns, 1'000'000'000);
   if (r.integer(t, "rto_low_threshold", path, v, 0, 1 << 16))
     f.rto_low_threshold = static_cast<uint32_t>(v);
@@ -288,6 +290,11 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
     r.fail(n ? n->source() : t.source(), Reader::join(path, "reorder_window"),
            "time-based loss detection is selective repeat's: it needs recovery = "
            "\"selective_repeat\"");
+  }
+  if (f.reorder_window_min_ns && (!f.reorder_window_ns || f.reorder_window_min_ns > f.reorder_window_ns)) {
+    r.fail(t.get("reorder_window_min")->source(), Reader::join(path, "reorder_window_min"),
+           "the adaptive floor of a reorder_window (RFC 8985 6.2.4): it needs one at least as "
+           "large");
   }
   r.boolean(t, "tail_probe", path, f.tail_probe);
   if (f.tail_probe && !f.reorder_window_ns) {

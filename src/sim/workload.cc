@@ -65,6 +65,7 @@ void bring_up(Host& h, const Host& peer, transport::QueuePair& qp,
   attr.entropy = o.entropy;
   attr.sr_reorder_tolerance_pkts = o.reorder_tolerance;
   attr.sr_reorder_window_ns = o.reorder_window_ns;
+  attr.sr_reorder_window_min_ns = o.reorder_window_min_ns;
   attr.sr_tail_probe = o.tail_probe;
   attr.write_reth_every_packet = o.reth_every_packet;
   attr.sr_rto_low_ns = o.rto_low_ns;

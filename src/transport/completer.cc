@@ -53,7 +53,7 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   }
   const uint32_t newly = wire::psn_distance(acked_psn_, psn);
   sr_delivered(psn, now);
-  clear_sacks_through(wire::psn_add(acked_psn_, 1), psn);
+  clear_sacks_through(wire::psn_add(acked_psn_, 1), psn, now);
   acked_psn_ = psn;
   if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) {
     sr_recovery_ = false;
@@ -357,12 +357,17 @@ void QueuePair::sr_note_resent(uint32_t psn) {
   }
 }
 
-void QueuePair::clear_sacks_through(uint32_t from, uint32_t to) {
+void QueuePair::clear_sacks_through(uint32_t from, uint32_t to, uint64_t now) {
   if (sack_.empty()) return;
   const uint32_t n = std::min<uint32_t>(wire::psn_distance(from, to) + 1,
                                         static_cast<uint32_t>(sack_.size()));
+  const bool adaptive = attr_.sr_reorder_window_min_ns && !sr_resent_ns_.empty();
   for (uint32_t i = 0; i < n; ++i) {
-    uint8_t& st = sack_[wire::psn_add(from, i) % sack_.size()];
+    const uint32_t psn = wire::psn_add(from, i);
+    uint8_t& st = sack_[psn % sack_.size()];
+    // A resent hole the ACK covers: the late first copy may be what
+    // filled it.
+    if (st == kSackResent && adaptive) rack_check_spurious(psn, now);
     if (st == kSackReceived) --sack_count_;
     st = kSackNone;
   }

@@ -184,7 +184,7 @@ int QueuePair::modify(QpState target, const QpAttr& a) {
       attr_.sr_rto_low_ns = a.sr_rto_low_ns;
       attr_.sr_rto_low_threshold_pkts = a.sr_rto_low_threshold_pkts;
       attr_.sr_reorder_tolerance_pkts = a.sr_reorder_tolerance_pkts;
-      sr_configure_send_record(a.sr_reorder_window_ns, a.sr_tail_probe);
+      sr_configure_send_record(a.sr_reorder_window_ns, a.sr_reorder_window_min_ns, a.sr_tail_probe);
       attr_.timeout = a.timeout;
       attr_.retry_cnt = std::min<uint8_t>(a.retry_cnt, 7);
       attr_.rnr_retry = std::min<uint8_t>(a.rnr_retry, 7);

@@ -150,13 +150,22 @@ TEST(SimMultipath, ScenarioKeysAreCheckedAndNamed) {
   EXPECT_NE(error(ring_scenario("", std::string(kSr) + "reth_every_packet = 1")).find(
                 "flow.reth_every_packet"),
             std::string::npos);
+  // An adaptive window's floor needs a window at least as large.
+  EXPECT_NE(error(ring_scenario("", std::string(kSr) + "reorder_window_min = \"2us\"")).find(
+                "flow.reorder_window_min: the adaptive floor of a reorder_window"),
+            std::string::npos);
+  EXPECT_NE(error(ring_scenario("", std::string(kSr) + "reorder_window = \"2us\"\n"
+                                    "reorder_window_min = \"3us\"")).find(
+                "flow.reorder_window_min"),
+            std::string::npos);
   const Scenario pa = parse_scenario(ring_scenario(
       "", std::string(kSr) + "entropy = \"path_aware\"\npath_rtt_threshold = \"2us\"\n"
-          "reorder_window = \"15us\"\nreth_every_packet = true"));
+          "reorder_window = \"15us\"\nreth_every_packet = true\nreorder_window_min = \"3us\""));
   ASSERT_TRUE(pa.collective);
   EXPECT_EQ(pa.collective->qp.entropy.mode, transport::EntropyMode::kPathAware);
   EXPECT_EQ(pa.collective->qp.entropy.path_rtt_threshold_ns, 2000u);
   EXPECT_EQ(pa.collective->qp.reorder_window_ns, 15000u);
+  EXPECT_EQ(pa.collective->qp.reorder_window_min_ns, 3000u);
   EXPECT_TRUE(pa.collective->qp.reth_every_packet);
   const Scenario sc = parse_scenario(ring_scenario(
       "load_balance = \"adaptive_flowlet\"\nflowlet_gap = \"3us\"",

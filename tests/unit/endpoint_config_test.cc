@@ -116,6 +116,7 @@ recovery = "selective_repeat"
 flowlet_gap = 2000
 entropy = "flowlet"
 reorder_window = "20us"
+reorder_window_min = "2us"
 reth_every_packet = true
 tail_probe = true
 
@@ -136,6 +137,7 @@ qpn = 0x14
   EXPECT_EQ(b.sr_reorder_tolerance_pkts, 0u);
   EXPECT_EQ(d.qps[2].attr.entropy.flowlet_gap_ns, 2'000u);  // an integer is nanoseconds
   EXPECT_EQ(d.qps[2].attr.sr_reorder_window_ns, 20'000u);
+  EXPECT_EQ(d.qps[2].attr.sr_reorder_window_min_ns, 2'000u);
   EXPECT_TRUE(d.qps[2].attr.write_reth_every_packet);
   EXPECT_TRUE(d.qps[2].attr.sr_tail_probe);
   EXPECT_FALSE(b.sr_tail_probe);

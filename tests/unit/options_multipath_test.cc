@@ -134,6 +134,32 @@ TEST(OptionMultipath, ReorderWindowAndRethEveryPacketSetTheQp) {
   EXPECT_TRUE(parse_multipath(r, MultipathNames::flags()).reth_every_packet);
 }
 
+TEST(OptionMultipath, AnAdaptiveWindowNeedsAWindowAboveItsFloor) {
+  MultipathText t;
+  t.recovery = "sr";
+  t.reorder_window = "20us";
+  t.reorder_window_min = "2us";
+  const Multipath m = parse_multipath(t, MultipathNames::flags());
+  transport::QpAttr a;
+  apply_multipath(m, a);
+  EXPECT_EQ(a.sr_reorder_window_ns, 20'000u);
+  EXPECT_EQ(a.sr_reorder_window_min_ns, 2'000u);
+  EXPECT_EQ(describe(m), "sr (reorder window 20000 ns) (adapting from 2000 ns)");
+  std::string why;
+  t.reorder_window_min = "30us";
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::flags()); }, &why),
+            "--reorder-window-min");
+  EXPECT_NE(why.find("not within 1 ns..--reorder-window"), std::string::npos) << why;
+  t.reorder_window_min = "0us";
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::flags()); }),
+            "--reorder-window-min");
+  t.reorder_window.reset();
+  t.reorder_window_min = "2us";
+  EXPECT_EQ(error_option([&] { parse_multipath(t, MultipathNames::keys("qp[1]")); }, &why),
+            "qp[1].reorder_window_min");
+  EXPECT_NE(why.find("needs one"), std::string::npos) << why;
+}
+
 TEST(OptionMultipath, CombinationsTheTransportRefusesNameTheOption) {
   std::string what;
   MultipathText t;

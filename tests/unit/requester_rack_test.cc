@@ -1,6 +1,7 @@
 // Selective repeat's record of each send (requester_rack.cc): time-based
 // loss detection (RACK, RFC 8985) finds holes lost by time, leaves late
-// ones alone, finds lost resends again and changes nothing when off; the
+// ones alone, finds lost resends again and changes nothing when off,
+// widens an adaptive window when a resend proves spurious; the
 // tail loss probe resends the newest packet when its answer is overdue;
 // and path-aware entropy hears each packet's round trip and loss by the
 // path it took.
@@ -194,6 +195,69 @@ TEST(RequesterRack, NoTailLossProbeForARead) {
   EXPECT_EQ(b.drain(probe).size(), 0u);
   EXPECT_EQ(b.qp_->counters().retransmit_tail_probes, 0u);
   EXPECT_EQ(b.qp_->next_deadline(), 9'000 + ack_timeout_ns(10));
+}
+
+// The adaptive window (QpAttr::sr_reorder_window_min_ns, RFC 8985 6.2.4):
+// a 1 us floor under an 8 us window. 105 is lost by time when 106 is
+// SACKed at 10 us (sent at 5, round trip 4, floor 1) and resent at 11 us;
+// `answer_at` is when the ACK covering it comes. The smallest round trip
+// of a first send is 4 us.
+struct AdaptiveWindow {
+  explicit AdaptiveWindow(uint64_t answer_at) : b(QpType::kRc, attr()) {
+    send_eight(b);
+    lose_105(b);
+    auto out = b.drain(11'000);
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_EQ(out.empty() ? 0u : out[0].p.psn, 105u);
+    b.feed(ack(107), {}, answer_at);
+  }
+  static QpAttr attr() {
+    QpAttr a = rack_attr(8'000);
+    a.sr_reorder_window_min_ns = 1'000;
+    return a;
+  }
+  // Then 108..115 at 20..27 us, 108..111 ACKed at 30 us and 113 (sent at
+  // 25 us, round trip 6) SACKed at 31 us: 112, sent at 24 us, is lost at
+  // 24 + 6 + the window in force. Returns when (the reorder timer, or the
+  // SACK's own time when it is lost at once).
+  uint64_t second_loss_found_at() {
+    for (uint32_t i = 8; i < 16; ++i) {
+      EXPECT_EQ(b.post_send(i, IBV_WR_RDMA_WRITE, 0, 1024), 0);
+      EXPECT_EQ(b.drain(12'000 + i * 1'000).size(), 1u);
+    }
+    b.feed(ack(111), {}, 30'000);
+    b.feed(sack_nak(112, 113), {}, 31'000);
+    if (!b.drain(31'000).empty()) return 31'000;
+    return b.qp_->next_deadline();
+  }
+  QpBench b;
+};
+
+// The ACK covering the resent hole came 0.5 us after the resend, sooner
+// than any answer to it could: the first copy was only late. The window
+// doubles to 2 us.
+TEST(RequesterRack, AnEarlyAnswerToAResendWidensTheAdaptiveWindow) {
+  AdaptiveWindow w(11'500);
+  EXPECT_EQ(w.b.qp_->counters().retransmit_spurious, 1u);
+  EXPECT_EQ(w.second_loss_found_at(), 24'000u + 6'000 + 2'000);
+}
+
+// An answer a round trip after the resend is the resend's: the window
+// stays at its 1 us floor, and the next loss is found at once.
+TEST(RequesterRack, AResendAnsweredAfterARoundTripLeavesTheWindow) {
+  AdaptiveWindow w(16'000);
+  EXPECT_EQ(w.b.qp_->counters().retransmit_spurious, 0u);
+  EXPECT_EQ(w.second_loss_found_at(), 31'000u);
+}
+
+// A fixed window (no floor) judges no resend.
+TEST(RequesterRack, AFixedWindowDoesNotAdapt) {
+  QpBench b(QpType::kRc, rack_attr(1'000));
+  send_eight(b);
+  lose_105(b);
+  ASSERT_EQ(b.drain(11'000).size(), 1u);
+  b.feed(ack(107), {}, 11'500);
+  EXPECT_EQ(b.qp_->counters().retransmit_spurious, 0u);
 }
 
 // Go-back-N keeps no send times; the window is selective repeat's.

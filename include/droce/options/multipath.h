@@ -49,6 +49,7 @@ struct MultipathText {
   std::optional<std::string> flowlet_gap;
   std::optional<std::string> reorder_tolerance;
   std::optional<std::string> reorder_window;
+  std::optional<std::string> reorder_window_min;
   std::optional<std::string> rto_low;
   bool reth_every_packet = false;
   bool tail_probe = false;
@@ -57,7 +58,7 @@ struct MultipathText {
 // What errors call each setting: command-line flags or a config file's keys.
 struct MultipathNames {
   std::string recovery, entropy, entropy_paths, flowlet_gap, reorder_tolerance, reorder_window,
-      rto_low, reth_every_packet, tail_probe;
+      rto_low, reth_every_packet, tail_probe, reorder_window_min;
   static MultipathNames flags();                          // --recovery, --entropy, ...
   static MultipathNames keys(const std::string& prefix);  // prefix.recovery, ...
 };
@@ -68,6 +69,7 @@ struct Multipath {
   transport::EntropyConfig entropy;
   std::optional<uint32_t> reorder_tolerance;
   std::optional<uint64_t> reorder_window_ns;  // QpAttr::sr_reorder_window_ns
+  std::optional<uint64_t> reorder_window_min_ns;  // QpAttr::sr_reorder_window_min_ns
   std::optional<uint64_t> rto_low_ns;         // QpAttr::sr_rto_low_ns
   bool reth_every_packet = false;             // QpAttr::write_reth_every_packet
   bool tail_probe = false;                    // QpAttr::sr_tail_probe
@@ -78,13 +80,14 @@ struct Multipath {
 
 // Parses and checks the combination: entropy other than fixed, a reorder
 // tolerance, a reorder window and RTO_low need selective repeat, the tail
-// loss probe a reorder window;
+// loss probe and an adaptive window's floor a reorder window (the floor no
+// larger);
 // entropy_paths needs a mode but fixed, flowlet_gap needs flowlet. Throws
 // ConfigError naming the setting.
 Multipath parse_multipath(const MultipathText& text, const MultipathNames& names);
 
 // Sets recovery, entropy, sr_reorder_tolerance_pkts, sr_reorder_window_ns,
-// sr_tail_probe, sr_rto_low_ns and write_reth_every_packet of `attr` (unset
+// sr_reorder_window_min_ns, sr_tail_probe, sr_rto_low_ns and write_reth_every_packet of `attr` (unset
 // ones untouched).
 void apply_multipath(const Multipath& m, transport::QpAttr& attr);
 

@@ -90,6 +90,9 @@ struct FlowSpec {
   // Selective repeat's time-based loss detection, 0 = off
   // (QpAttr::sr_reorder_window_ns, RACK).
   uint64_t reorder_window_ns = 0;
+  // With a reorder window: its adaptive floor, 0 = a fixed window
+  // (QpAttr::sr_reorder_window_min_ns).
+  uint64_t reorder_window_min_ns = 0;
   // With a reorder window: the tail loss probe (QpAttr::sr_tail_probe).
   bool tail_probe = false;
   // Every RDMA WRITE packet a WRITE ONLY with its own RETH

@@ -83,6 +83,7 @@ struct QpOptions {
   transport::EntropyConfig entropy;  // needs selective repeat unless fixed
   uint32_t reorder_tolerance = 0;
   uint64_t reorder_window_ns = 0;
+  uint64_t reorder_window_min_ns = 0;
   bool tail_probe = false;
   bool reth_every_packet = false;
   uint64_t rto_low_ns = 100'000;

@@ -26,6 +26,7 @@ namespace droce::transport {
   C(retransmit_sack_again) /* SR: a resent hole resent again (IRN 3.2) */    \
   C(retransmit_timeouts_low) /* SR: RTO_low expired (IRN 3.1) */             \
   C(retransmit_rack)       /* SR: holes found lost by time (RFC 8985) */     \
+  C(retransmit_spurious)   /* SR: resent holes whose first copy was late */   \
   C(retransmit_tail_probes) /* SR: tail loss probes sent (RFC 8985 7) */     \
   C(rnr_naks_received)                                                        \
   C(rnr_retries)                                                              \

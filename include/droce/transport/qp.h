@@ -210,6 +210,16 @@ struct QpAttr {
   // the minimum RTT; a sprayed fabric's queues need more). Either this
   // or sr_reorder_tolerance_pkts finding a hole lost is enough.
   uint64_t sr_reorder_window_ns = 0;
+  // With a reorder window: 0 keeps the window fixed; otherwise it starts
+  // here and adapts between this and sr_reorder_window_ns (RFC 8985
+  // 6.2.4): doubled, at most once per round trip, when a resend turns out
+  // spurious (the hole was delivered sooner after its resend than the
+  // smallest round trip: the first copy was only late, the evidence a
+  // DSACK gives TCP), back to this after 16 rounds of losses found by time
+  // without one. A sprayed fabric with shallow queues then finds a late
+  // loss in a few us, one with deep ones widens the window as its
+  // reordering asks.
+  uint64_t sr_reorder_window_min_ns = 0;
   // Selective repeat with RACK (a reorder window) only: the tail loss
   // probe of RACK-TLP (RFC 8985 section 7). When the newest packet, which
   // asked for its ACK, has been answered neither by an ACK nor a SACK for
@@ -472,7 +482,8 @@ class QueuePair {
   void sack_mark(uint32_t psn);
   uint8_t sack_state(uint32_t psn) const;  // kSack* below
   bool sacked(uint32_t psn) const { return sack_state(psn) == kSackReceived; }
-  void clear_sacks_through(uint32_t from, uint32_t to);
+  // Forgets the marks of [from, to], which an ACK at `now` covered.
+  void clear_sacks_through(uint32_t from, uint32_t to, uint64_t now);
   void sr_note_resent(uint32_t psn);
   // Selective repeat: a hole episode starts at `first_missing`, or the one
   // under way grows, to resend the holes below `high`.
@@ -484,7 +495,14 @@ class QueuePair {
   // At RTS: the window (QpAttr::sr_reorder_window_ns), the tail loss
   // probe and the record they and path-aware entropy need; a new
   // connection forgets what was delivered.
-  void sr_configure_send_record(uint64_t window_ns, bool tail_probe);
+  void sr_configure_send_record(uint64_t window_ns, uint64_t window_min_ns, bool tail_probe);
+  // The reorder window in force (QpAttr::sr_reorder_window_min_ns).
+  uint64_t reorder_window() const {
+    return attr_.sr_reorder_window_min_ns ? reo_wnd_ns_ : attr_.sr_reorder_window_ns;
+  }
+  // A resent hole delivered at `now`: the resend was spurious if this is
+  // too soon to be its answer; then the window grows.
+  void rack_check_spurious(uint32_t psn, uint64_t now);
   void rack_restart();
   // A request packet for `psn` (and the `span` - 1 after it, a READ's)
   // left for the first time at `now`.
@@ -701,6 +719,13 @@ class QueuePair {
   bool tlp_sent_ = false;     // one out; no other before an answer
   uint64_t tlp_from_ns_ = 0;
   uint64_t sr_srtt_ns_ = 0;    // 0: no round trip measured yet
+  // The adaptive reorder window (QpAttr::sr_reorder_window_min_ns), the
+  // smallest round trip of a first send, when the window last grew, and
+  // the RACK rounds left before it is back at its floor.
+  uint64_t reo_wnd_ns_ = 0;
+  uint64_t sr_min_rtt_ns_ = 0;
+  uint64_t reo_grown_ns_ = 0;
+  uint8_t reo_persist_ = 0;
   uint32_t sr_cursor_ = 0;     // next PSN to consider resending
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
