@@ -127,8 +127,8 @@ inline void add_multipath_options(CLI::App& cli, options::MultipathText& m,
                  "time (RACK; e.g. 20us; default off)");
   cli.add_option("--reorder-window-min", m.reorder_window_min,
                  "sr with --reorder-window: let the window adapt from this floor up to "
-                 "--reorder-window, doubled by each spurious resend (RFC 8985 6.2.4; "
-                 "default off: a fixed window)");
+                 "--reorder-window, doubled at most once per round trip when a resend "
+                 "proves spurious (RFC 8985 6.2.4; default off: a fixed window)");
   cli.add_flag("--tail-probe", m.tail_probe,
                "sr with --reorder-window: resend the newest packet, asking for its ACK, when "
                "its answer is two smoothed round trips late (RACK-TLP), before a timeout");

@@ -189,20 +189,24 @@ void QueuePair::on_out_of_order(const wire::ParsedPacket& pkt) {
 }
 
 Response* QueuePair::push_response() {
-  if (resp_count_ >= resp_.size() && !grow_responses()) return nullptr;
+  if ((resp_count_ >= resp_size_ || resp_count_ >= resp_limit_) && !grow_responses())
+    return nullptr;
   Response* r = &resp_at(resp_head_ + resp_count_);
   ++resp_count_;
   return r;
 }
 
-// Doubles the answer ring (4 entries at first), keeping the queued answers
-// in order; false when it is at resp_limit_ already.
+// Grows the answer ring from its one entry in the QP to 4 on the heap, then
+// doubles it, keeping the queued answers in order; false when it is at
+// resp_limit_ already.
 bool QueuePair::grow_responses() {
-  const size_t size = resp_.size();
-  if (size >= resp_limit_) return false;
-  std::vector<Response> bigger(std::min<size_t>(resp_limit_, std::max<size_t>(4, 2 * size)));
+  if (resp_size_ >= resp_limit_) return false;
+  const uint32_t size = std::min(resp_limit_, std::max(4u, 2 * resp_size_));
+  auto bigger = std::make_unique<Response[]>(size);
   for (uint32_t i = 0; i < resp_count_; ++i) bigger[i] = resp_at(resp_head_ + i);
-  resp_ = std::move(bigger);
+  resp_grown_ = std::move(bigger);
+  resp_ = resp_grown_.get();
+  resp_size_ = size;
   resp_head_ = 0;
   return true;
 }

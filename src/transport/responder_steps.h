@@ -173,7 +173,7 @@ inline wire::TransportSpec QueuePair::response_spec(const Response& r) const {
 
 // The oldest answer has gone out.
 inline void QueuePair::pop_response() {
-  resp_head_ = (resp_head_ + 1) & static_cast<uint32_t>(resp_.size() - 1);
+  resp_head_ = (resp_head_ + 1) & (resp_size_ - 1);
   --resp_count_;
 }
 

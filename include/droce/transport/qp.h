@@ -760,11 +760,16 @@ class QueuePair {
   uint32_t write_rkey_ = 0;
   bool nak_seq_sent_ = false;        // one NAK per gap (IBA 9.7.5.2.1)
   uint32_t unacked_ = 0;
-  // The answers to send, a ring whose size is a power of two. It grows on
-  // demand up to resp_limit_ entries: most QPs only ever queue a coalesced
-  // ACK or two, and an idle QP's memory should not be its answer ring.
-  std::vector<Response> resp_;
-  Response& resp_at(uint32_t i) { return resp_[i & (resp_.size() - 1)]; }
+  // The answers to send, a ring whose size is a power of two. Its first
+  // entry lives in the QP: most QPs only ever queue a coalesced ACK, and
+  // with many QPs an answer ring of its own was one more line from memory
+  // per packet. It grows on the heap, on demand, up to resp_limit_
+  // entries (an idle QP's memory should not be its answer ring).
+  Response resp_first_;
+  std::unique_ptr<Response[]> resp_grown_;
+  Response* resp_ = &resp_first_;
+  uint32_t resp_size_ = 1;
+  Response& resp_at(uint32_t i) { return resp_[i & (resp_size_ - 1)]; }
   bool grow_responses();
   uint32_t resp_head_ = 0;
   uint32_t resp_count_ = 0;
