@@ -291,7 +291,8 @@ void read_flow_params(const Reader& r, const toml::table& t, const std::string& 
            "time-based loss detection is selective repeat's: it needs recovery = "
            "\"selective_repeat\"");
   }
-  if (f.reorder_window_min_ns && (!f.reorder_window_ns || f.reorder_window_min_ns > f.reorder_window_ns)) {
+  if (f.reorder_window_min_ns &&
+      (!f.reorder_window_ns || f.reorder_window_min_ns > f.reorder_window_ns)) {
     r.fail(t.get("reorder_window_min")->source(), Reader::join(path, "reorder_window_min"),
            "the adaptive floor of a reorder_window (RFC 8985 6.2.4): it needs one at least as "
            "large");

@@ -361,7 +361,7 @@ void QueuePair::clear_sacks_through(uint32_t from, uint32_t to, uint64_t now) {
   if (sack_.empty()) return;
   const uint32_t n = std::min<uint32_t>(wire::psn_distance(from, to) + 1,
                                         static_cast<uint32_t>(sack_.size()));
-  const bool adaptive = attr_.sr_reorder_window_min_ns && !sr_resent_ns_.empty();
+  const bool adaptive = attr_.sr_reorder_window_min_ns != 0;  // sr_configure_send_record
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t psn = wire::psn_add(from, i);
     uint8_t& st = sack_[psn % sack_.size()];

@@ -21,13 +21,16 @@ namespace droce::transport {
 void QueuePair::sr_configure_send_record(uint64_t window_ns, uint64_t window_min_ns,
                                          bool tail_probe) {
   attr_.sr_reorder_window_ns = window_ns;
-  attr_.sr_reorder_window_min_ns = window_ns ? std::min(window_min_ns, window_ns) : 0;
-  if (!attr_.sr_reorder_window_min_ns || !reo_wnd_ns_) reo_wnd_ns_ = attr_.sr_reorder_window_min_ns;
-  reo_wnd_ns_ = std::clamp(reo_wnd_ns_, attr_.sr_reorder_window_min_ns, window_ns);
   attr_.sr_tail_probe = tail_probe;
   // Only for the QPs that use it: an idle QP's size is what a million QPs
   // cost.
   const bool sr = attr_.recovery == Recovery::kSelectiveRepeat;
+  // The adaptive window only where RACK runs (so a floor means the resend
+  // record below exists); one already adapting keeps its width within the
+  // new bounds.
+  const uint64_t floor = sr && window_ns ? std::min(window_min_ns, window_ns) : 0;
+  attr_.sr_reorder_window_min_ns = floor;
+  reo_wnd_ns_ = floor ? std::clamp(reo_wnd_ns_ ? reo_wnd_ns_ : floor, floor, window_ns) : 0;
   const bool path_aware = sr && attr_.entropy.mode == EntropyMode::kPathAware;
   const uint32_t n = attr_.sack_window;
   if (sr && (window_ns || path_aware)) {
