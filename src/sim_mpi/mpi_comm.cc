@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -12,6 +13,8 @@
 namespace droce::sim_mpi {
 
 MpiComm::MpiComm(int* argc, char*** argv) {
+  if (const char* pml = single_machine_pml([](const char* v) { return std::getenv(v); }))
+    ::setenv("OMPI_MCA_pml", pml, 0);
   MPI_Init(argc, argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

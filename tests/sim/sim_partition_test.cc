@@ -19,6 +19,7 @@
 #include "droce/sim/partition.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
+#include "droce/sim_mpi/mpi_comm.h"
 
 namespace droce::sim {
 namespace {
@@ -332,6 +333,27 @@ TEST(SimPartition, WhatCannotBeSplitIsRefusedByName) {
     EXPECT_THROW(s.run_until(1000), ScenarioError);
     EXPECT_THROW(s.enter_partition(comm), ScenarioError);
   }
+}
+
+// The PML asked for before MPI_Init: ob1 only for Open MPI with every
+// process on this machine and no PML chosen.
+TEST(SimPartition, OneMachineAsksOpenMpiForSharedMemoryUnlessAPmlWasChosen) {
+  using Env = std::map<std::string, std::string>;
+  auto pml = [](const Env& e) -> std::string {
+    const char* p = sim_mpi::single_machine_pml([&](const char* v) -> const char* {
+      const auto it = e.find(v);
+      return it == e.end() ? nullptr : it->second.c_str();
+    });
+    return p ? p : "(Open MPI's choice)";
+  };
+  EXPECT_EQ(pml({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}), "ob1");
+  EXPECT_EQ(pml({{"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}),
+            "(Open MPI's choice)");  // two machines
+  EXPECT_EQ(pml({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                 {"OMPI_MCA_pml", "ucx"}}),
+            "(Open MPI's choice)");  // the user's
+  EXPECT_EQ(pml({{"PMI_SIZE", "2"}}), "(Open MPI's choice)");  // another MPI
+  EXPECT_EQ(pml({}), "(Open MPI's choice)");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "droce/sim/partition.h"
@@ -31,6 +32,23 @@ inline uint32_t launched_size() {
     }
   }
   return 1;
+}
+
+// The point-to-point layer (Open MPI's PML) to ask for before MPI_Init,
+// or null to leave Open MPI's choice: "ob1" (shared memory, TCP) when Open
+// MPI started every process on this machine and nobody chose one
+// (OMPI_MCA_pml, which `mpirun --mca pml X` sets too). On one machine the
+// frames only ever go through shared memory, and Open MPI's default first
+// tries its fabric layers (cm with its MTLs, UCX): about 0.2 s of every
+// process's start here, where none of them is then used. Every process
+// sees the same environment, so all choose alike. `env` is std::getenv's
+// shape (tests pass their own).
+template <class Env>
+const char* single_machine_pml(Env&& env) {
+  const char* size = env("OMPI_COMM_WORLD_SIZE");
+  const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!size || !local || env("OMPI_MCA_pml")) return nullptr;
+  return std::string_view(size) == local ? "ob1" : nullptr;
 }
 
 #ifdef DROCE_HAVE_MPI
