@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "droce/memory/huge_page_pool.h"
 #include "droce/wire/headers.h"
 
 namespace droce::fabric {
@@ -38,6 +39,10 @@ struct UninitAllocator : std::allocator<T> {
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
+  // Frame buffers of a kilobyte or more live in huge pages
+  // (memory/huge_page_pool.h).
+  T* allocate(size_t n) { return static_cast<T*>(memory::huge_page_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { memory::huge_page_deallocate(p, n * sizeof(T)); }
 };
 using FrameBytes = std::vector<uint8_t, UninitAllocator<uint8_t>>;
 
