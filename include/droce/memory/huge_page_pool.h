@@ -17,7 +17,8 @@
 namespace droce::memory {
 
 // `bytes` of memory aligned to 64; never null (throws std::bad_alloc).
-// Sizes below a kilobyte or above 64 KiB come from operator new.
+// Sizes below a kilobyte or above 64 KiB come from operator new, and all
+// sizes under AddressSanitizer.
 void* huge_page_allocate(size_t bytes);
 // Gives back what huge_page_allocate(bytes) returned, with the same `bytes`.
 void huge_page_deallocate(void* p, size_t bytes) noexcept;
