@@ -9,8 +9,8 @@
 // memset, and most of its memory. calloc does not avoid it: it clears
 // whatever heap memory it hands out unless it is fresh from the system,
 // and rings this size rarely are. So the storage comes from anonymous
-// pages (zeroed_memory below), which the kernel maps only when a slot is
-// first written.
+// pages (memory/zeroed_memory.h), which the kernel maps only when a slot
+// is first written.
 //
 // The elements are zero bytes, not T{}: meant for slots that are written
 // before they are read (a ring's producer fills a slot before it publishes
@@ -23,13 +23,9 @@
 #include <type_traits>
 #include <utility>
 
-namespace droce::transport {
+#include "droce/memory/zeroed_memory.h"
 
-// Zeroed memory aligned to a cache line, from anonymous mappings carved in
-// large pieces (one mapping per piece, not per ring). Freed blocks are kept
-// by size and cleared when handed out again. Any thread.
-void* zeroed_memory(size_t bytes);
-void free_zeroed_memory(void* p, size_t bytes);
+namespace droce::transport {
 
 template <class T>
 class ZeroedArray {
@@ -41,7 +37,7 @@ class ZeroedArray {
  public:
   ZeroedArray() = default;
   explicit ZeroedArray(size_t n)
-      : data_(n ? static_cast<T*>(zeroed_memory(n * sizeof(T))) : nullptr), size_(n) {}
+      : data_(n ? static_cast<T*>(memory::zeroed_memory(n * sizeof(T))) : nullptr), size_(n) {}
   ZeroedArray(ZeroedArray&& o) noexcept { swap(o); }
   ZeroedArray& operator=(ZeroedArray&& o) noexcept {
     ZeroedArray gone(std::move(o));
@@ -51,7 +47,7 @@ class ZeroedArray {
   ZeroedArray(const ZeroedArray&) = delete;
   ZeroedArray& operator=(const ZeroedArray&) = delete;
   ~ZeroedArray() {
-    if (data_) free_zeroed_memory(data_, size_ * sizeof(T));
+    if (data_) memory::free_zeroed_memory(data_, size_ * sizeof(T));
   }
 
   size_t size() const { return size_; }
