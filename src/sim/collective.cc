@@ -81,6 +81,7 @@ class Runner {
       : sim_(sim), spec_(spec), comm_(comm), n_(spec.ranks.size()) {
     chunk_ = spec.bytes / n_;
     steps_ = spec.pattern == Pattern::kRing ? 2 * (n_ - 1) : n_ - 1;
+    slices_ = spec.pattern == Pattern::kRing ? spec.slices : 1;
     const QpOptions o = qp_options(spec.qp);
     for (size_t r = 0; r < n_; ++r) {
       buf_.emplace_back(static_cast<uint8_t*>(std::calloc(spec.bytes, 1)));
@@ -125,11 +126,11 @@ class Runner {
 
   void run(CollectiveResult& res) {
     res_ = &res;
-    res.transfers = n_ * steps_;
+    res.transfers = n_ * writes_per_rank();
     res.connections = res.connections_open_max = qps_.size() / 2;
     // The transfers this partition starts (all of them in one process).
     uint64_t mine = 0;
-    for (size_t r = 0; r < n_; ++r) mine += runs(r) ? steps_ : 0;
+    for (size_t r = 0; r < n_; ++r) mine += runs(r) ? writes_per_rank() : 0;
     // Flows beside the collective must not end the run under it.
     sim_.set_work([this, mine] { return mine - done_; });
     if (receiver_triggered()) {
@@ -205,7 +206,7 @@ class Runner {
   // WRITEs with immediate, up to kRecvDepth ahead of what arrived.
   void post_recvs(size_t r) {
     if (!runs(r)) return;
-    const uint64_t total = uint64_t{steps_} * spec_.iterations;
+    const uint64_t total = uint64_t{writes_per_rank()} * spec_.iterations;
     transport::QueuePair& qp = qp_of(r, (r + n_ - 1) % n_);
     while (rposted_[r] < total && rposted_[r] < rdone_[r] + kRecvDepth) {
       transport::RecvWr wr;
@@ -218,20 +219,33 @@ class Runner {
     }
   }
 
-  // Rank r's next ring step, when its inputs are there: its own previous
-  // step and its predecessor's (sender trigger: that WRITE's completion;
-  // receiver trigger: its arrival here).
+  uint32_t writes_per_rank() const { return steps_ * slices_; }
+
+  // Rank r's next ring WRITEs, in order, while their inputs are there:
+  // slice j of step k needs slice j of step k-1 from rank r itself and from
+  // its predecessor (sender trigger: that WRITE's completion; receiver
+  // trigger: its arrival here). Completions and arrivals on one RC QP come
+  // in order, so counts say which are in.
   void post_ring(size_t r) {
     if (!runs(r)) return;
-    const uint32_t k = posted_[r];
-    if (k >= steps_) return;
     const size_t prev = (r + n_ - 1) % n_;
-    const uint32_t arrived = receiver_triggered() ? got_[r] : sent_[prev];
-    if (k > 0 && (sent_[r] < k || arrived < k)) return;
-    // Reduce-scatter sends chunk (r-k) mod N, all-gather (r+1-k) mod N.
-    const size_t c = k < n_ - 1 ? (r + n_ - k % n_) % n_ : (r + 1 + n_ - (k - (n_ - 1)) % n_) % n_;
-    ++posted_[r];
-    post(r, (r + 1) % n_, c, c, k);
+    for (;;) {
+      const uint32_t m = posted_[r];  // WRITE m is slice m % S of step m / S
+      if (m >= writes_per_rank()) return;
+      const uint32_t k = m / slices_;
+      const uint32_t arrived = receiver_triggered() ? got_[r] : sent_[prev];
+      const uint32_t needed = m + 1 - slices_;  // slice j of step k-1 is WRITE m - S
+      if (k > 0 && (sent_[r] < needed || arrived < needed)) return;
+      // Reduce-scatter sends chunk (r-k) mod N, all-gather (r+1-k) mod N.
+      const size_t c =
+          k < n_ - 1 ? (r + n_ - k % n_) % n_ : (r + 1 + n_ - (k - (n_ - 1)) % n_) % n_;
+      const uint64_t j = m % slices_;
+      const uint64_t begin = c * chunk_ + chunk_ * j / slices_;
+      const uint64_t end = c * chunk_ + chunk_ * (j + 1) / slices_;
+      ++posted_[r];
+      const QpPairRef& p = conns_.at(std::minmax(r, (r + 1) % n_));
+      post_write(r, (r + 1) % n_, begin, begin, end - begin, m, r < (r + 1) % n_ ? *p.a : *p.b);
+    }
   }
 
   // All-to-all with a window: rank r's next peer (r+1 first) over a
@@ -255,15 +269,21 @@ class Runner {
 
   void post(size_t src, size_t dst, size_t src_chunk, size_t dst_chunk, uint64_t step,
             transport::QueuePair& qp) {
-    transport::Sge sge{mr_[src]->iova() + src_chunk * chunk_, static_cast<uint32_t>(chunk_),
-                       mr_[src]->lkey()};
+    post_write(src, dst, src_chunk * chunk_, dst_chunk * chunk_, chunk_, step, qp);
+  }
+
+  // One WRITE of `len` bytes from offset `from` of src's buffer to offset
+  // `to` of dst's; wr_id and immediate say which of src's WRITEs it is.
+  void post_write(size_t src, size_t dst, uint64_t from, uint64_t to, uint64_t len, uint64_t seq,
+                  transport::QueuePair& qp) {
+    transport::Sge sge{mr_[src]->iova() + from, static_cast<uint32_t>(len), mr_[src]->lkey()};
     transport::SendWr wr;
-    wr.wr_id = src << 32 | step;
+    wr.wr_id = src << 32 | seq;
     wr.opcode = receiver_triggered() ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.imm_data = static_cast<uint32_t>(step);
+    wr.imm_data = static_cast<uint32_t>(seq);
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.sg_list = {&sge, 1};
-    wr.remote_addr = mr_[dst]->iova() + dst_chunk * chunk_;
+    wr.remote_addr = mr_[dst]->iova() + to;
     wr.rkey = mr_[dst]->rkey();
     if (sim_.post_send(spec_.ranks[src], qp, wr) != 0) ++failed_;
   }
@@ -301,7 +321,7 @@ class Runner {
       open_.erase(it);
       post_windowed(r);
     }
-    if (done_ == n_ * steps_ && !comm_) sim_.pause();
+    if (done_ == res_->transfers && !comm_) sim_.pause();
   }
 
   struct FreeBytes {
@@ -321,6 +341,7 @@ class Runner {
   std::unordered_map<uint64_t, QpPairRef> open_;  // windowed: by wr_id
   uint64_t chunk_ = 0;
   uint32_t steps_ = 0;
+  uint32_t slices_ = 1;  // ring: WRITEs a step
   std::vector<std::unique_ptr<uint8_t[], FreeBytes>> buf_;
   std::vector<transport::MemoryRegion*> mr_;
   std::map<std::pair<size_t, size_t>, QpPairRef> conns_;
@@ -390,6 +411,7 @@ std::string collective_json(const Simulator& sim, const Scenario& sc, const Coll
   j["bytes"] = spec.bytes;
   j["iterations"] = spec.iterations;
   j["transfers_per_iteration"] = r.transfers;
+  if (spec.slices > 1) j["slices"] = spec.slices;
   j["recovery"] =
       spec.qp.recovery == transport::Recovery::kGoBackN ? "go_back_n" : "selective_repeat";
   j["entropy"] = to_string(spec.qp.entropy.mode);

@@ -181,7 +181,8 @@ void read_collective(ScenarioParse& p) {
   const Reader& r = p.r;
   const toml::table* t = r.table(p.root, "collective", "");
   if (!t) return;
-  r.check_keys(*t, "collective", {"pattern", "bytes", "iterations", "hosts", "window", "trigger"});
+  r.check_keys(*t, "collective",
+               {"pattern", "bytes", "iterations", "hosts", "window", "trigger", "slices"});
   CollectiveSpec c;
   using Pattern = CollectiveSpec::Pattern;
   r.choice(*t, "pattern", "collective", c.pattern,
@@ -225,6 +226,13 @@ void read_collective(ScenarioParse& p) {
              {{"sender", Trigger::kSender}, {"receiver", Trigger::kReceiver}});
     if (c.pattern != Pattern::kRing)
       r.fail(g->source(), "collective.trigger", "only for pattern = \"ring\"");
+  }
+  if (const toml::node* s = t->get("slices")) {
+    if (r.integer(*t, "slices", "collective", v, 1, 64)) c.slices = static_cast<uint32_t>(v);
+    if (c.slices > 1 && c.pattern != Pattern::kRing)
+      r.fail(s->source(), "collective.slices", "only for pattern = \"ring\"");
+    if (c.bytes / n < c.slices)
+      r.fail(s->source(), "collective.slices", "more slices than a chunk (bytes / ranks) has bytes");
   }
   c.qp = p.flow_default;
   p.sc.collective = std::move(c);

@@ -153,6 +153,11 @@ struct CollectiveSpec {
   // can: it is the one host that learns it.
   enum class Trigger : uint8_t { kSender, kReceiver };
   Trigger trigger = Trigger::kSender;
+  // ring: each step's chunk moves as this many WRITEs, each forwarded as
+  // soon as its own input is in (NCCL moves a chunk through its ring in
+  // slices the same way), so one slice's late tail holds back only the
+  // slices that need it. 1: one WRITE a step.
+  uint32_t slices = 1;
   FlowSpec qp;                // [flow]'s per-QP keys
 };
 std::string_view to_string(CollectiveSpec::Pattern p);
