@@ -120,10 +120,15 @@ def main():
         ring = os.path.join(tmp, "ring.toml")
         with open(ring, "w") as f:
             f.write(RING)
+        # The same ring with each step in two slices that pipeline.
+        sliced = os.path.join(tmp, "sliced.toml")
+        with open(sliced, "w") as f:
+            f.write(RING.replace('trigger = "receiver"\n', 'trigger = "receiver"\nslices = 2\n'))
         cases = [("leaf-spine-a2a", [sim, os.path.join(root, "examples/cc/leaf-spine-a2a.toml"),
                                      "--seed", "1"], [2, 4]),
                  ("lossy-64", [sim, lossy, "--seed", "5"], [2, 4]),
-                 ("ring-32", [sim, ring, "--seed", "3"], [2, 3])]
+                 ("ring-32", [sim, ring, "--seed", "3"], [2, 3]),
+                 ("ring-32-sliced", [sim, sliced, "--seed", "3"], [2])]
         for name, argv, counts in cases:
             one = os.path.join(tmp, name + "-1")
             rc, stdout, err = run(argv, 1, one)
@@ -154,7 +159,7 @@ def main():
                                       ("retransmits", r"retransmits [1-9]")]:
                     if not re.search(pattern, text):
                         failures.append(f"{name}: the scenario did not exercise {what}:\n{text}")
-            if name == "ring-32" and "collective.json" not in want:
+            if name.startswith("ring-32") and "collective.json" not in want:
                 failures.append(f"{name}: no collective.json")
         # A ring started by the sender's completion cannot be split: refused
         # by name, exit 2.
