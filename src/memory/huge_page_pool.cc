@@ -70,4 +70,27 @@ void huge_page_deallocate(void* p, size_t bytes) noexcept {
   pool().give(p, bytes);
 }
 
+// An object takes an odd number of cache lines. Objects carved one after
+// another out of physically contiguous memory at a stride of an even
+// number of lines put the same field of every object into a fraction of
+// the cache's sets (1792-byte QPs: 16 of the 64 sets of L1), and the
+// send path over 64K QPs lost 6 %; at an odd stride the field visits every
+// set, as a slab allocator's colouring spreads its objects.
+size_t odd_lines(size_t bytes) { return CarvingPool::rounded(bytes) | CarvingPool::kAlign; }
+
+void* huge_page_object_allocate(size_t bytes) {
+  if (kPlainHeap || bytes > kLargest)
+    return ::operator new(bytes, std::align_val_t{CarvingPool::kAlign});
+  return pool().take(odd_lines(bytes)).p;
+}
+
+void huge_page_object_deallocate(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  if (kPlainHeap || bytes > kLargest) {
+    ::operator delete(p, std::align_val_t{CarvingPool::kAlign});
+    return;
+  }
+  pool().give(p, odd_lines(bytes));
+}
+
 }  // namespace droce::memory

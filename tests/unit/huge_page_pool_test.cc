@@ -1,6 +1,7 @@
 // memory/huge_page_pool.h: blocks aligned and apart, a freed block reused
-// for the next of its size, small and large sizes from operator new, the
-// regions advised for huge pages, and several threads at once.
+// for the next of its size, small and large sizes from operator new,
+// objects (InHugePages) at an odd stride of lines, the regions advised for
+// huge pages, and several threads at once.
 #include "droce/memory/huge_page_pool.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,33 @@ TEST(HugePagePool, AFreedBlockServesTheNextOfItsSize) {
   EXPECT_NE(b, a);
   huge_page_deallocate(b, 2048);
   huge_page_deallocate(a, kFrame);
+}
+
+// A QP-sized object (28 cache lines) takes 29: objects side by side at an
+// odd stride of lines, so a field at one offset falls in every cache set.
+struct QpSized : InHugePages {
+  uint8_t bytes[1792];
+};
+
+TEST(HugePagePool, ObjectsTakeAnOddNumberOfLinesAndAreReused) {
+  std::vector<QpSized*> objects;
+  for (int i = 0; i < 100; ++i) objects.push_back(new QpSized);
+  int side_by_side = 0;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    EXPECT_EQ(at(objects[i]) % 64, 0u);
+    std::memset(objects[i]->bytes, static_cast<int>(i), sizeof objects[i]->bytes);
+    if (i > 0 && at(objects[i]) == at(objects[i - 1]) + 29 * 64) ++side_by_side;
+  }
+  // All but where a new region started.
+  EXPECT_GE(side_by_side, 95);
+  for (size_t i = 0; i < objects.size(); ++i) EXPECT_EQ(objects[i]->bytes[1791], i & 0xff);
+  QpSized* last = objects.back();
+  delete last;
+  objects.pop_back();
+  QpSized* again = new QpSized;
+  EXPECT_EQ(again, last);
+  objects.push_back(again);
+  for (QpSized* o : objects) delete o;
 }
 
 // The kernel says which mappings may have huge pages (THPeligible, since

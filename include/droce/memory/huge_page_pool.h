@@ -23,4 +23,21 @@ void* huge_page_allocate(size_t bytes);
 // Gives back what huge_page_allocate(bytes) returned, with the same `bytes`.
 void huge_page_deallocate(void* p, size_t bytes) noexcept;
 
+// The same for objects of any size up to 64 KiB, small ones too, each
+// taking an odd number of cache lines (so that the same field of objects
+// side by side falls in different cache sets): the per-QP state a data
+// path reaches for one of thousands of QPs per packet (InHugePages), whose
+// translations then fit a few TLB entries instead of one 4 KiB page's
+// each.
+void* huge_page_object_allocate(size_t bytes);
+void huge_page_object_deallocate(void* p, size_t bytes) noexcept;
+
+// A class deriving from this is created with new in huge pages.
+struct InHugePages {
+  static void* operator new(size_t bytes) { return huge_page_object_allocate(bytes); }
+  static void operator delete(void* p, size_t bytes) noexcept {
+    huge_page_object_deallocate(p, bytes);
+  }
+};
+
 }  // namespace droce::memory

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "droce/memory/huge_page_pool.h"
 #include "droce/transport/cc_hooks.h"
 #include "droce/transport/counters.h"
 #include "droce/transport/credits.h"
@@ -250,7 +251,9 @@ struct QpAttr {
   bool honour_credits = false;
 };
 
-class QueuePair {
+// Created in huge pages (memory::InHugePages): with tens of thousands of
+// QPs, each packet's QP is a TLB miss in 4 KiB pages.
+class QueuePair : public memory::InHugePages {
  public:
   QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init);
   QueuePair(const QueuePair&) = delete;
