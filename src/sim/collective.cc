@@ -243,8 +243,8 @@ class Runner {
       const uint64_t begin = c * chunk_ + chunk_ * j / slices_;
       const uint64_t end = c * chunk_ + chunk_ * (j + 1) / slices_;
       ++posted_[r];
-      const QpPairRef& p = conns_.at(std::minmax(r, (r + 1) % n_));
-      post_write(r, (r + 1) % n_, begin, begin, end - begin, m, r < (r + 1) % n_ ? *p.a : *p.b);
+      const size_t next = (r + 1) % n_;
+      post_write(r, next, begin, begin, end - begin, m, qp_of(r, next));
     }
   }
 
