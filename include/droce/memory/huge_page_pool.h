@@ -1,15 +1,15 @@
 // Memory for objects a data path touches in no particular order, many of
-// one size: the fabric model's frame buffers. Blocks of a kilobyte or more
-// come from 2 MiB regions that the kernel may back with transparent huge
-// pages (madvise(MADV_HUGEPAGE), honoured where
+// one size: the fabric model's frame buffers and the QueuePair objects.
+// Blocks come from 2 MiB regions (carving_pool.h) that the kernel may back
+// with transparent huge pages (madvise(MADV_HUGEPAGE), honoured where
 // /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or "always").
 //
-// Why: with tens of thousands of frames in flight, each new buffer in
-// 4 KiB pages was two page faults and each touch a likely TLB miss; in
-// 2 MiB pages the translations fit the TLB. A freed block goes to a free
-// list of its size for the next block of that size, and regions are kept
-// for the process's life: the memory stays at the peak in use, as a
-// pool's does.
+// Why: with tens of thousands of frames in flight or QPs in use, each new
+// buffer in 4 KiB pages was two page faults and each touch a likely TLB
+// miss; in 2 MiB pages the translations fit the TLB. A freed block goes to
+// a free list of its size for the next block of that size, and regions
+// are kept for the process's life: the memory stays at the peak in use,
+// as a pool's does.
 #pragma once
 
 #include <cstddef>
