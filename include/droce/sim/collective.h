@@ -11,6 +11,8 @@
 //    "sender", rank r-1's step counts at its completion at r-1; with
 //    "receiver", at its arrival at r (a WRITE with immediate, whose
 //    receive completion r sees; r keeps receive WRs posted for them).
+//    With slices = S, a step's chunk is S WRITEs, and slice j of step k
+//    waits only for slice j of step k-1 (as NCCL's ring moves a chunk).
 //  - all_to_all: rank r writes chunk d to every other rank d, all at once
 //    (each to its own QP), rank r+1 first. With a window W, rank r keeps
 //    at most W of them in flight, to r+1, r+2, ... in turn, each over a
