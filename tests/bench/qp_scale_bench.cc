@@ -6,15 +6,17 @@
 // the responder's ACKs received back by the sender. The sender's calls
 // (post, transmit, receiving the ACKs, polling) are timed apart from the
 // responder's (receive, transmitting the ACKs): the send path and the
-// receive path per data frame, for each N, against N = 1 in the same run.
+// receive path per data frame, for each N, against N = 1 in the same run:
+// each run of N right after a run of the first N of the list, the ratio
+// taken per pair of runs and the median over the rounds.
 //
 // Also the memory of an idle QP: resident memory before and after the
 // responder's N QPs are created, connected (RTS) and attached to its
 // endpoint (each with one send and one receive slot), per QP, with and
 // without its work queues (QueuePair::queue_bytes).
 //
-//   droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--payload BYTES]
-//   (defaults: 1,1024,65536,1048576; 2 s per N; 64 B)
+//   droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--rounds R] [--payload BYTES]
+//   (defaults: 1,1024,65536,1048576; 3 rounds of 1 s per N; 64 B)
 //
 // Every data frame must reach the responder and be placed (PSNs in order
 // on every QP) and every WR must complete: the bench exits 1 otherwise.
@@ -304,14 +306,16 @@ class Pair {
 
 struct Options {
   std::vector<uint32_t> qps{1, 1024, 65536, 1u << 20};
-  double seconds = 2;
+  double seconds = 1;   // per run
+  uint32_t rounds = 3;  // runs of each N, each beside a run of the first
   size_t payload = 64;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   fmt::print(stderr,
              "droce-bench-qp-scale: {}\n"
-             "usage: droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--payload BYTES]\n",
+             "usage: droce-bench-qp-scale [--qps N,N,...] [--seconds S] [--rounds R] "
+             "[--payload BYTES]\n",
              why);
   std::exit(2);
 }
@@ -335,6 +339,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--seconds") {
       o.seconds = std::strtod(v.c_str(), &end);
       if (*end || o.seconds <= 0) usage("--seconds: '" + v + "' is not a positive number");
+    } else if (a == "--rounds") {
+      const unsigned long r = std::strtoul(v.c_str(), &end, 10);
+      if (*end || r == 0 || r > 100) usage("--rounds: '" + v + "' is not 1..100");
+      o.rounds = static_cast<uint32_t>(r);
     } else if (a == "--payload") {
       o.payload = std::strtoul(v.c_str(), &end, 10);
       if (*end || o.payload == 0 || o.payload > 1024) usage("--payload: '" + v + "' is not 1..1024");
@@ -346,38 +354,71 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// Each N's figures: medians over the rounds, and its rates against the
+// first N of the list measured beside it in each round (that one's run
+// just before), because this machine's speed moves from one minute to the
+// next by more than the differences measured.
+struct Row {
+  double tx_ns, rx_ns, tx_vs_first, rx_vs_first;
+  bool ok = true;
+};
+
+Row measure(Pair& p, Pair* first, const Options& o) {
+  std::vector<double> tx, rx, tx_vs, rx_vs;
+  Row row{};
+  for (uint32_t round = 0; round < o.rounds; ++round) {
+    const Result ref = first ? first->run(o.seconds) : Result{};
+    const Result r = p.run(o.seconds);
+    row.ok = row.ok && r.ok && ref.ok;
+    tx.push_back(r.tx_ns);
+    rx.push_back(r.rx_ns);
+    tx_vs.push_back(first ? ref.tx_ns / r.tx_ns : 1.0);
+    rx_vs.push_back(first ? ref.rx_ns / r.rx_ns : 1.0);
+  }
+  row.tx_ns = median(tx);
+  row.rx_ns = median(rx);
+  row.tx_vs_first = median(tx_vs);
+  row.rx_vs_first = median(rx_vs);
+  return row;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  fmt::print("RC RDMA WRITE {} B, round robin over N QP pairs, {} s per N; per data frame\n",
-             o.payload, o.seconds);
-  fmt::print("{:>9} {:>9} {:>7} {:>7} {:>9} {:>7} {:>7} {:>13} {:>13}\n", "QPs", "send ns",
-             "Mpps", "vs 1", "recv ns", "Mpps", "vs 1", "idle QP B", "without ring");
+  fmt::print(
+      "RC RDMA WRITE {} B, round robin over N QP pairs; per data frame, the median of {} "
+      "runs of {} s, each after one of the first N\n",
+      o.payload, o.rounds, o.seconds);
+  fmt::print("{:>9} {:>9} {:>7} {:>7} {:>9} {:>7} {:>7} {:>13} {:>13}\n", "QPs", "send ns", "Mpps",
+             "vs 1", "recv ns", "Mpps", "vs 1", "idle QP B", "without ring");
   bool ok = true;
-  double tx1 = 0, rx1 = 0;
+  std::unique_ptr<Pair> first;
   for (uint32_t n : o.qps) {
-    Result r;
-    {
-      Pair p(n, o.payload);
-      r = p.run(o.seconds);
-      r.idle_qp_bytes = p.idle_bytes();
-      r.idle_ring_bytes = p.idle_queue_bytes();
-    }
+    auto p = std::make_unique<Pair>(n, o.payload);
+    const Row r = measure(*p, first.get(), o);
     ok = ok && r.ok;
-    if (tx1 == 0) tx1 = r.tx_ns, rx1 = r.rx_ns;
     // Below a thousand QPs the resident memory moves by whole pages: no
     // per-QP figure.
-    const std::string idle = n < 1000 ? "-" : fmt::format("{:.0f}", r.idle_qp_bytes);
+    const std::string idle = n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes());
     const std::string bare =
-        n < 1000 ? "-" : fmt::format("{:.0f}", r.idle_qp_bytes - r.idle_ring_bytes);
-    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13}\n",
-               n, r.tx_ns, 1e3 / r.tx_ns, tx1 / r.tx_ns, r.rx_ns, 1e3 / r.rx_ns, rx1 / r.rx_ns,
-               idle, bare);
+        n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes() - p->idle_queue_bytes());
+    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13}\n", n,
+               r.tx_ns, 1e3 / r.tx_ns, r.tx_vs_first, r.rx_ns, 1e3 / r.rx_ns, r.rx_vs_first, idle,
+               bare);
     std::fflush(stdout);
+    if (!first) first = std::move(p);
   }
-  fmt::print("'vs 1': the rate against the first N of the list. 'idle QP B': resident memory\n"
-             "per responder QP with one send and one receive slot, the endpoint's per-QP\n"
-             "state included ('without ring': less its work queues, QueuePair::queue_bytes).\n");
+  fmt::print(
+      "'vs 1': the rate against the first N of the list, run beside it. 'idle QP B':\n"
+      "resident memory per responder QP with one send and one receive slot, the\n"
+      "endpoint's per-QP state included ('without ring': less its work queues,\n"
+      "QueuePair::queue_bytes).\n");
   return ok ? 0 : 1;
 }
