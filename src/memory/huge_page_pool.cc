@@ -53,23 +53,6 @@ CarvingPool& pool() {
   return *p;
 }
 
-}  // namespace
-
-void* huge_page_allocate(size_t bytes) {
-  if (kPlainHeap || bytes < kSmall || bytes > kLargest)
-    return ::operator new(bytes, std::align_val_t{CarvingPool::kAlign});
-  return pool().take(bytes).p;
-}
-
-void huge_page_deallocate(void* p, size_t bytes) noexcept {
-  if (!p) return;
-  if (kPlainHeap || bytes < kSmall || bytes > kLargest) {
-    ::operator delete(p, std::align_val_t{CarvingPool::kAlign});
-    return;
-  }
-  pool().give(p, bytes);
-}
-
 // An object takes an odd number of cache lines. Objects carved one after
 // another out of physically contiguous memory at a stride of an even
 // number of lines put the same field of every object into a fraction of
@@ -78,19 +61,32 @@ void huge_page_deallocate(void* p, size_t bytes) noexcept {
 // set, as a slab allocator's colouring spreads its objects.
 size_t odd_lines(size_t bytes) { return CarvingPool::rounded(bytes) | CarvingPool::kAlign; }
 
-void* huge_page_object_allocate(size_t bytes) {
-  if (kPlainHeap || bytes > kLargest)
+// `bytes` from operator new where the pool does not serve them (below
+// `smallest`, above kLargest, under AddressSanitizer), else a block of
+// `block` bytes from the pool.
+void* allocate(size_t bytes, size_t smallest, size_t block) {
+  if (kPlainHeap || bytes < smallest || bytes > kLargest)
     return ::operator new(bytes, std::align_val_t{CarvingPool::kAlign});
-  return pool().take(odd_lines(bytes)).p;
+  return pool().take(block).p;
 }
 
-void huge_page_object_deallocate(void* p, size_t bytes) noexcept {
+void deallocate(void* p, size_t bytes, size_t smallest, size_t block) noexcept {
   if (!p) return;
-  if (kPlainHeap || bytes > kLargest) {
+  if (kPlainHeap || bytes < smallest || bytes > kLargest) {
     ::operator delete(p, std::align_val_t{CarvingPool::kAlign});
     return;
   }
-  pool().give(p, odd_lines(bytes));
+  pool().give(p, block);
+}
+
+}  // namespace
+
+void* huge_page_allocate(size_t bytes) { return allocate(bytes, kSmall, bytes); }
+void huge_page_deallocate(void* p, size_t bytes) noexcept { deallocate(p, bytes, kSmall, bytes); }
+
+void* huge_page_object_allocate(size_t bytes) { return allocate(bytes, 0, odd_lines(bytes)); }
+void huge_page_object_deallocate(void* p, size_t bytes) noexcept {
+  deallocate(p, bytes, 0, odd_lines(bytes));
 }
 
 }  // namespace droce::memory

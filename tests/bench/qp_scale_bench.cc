@@ -130,8 +130,6 @@ struct Result {
   uint32_t qps = 0;
   double tx_ns = 0, rx_ns = 0;  // per data frame
   uint64_t frames = 0;
-  double idle_qp_bytes = 0;     // resident memory per idle responder QP
-  double idle_ring_bytes = 0;   // of which its work queues
   bool ok = true;
 };
 
