@@ -25,18 +25,22 @@ transport::CcHooks make_hooks(bool samples_rtt) {
   h.fills_window = [](void* c, uint32_t bytes, uint32_t next_bytes) {
     return static_cast<CcBinding*>(c)->fills_window(bytes, next_bytes);
   };
-  h.on_send = [](void* c, uint32_t, uint32_t bytes, bool, uint64_t now) {
-    static_cast<CcBinding*>(c)->on_send(bytes, now);
+  h.on_send = [](void* c, uint32_t, uint32_t bytes, bool retransmit, uint64_t now) {
+    static_cast<CcBinding*>(c)->on_send(bytes, retransmit, now);
   };
   h.admit = [](void* c, uint32_t first, uint32_t each, uint32_t max, uint64_t now) {
     return static_cast<CcBinding*>(c)->admit(first, each, max, now);
   };
   h.window_room = [](void* c) { return static_cast<CcBinding*>(c)->window_room(); };
   h.on_send_run = [](void* c, uint64_t bytes, uint32_t, uint64_t now) {
-    static_cast<CcBinding*>(c)->on_send(bytes, now);
+    static_cast<CcBinding*>(c)->on_send(bytes, false, now);
   };
   h.on_ack = [](void* c, uint32_t, uint64_t acked, uint64_t rtt, uint64_t now) {
     static_cast<CcBinding*>(c)->on_ack(acked, rtt, now);
+  };
+  h.on_delivered = [](void* c, uint64_t bytes) { static_cast<CcBinding*>(c)->on_delivered(bytes); };
+  h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t) {
+    static_cast<CcBinding*>(c)->on_loss(e);
   };
   h.on_cnp = [](void* c, uint32_t, uint64_t now) {
     static_cast<CcBinding*>(c)->on_cnp(now);
@@ -46,9 +50,6 @@ transport::CcHooks make_hooks(bool samples_rtt) {
   };
   h.on_response_sent = [](void* c, uint32_t bytes, uint64_t now) {
     static_cast<CcBinding*>(c)->on_response_sent(bytes, now);
-  };
-  h.on_loss = [](void* c, uint32_t, transport::LossEvent e, uint64_t now) {
-    static_cast<CcBinding*>(c)->on_loss(e, now);
   };
   h.samples_rtt = samples_rtt;
   return h;
@@ -114,8 +115,15 @@ uint64_t CcBinding::pacing_gap(uint64_t bytes, uint64_t rate) {
   return gap_ns_;
 }
 
-void CcBinding::on_send(uint64_t bytes, uint64_t now) {
-  inflight_bytes_ += bytes;
+void CcBinding::on_send(uint64_t bytes, bool retransmit, uint64_t now) {
+  // A resend replaces a copy still counted, unless a timeout wrote the
+  // copies off; the first new packet ends that.
+  if (!retransmit) {
+    resends_after_timeout_ = false;
+    inflight_bytes_ += bytes;
+  } else if (resends_after_timeout_) {
+    inflight_bytes_ += bytes;
+  }
   pace(bytes, now);
 }
 
@@ -146,7 +154,6 @@ void CcBinding::retime() {
 }
 
 void CcBinding::on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now) {
-  inflight_bytes_ -= std::min(inflight_bytes_, acked_bytes);
   // Reused rather than built per ACK (its INT record is ~260 bytes), and
   // one per thread rather than one per QP: the algorithm reads it only
   // during the call, and a million idle QPs should not carry one each.
@@ -173,10 +180,13 @@ void CcBinding::on_timer(uint64_t now) {
   retime();
 }
 
-void CcBinding::on_loss(transport::LossEvent event, uint64_t) {
-  // After a timeout everything outstanding is sent again and counted again;
-  // forget the old flight so the window does not stay shut.
-  if (event == transport::LossEvent::kTimeout) inflight_bytes_ = 0;
+void CcBinding::on_loss(transport::LossEvent event) {
+  // A timeout takes everything outstanding for lost (RFC 6675 5.1: the
+  // pipe is empty after an RTO): what is resent next counts afresh. Without
+  // it a window shrunk below what was lost would never let a resend out.
+  if (event != transport::LossEvent::kTimeout) return;
+  inflight_bytes_ = 0;
+  resends_after_timeout_ = true;
 }
 
 }  // namespace droce::endpoint

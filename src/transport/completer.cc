@@ -53,7 +53,9 @@ bool QueuePair::ack_up_to(uint32_t psn, uint64_t now) {
   }
   const uint32_t newly = wire::psn_distance(acked_psn_, psn);
   sr_delivered(psn, now);
-  clear_sacks_through(wire::psn_add(acked_psn_, 1), psn, now);
+  const uint32_t sacked = clear_sacks_through(wire::psn_add(acked_psn_, 1), psn, now);
+  if (cc_->on_delivered && newly > sacked)
+    cc_->on_delivered(cc_ctx_, uint64_t{newly - sacked} * mtu_);
   acked_psn_ = psn;
   if (sr_recovery_ && wire::psn_ge(wire::psn_add(psn, 1), sr_point_)) {
     sr_recovery_ = false;
@@ -337,8 +339,10 @@ void QueuePair::sack_mark(uint32_t psn) {
   if (sack_.empty()) return;
   if (wire::psn_distance(acked_psn_, psn) > sack_.size()) return;
   uint8_t& st = sack_[psn % sack_.size()];
-  if (st != kSackReceived) ++sack_count_;
+  if (st == kSackReceived) return;
+  ++sack_count_;
   st = kSackReceived;
+  if (cc_->on_delivered) cc_->on_delivered(cc_ctx_, mtu_);
 }
 
 uint8_t QueuePair::sack_state(uint32_t psn) const {
@@ -357,20 +361,25 @@ void QueuePair::sr_note_resent(uint32_t psn) {
   }
 }
 
-void QueuePair::clear_sacks_through(uint32_t from, uint32_t to, uint64_t now) {
-  if (sack_.empty()) return;
+uint32_t QueuePair::clear_sacks_through(uint32_t from, uint32_t to, uint64_t now) {
+  if (sack_.empty()) return 0;
   const uint32_t n = std::min<uint32_t>(wire::psn_distance(from, to) + 1,
                                         static_cast<uint32_t>(sack_.size()));
   const bool adaptive = attr_.sr_reorder_window_min_ns != 0;  // sr_configure_send_record
+  uint32_t sacked = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t psn = wire::psn_add(from, i);
     uint8_t& st = sack_[psn % sack_.size()];
     // A resent hole the ACK covers: the late first copy may be what
     // filled it.
     if (st == kSackResent && adaptive) rack_check_spurious(psn, now);
-    if (st == kSackReceived) --sack_count_;
+    if (st == kSackReceived) {
+      --sack_count_;
+      ++sacked;
+    }
     st = kSackNone;
   }
+  return sacked;
 }
 
 }  // namespace droce::transport

@@ -296,8 +296,9 @@ void QueuePair::fail_wqe(uint64_t index, ibv_wc_status status) {
 }
 
 size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
-                                std::span<uint8_t> buf, bool timed) {
-  if (cc_->may_send && !cc_->may_send(cc_ctx_, qpn_, bytes, now)) {
+                                std::span<uint8_t> buf, bool resend, bool timed) {
+  const uint32_t window_bytes = resend ? 0 : bytes;
+  if (cc_->may_send && !cc_->may_send(cc_ctx_, qpn_, window_bytes, now)) {
     ++counters_.cc_stalls;
     return 0;
   }
@@ -307,7 +308,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   const bool overdue = last_ack_req_ns_ != UINT64_MAX && attr_.ack_req_interval_ns &&
                        now - last_ack_req_ns_ >= attr_.ack_req_interval_ns;
   const bool ask_ack = force_ack_req_ || overdue || (timed && cc_->samples_rtt) ||
-                       (cc_->fills_window && cc_->fills_window(cc_ctx_, bytes, mtu_));
+                       (cc_->fills_window && cc_->fills_window(cc_ctx_, window_bytes, mtu_));
   bool ok;
   const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok, now);
   if (!ok) {
@@ -384,7 +385,7 @@ size_t QueuePair::produce_request(uint64_t now, std::span<uint8_t> buf) {
   const bool retransmit = type_ == QpType::kRc && wire::psn_lt(psn, send_high_);
   // A new packet while no RTT sample is under way becomes the timed one.
   const bool timed = type_ == QpType::kRc && !retransmit && !rtt_probe_;
-  const size_t n = gated_request(sq_send_, k, bytes, now, buf, timed);
+  const size_t n = gated_request(sq_send_, k, bytes, now, buf, retransmit, timed);
   if (!n) return 0;
   ++counters_.tx_request_packets;
   if (retransmit) {
@@ -488,7 +489,7 @@ size_t QueuePair::produce_sack_hole(uint64_t now, std::span<uint8_t> buf, bool* 
     const uint32_t bytes = w.is_read_or_atomic() ? 0 : mtu_;
     *attempted = true;
     sr_note_lost(psn, now);
-    const size_t n = gated_request(idx, k, bytes, now, buf);
+    const size_t n = gated_request(idx, k, bytes, now, buf, true);
     if (!n) return 0;
     sr_cursor_ = next_cursor;
     sr_note_resent(psn);

@@ -231,7 +231,7 @@ size_t QueuePair::produce_tail_probe(uint64_t now, std::span<uint8_t> buf) {
   const uint32_t bytes = static_cast<uint32_t>(
       std::min<uint64_t>(mtu_, w.length - std::min<uint64_t>(w.length, uint64_t{k} * mtu_)));
   force_ack_req_ = true;
-  const size_t n = gated_request(idx, k, bytes, now, buf);
+  const size_t n = gated_request(idx, k, bytes, now, buf, true);
   force_ack_req_ = false;
   if (!n) {
     // Congestion control said not now: the probe stays due.

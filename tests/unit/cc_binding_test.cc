@@ -35,7 +35,7 @@ struct Bound {
 
 TEST(CcBinding, PacesAtTheRateInForce) {
   Bound b;
-  b.binding.on_send(4096, 1000);
+  b.binding.on_send(4096, false, 1000);
   // Expect: 4096 B at 12.5 GB/s take 328 ns (rounded up).
   EXPECT_EQ(b.binding.next_send_ns(), 1000u + 328u);
   EXPECT_FALSE(b.binding.may_send(4096, 1200));
@@ -50,7 +50,7 @@ TEST(CcBinding, ARateCutThenRecoveryRetimesTheBookedDeparture) {
   Bound b;
   b.cc->next_rate = 125'000;  // 1 Mb/s, the floor
   b.binding.on_cnp(0);
-  b.binding.on_send(4096, 0);
+  b.binding.on_send(4096, false, 0);
   EXPECT_EQ(b.binding.next_send_ns(), 32'768'000u);  // 4096 B at 1 Mb/s
   // Expect: a recovery to 10 Gb/s re-times it to 4096 B at that rate.
   b.cc->next_rate = 1'250'000'000;
@@ -58,7 +58,7 @@ TEST(CcBinding, ARateCutThenRecoveryRetimesTheBookedDeparture) {
   EXPECT_EQ(b.binding.next_send_ns(), 3277u);
   EXPECT_TRUE(b.binding.may_send(4096, 20'000));
   // Expect: a later cut re-times it the other way (later, from the same start).
-  b.binding.on_send(4096, 20'000);
+  b.binding.on_send(4096, false, 20'000);
   EXPECT_EQ(b.binding.next_send_ns(), 20'000u + 3277u);
   b.cc->next_rate = 125'000;
   b.binding.on_ack(4096, 0, 21'000);
@@ -77,16 +77,33 @@ TEST(CcBinding, NoRetimingBeforeTheFirstPacket) {
 TEST(CcBinding, WindowGateAndTheFillingPacket) {
   Bound b;
   b.cc->window = 3 * 4096;
-  b.binding.on_send(4096, 0);
+  b.binding.on_send(4096, false, 0);
   // Expect: with 4 KiB in flight, the next 4 KiB leaves room for one more;
   // the one after fills the window.
   EXPECT_FALSE(b.binding.fills_window(4096, 4096));
-  b.binding.on_send(4096, 0);
+  b.binding.on_send(4096, false, 0);
   EXPECT_TRUE(b.binding.fills_window(4096, 4096));
-  b.binding.on_send(4096, 0);
+  b.binding.on_send(4096, false, 0);
   EXPECT_FALSE(b.binding.may_send(4096, 1'000'000));
-  b.binding.on_ack(4096, 0, 1'000'000);
+  b.binding.on_delivered(4096);
   EXPECT_TRUE(b.binding.may_send(4096, 1'000'000));
+  // Expect: a resend takes the place of the copy it replaces: the window
+  // stays open.
+  b.binding.on_send(4096, true, 1'000'000);
+  EXPECT_TRUE(b.binding.may_send(4096, 2'000'000));
+  EXPECT_EQ(b.binding.inflight_bytes(), 2u * 4096);
+  // Expect: a timeout writes off what was out; its resends count afresh
+  // until the first new packet, after which resends replace again.
+  b.binding.on_loss(transport::LossEvent::kTimeout);
+  EXPECT_EQ(b.binding.inflight_bytes(), 0u);
+  b.binding.on_send(4096, true, 2'000'000);
+  b.binding.on_send(4096, true, 3'000'000);
+  EXPECT_EQ(b.binding.inflight_bytes(), 2u * 4096);
+  b.binding.on_send(4096, false, 4'000'000);
+  b.binding.on_send(4096, true, 5'000'000);
+  EXPECT_EQ(b.binding.inflight_bytes(), 3u * 4096);
+  EXPECT_FALSE(b.binding.may_send(4096, 6'000'000));
+  EXPECT_TRUE(b.binding.may_send(0, 6'000'000));  // a resend needs no room
   // Expect: a rate-only algorithm never fills a window.
   b.cc->window.reset();
   EXPECT_FALSE(b.binding.fills_window(1 << 30, 1 << 30));

@@ -165,11 +165,76 @@ TEST(Completer, SelectiveRepeatResendsOnlyHoles) {
   EXPECT_EQ(b.poll().size(), 1u);
 }
 
-
 wire::TransportSpec sack_nak(uint32_t first_missing, uint32_t sacked) {
   auto t = ack(first_missing, nak(wire::NakCode::kPsnSequenceError));
   t.aeth_msn = sacked;
   return t;
+}
+
+// A congestion window of `bytes` over the hooks' account of what is in
+// flight: new packets add, resends replace a copy given up on, and each
+// PSN leaves once, at its first SACK or at the cumulative ACK.
+struct PipeWindow {
+  uint64_t bytes = 0;
+  uint64_t inflight = 0;
+  CcHooks hooks() const {
+    CcHooks h;
+    h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
+      auto* w = static_cast<PipeWindow*>(ctx);
+      return w->inflight + bytes <= w->bytes;
+    };
+    h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool retransmit, uint64_t) {
+      if (!retransmit) static_cast<PipeWindow*>(ctx)->inflight += bytes;
+    };
+    h.on_delivered = [](void* ctx, uint64_t bytes) {
+      auto* w = static_cast<PipeWindow*>(ctx);
+      EXPECT_LE(bytes, w->inflight);  // never more leaves than went out
+      w->inflight -= std::min(w->inflight, bytes);
+    };
+    return h;
+  }
+};
+
+// A window counts the packets in the network (RFC 6675's pipe): a SACKed
+// packet beyond a hole frees its room, a resent hole takes none of its
+// own. Counting everything above the hole, plus each resend, shut the
+// window of a window-based CC (HPCC, Swift) for good after a few losses.
+TEST(Completer, SelectiveRepeatWindowCountsWhatIsInFlight) {
+  QpAttr a = QpBench::default_attr();
+  a.recovery = Recovery::kSelectiveRepeat;
+  a.sack_window = 256;
+  QpBench b(QpType::kRc, a);
+  PipeWindow win{4 * 1024};
+  const CcHooks h = win.hooks();
+  b.qp_->set_cc_hooks(&h, &win);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
+  auto out = b.drain();
+  ASSERT_EQ(out.size(), 4u);  // PSNs 100..103 fill the window
+  EXPECT_EQ(win.inflight, 4u * 1024);
+  // 100 and 102 arrived, 101 lost: the NAK acknowledges 100 and SACKs 102.
+  b.feed(sack_nak(101, 102));
+  out = b.drain();
+  // Expect: the hole resent, and two new PSNs in the room 100 and 102 left.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].p.psn, 101u);
+  EXPECT_EQ(out[1].p.psn, 104u);
+  EXPECT_EQ(out[2].p.psn, 105u);
+  EXPECT_EQ(win.inflight, 4u * 1024);  // 101, 103, 104, 105
+  // 103 SACKed twice (a duplicate's answer): it leaves once.
+  b.feed(sack_nak(101, 103));
+  b.feed(sack_nak(101, 103));
+  EXPECT_EQ(win.inflight, 3u * 1024);
+  // Expect: the cumulative ACK counts only the PSNs no SACK had answered.
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 106u);
+  b.feed(ack(106));
+  EXPECT_EQ(win.inflight, 0u);
+  out = b.drain();
+  ASSERT_EQ(out.size(), 1u);  // 107, the last
+  b.feed(ack(107));
+  EXPECT_EQ(win.inflight, 0u);
+  EXPECT_EQ(b.poll().size(), 1u);
 }
 
 // IRN §3.2: a resent hole is resent again once a PSN first sent after the

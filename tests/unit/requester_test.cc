@@ -207,9 +207,9 @@ TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
   h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool, uint64_t) {
     static_cast<Window*>(ctx)->inflight += bytes;
   };
-  h.on_ack = [](void* ctx, uint32_t, uint64_t acked, uint64_t, uint64_t) {
+  h.on_delivered = [](void* ctx, uint64_t bytes) {
     auto* w = static_cast<Window*>(ctx);
-    w->inflight -= std::min<uint64_t>(w->inflight, acked);
+    w->inflight -= std::min<uint64_t>(w->inflight, bytes);
   };
   b.qp_->set_cc_hooks(&h, &win);
   ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);

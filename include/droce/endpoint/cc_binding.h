@@ -66,11 +66,14 @@ class CcBinding {
   // transport::CcHooks::admit and window_room.
   uint32_t admit(uint32_t first_bytes, uint32_t bytes_each, uint32_t max, uint64_t now);
   uint64_t window_room() const;
-  // A packet (or a run of packets) of `bytes` left.
-  void on_send(uint64_t bytes, uint64_t now);
+  // A packet (or a run of packets) of `bytes` left; a retransmission
+  // adds nothing in flight (transport::CcHooks::on_send).
+  void on_send(uint64_t bytes, bool retransmit, uint64_t now);
   void on_ack(uint64_t acked_bytes, uint64_t rtt_ns, uint64_t now);
+  // transport::CcHooks::on_delivered: the window's packets in flight.
+  void on_delivered(uint64_t bytes) { inflight_bytes_ -= std::min(inflight_bytes_, bytes); }
   void on_cnp(uint64_t now);
-  void on_loss(transport::LossEvent event, uint64_t now);
+  void on_loss(transport::LossEvent event);
   // The algorithm's timer is due (Algorithm::next_timer).
   void on_timer(uint64_t now);
 
@@ -88,6 +91,7 @@ class CcBinding {
   uint64_t backlog_since_ = UINT64_MAX;
   uint64_t next_send_ns_ = 0;
   uint64_t inflight_bytes_ = 0;
+  bool resends_after_timeout_ = false;  // on_loss, on_send
   const cc::IntRecord* pending_int_ = nullptr;
   // The last packet's pacing: when it started, its size, and the rate its
   // gap was computed at. After every event the algorithm saw, a new rate

@@ -16,6 +16,7 @@ enum class LossEvent : uint8_t { kTimeout, kSeqNak, kRnrNak, kSack };
 
 struct CcHooks {
   // Gate for request packets (new and retransmitted). nullptr = always yes.
+  // `bytes` is what the packet adds in flight: 0 for a resend (on_send).
   // Returning false makes produce() return 0; has_work() stays true, so the
   // endpoint's pacer asks again later.
   bool (*may_send)(void* ctx, uint32_t qpn, uint32_t bytes, uint64_t now) = nullptr;
@@ -26,6 +27,9 @@ struct CcHooks {
   // for an ACK nobody sends, until its retransmission timeout. nullptr =
   // never (no window).
   bool (*fills_window)(void* ctx, uint32_t bytes, uint32_t next_bytes) = nullptr;
+  // A request packet left. `retransmit`: it replaces a copy the requester
+  // gave up on (a hole, a go-back-N rewind, a timeout, a tail probe), so it
+  // adds nothing to the packets in flight.
   void (*on_send)(void* ctx, uint32_t qpn, uint32_t bytes, bool retransmit,
                   uint64_t now) = nullptr;
   // The same three for a run of new request packets built in one go (the
@@ -47,6 +51,11 @@ struct CcHooks {
   // ACK carries no valid sample (Karn: none from retransmitted packets).
   void (*on_ack)(void* ctx, uint32_t qpn, uint64_t acked_bytes, uint64_t rtt_ns,
                  uint64_t now) = nullptr;
+  // Request packets left the network: a PSN's first SACK, or a cumulative
+  // ACK of PSNs no SACK had answered (path MTU each, as on_ack). Each PSN
+  // is reported once, so a window counts what is in flight (RFC 6675's
+  // "pipe"), not everything above the oldest hole.
+  void (*on_delivered)(void* ctx, uint64_t bytes) = nullptr;
   void (*on_cnp)(void* ctx, uint32_t qpn, uint64_t now) = nullptr;
   // READ response packets, the responder's data: paced at the rate as
   // requests are (a NIC's rate limiter holds all of a QP's traffic, and

@@ -457,9 +457,10 @@ class QueuePair : public memory::InHugePages {
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
   // buffer vanished (the WQE then fails with LOC_PROT_ERR).
-  // `timed`: the packet is the one an RTT sample will be taken on.
+  // `resend`: it needs no room in the window (CcHooks::on_send). `timed`:
+  // the packet is the one an RTT sample will be taken on.
   size_t gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
-                       std::span<uint8_t> buf, bool timed = false);
+                       std::span<uint8_t> buf, bool resend, bool timed = false);
   void advance_cursor_after(const SendWqe& w, uint32_t k);
   void rewind_to(uint32_t psn);
   uint32_t resume_psn() const;  // first PSN not yet acknowledged
@@ -485,8 +486,8 @@ class QueuePair : public memory::InHugePages {
   void sack_mark(uint32_t psn);
   uint8_t sack_state(uint32_t psn) const;  // kSack* below
   bool sacked(uint32_t psn) const { return sack_state(psn) == kSackReceived; }
-  // Forgets the marks of [from, to], which an ACK at `now` covered.
-  void clear_sacks_through(uint32_t from, uint32_t to, uint64_t now);
+  // Forgets the marks of [from, to], which an ACK at `now` covered: how many were SACKed.
+  uint32_t clear_sacks_through(uint32_t from, uint32_t to, uint64_t now);
   void sr_note_resent(uint32_t psn);
   // Selective repeat: a hole episode starts at `first_missing`, or the one
   // under way grows, to resend the holes below `high`.
