@@ -76,13 +76,22 @@ Hpcc::Hpcc(const HpccConfig& c, uint64_t line_rate_bytes_per_sec)
 // U = (1 - tau/T) * U + (tau/T) * u', tau = min(ts - ts_prev, T).
 // Returns false when there is no usable previous record (first INT ACK, path
 // change), in which case the window is left alone.
+//
+// droce extension for multipath: the paper compares hop i with hop i of the
+// previous ACK, which on one path is the same link. A sprayed or adaptively
+// routed QP crosses a different uplink and spine from one packet to the
+// next, and two different ports' byte counters make no rate. So each hop
+// is compared with the last record of the same link (IntHop::link_id) at
+// the same position on a path of as many hops; on one path that is the
+// previous ACK's, as in the paper.
 bool Hpcc::measure_inflight(const IntRecord& ack) {
-  if (last_.n_hops == 0 || last_.n_hops != ack.n_hops) return false;
   double u_max = -1;
   double tau = 0;
   for (std::size_t i = 0; i < ack.n_hops; ++i) {
     const IntHop& now = ack.hops[i];
-    const IntHop& prev = last_.hops[i];
+    const IntHop* last = remember(ack.n_hops, static_cast<uint8_t>(i), now);
+    if (!last) continue;
+    const IntHop& prev = *last;
     if (now.ts_ns <= prev.ts_ns || now.link_rate_bytes_per_sec == 0) continue;
     const double dt_ns = static_cast<double>(now.ts_ns - prev.ts_ns);
     const double b = static_cast<double>(now.link_rate_bytes_per_sec);
@@ -105,6 +114,28 @@ bool Hpcc::measure_inflight(const IntRecord& ack) {
   u_ = have_u_ ? (1 - tau / t_ns_) * u_ + (tau / t_ns_) * u_max : u_max;
   have_u_ = true;
   return true;
+}
+
+// The link's record before `hop` (nullptr: none), which `hop` replaces.
+// The table holds the links of every path the QP used, at most kMaxLinks;
+// beyond that the link heard from longest ago gives way.
+const IntHop* Hpcc::remember(uint8_t n_hops, uint8_t index, const IntHop& hop) {
+  LinkRecord* oldest = nullptr;
+  for (LinkRecord& r : links_) {
+    if (r.link_id == hop.link_id && r.index == index && r.n_hops == n_hops) {
+      prev_ = r.hop;
+      r.hop = hop;
+      return &prev_;
+    }
+    if (!oldest || r.hop.ts_ns < oldest->hop.ts_ns) oldest = &r;
+  }
+  const LinkRecord fresh{hop.link_id, n_hops, index, hop};
+  if (links_.size() < kMaxLinks) {
+    links_.push_back(fresh);
+  } else {
+    *oldest = fresh;
+  }
+  return nullptr;
 }
 
 // ComputeWind: multiplicative step towards eta when over target (or after
@@ -140,7 +171,6 @@ void Hpcc::on_ack(uint64_t /*now_ns*/, const AckEvent& ack) {
       window_ = compute_window(false);
     }
   }
-  last_ = ack.int_hops;
 }
 
 uint64_t Hpcc::rate_bytes_per_sec() const {

@@ -135,6 +135,29 @@ TEST(Hpcc, PathChangeResetsHopState) {
   EXPECT_EQ(cc.window_bytes(), 125'000u);
 }
 
+// A sprayed QP's packets cross a different uplink each: a hop is compared
+// with the last record of its own link, never with another port's counter.
+TEST(Hpcc, ComparesEachHopWithItsOwnLinkOnManyPaths) {
+  Hpcc cc(hand_config(), kLine);
+  cc.on_send(0, 1'000'000);
+  auto via = [](uint64_t link, uint64_t ts, uint64_t tx) {
+    AckEvent a;
+    a.acked_bytes = 1;
+    a.int_hops.push({ts, tx, 0, kLine, link});
+    return a;
+  };
+  cc.on_ack(10 * kUs, via(1, 10'000, 0));
+  // Expect: link 2 is new, its counter far ahead of link 1's: no
+  // measurement (hop 0 against hop 0 would read 200 B/ns, u = 16).
+  cc.on_ack(15 * kUs, via(2, 15'000, 1'000'000));
+  EXPECT_EQ(cc.window_bytes(), 125'000u);
+  // Expect: link 1 again, against its own record 10us before: 125000 B in
+  // 10us, u = 1.0: W = 125000 * 0.95 + 100 = 118850.
+  cc.on_ack(20 * kUs, via(1, 20'000, 125'000));
+  EXPECT_NEAR(cc.utilisation(), 1.0, 1e-12);
+  EXPECT_EQ(cc.window_bytes(), 118'850u);
+}
+
 TEST(Hpcc, WindowNeverBelowMinRateTimesT) {
   HpccConfig c = hand_config();
   c.min_rate_mbps = 1000;  // 1.25e8 B/s * 10us = 1250 B

@@ -39,6 +39,10 @@ struct IntHop {
   uint64_t tx_bytes = 0;    // cumulative bytes sent by that egress port
   uint64_t qlen_bytes = 0;  // egress queue length when the packet left
   uint64_t link_rate_bytes_per_sec = 0;  // B, the port's line rate
+  // The stamping switch and egress port (node id << 16 | port); 0 when
+  // unknown. A QP whose packets take several paths (spraying, adaptive
+  // routing) must compare a hop only with that link's earlier record.
+  uint64_t link_id = 0;
 };
 
 // The per-hop records an ACK echoes back; n_hops == 0 means "no INT".

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "droce/cc/algorithm.h"
 #include "droce/cc/params.h"
@@ -41,6 +42,7 @@ class Hpcc final : public Algorithm {
 
  private:
   bool measure_inflight(const IntRecord& hops);
+  const IntHop* remember(uint8_t n_hops, uint8_t index, const IntHop& hop);
   double compute_window(bool update_wc);
 
   double eta_;
@@ -58,7 +60,17 @@ class Hpcc final : public Algorithm {
   uint64_t snd_nxt_ = 0;  // bytes handed to on_send so far
   uint64_t acked_ = 0;    // cumulative acked bytes (the ACK "seq")
   uint64_t last_update_seq_ = 0;
-  IntRecord last_;  // L: previous INT per hop
+  // L, the previous INT record: here per link and position on the path
+  // (measure_inflight).
+  struct LinkRecord {
+    uint64_t link_id;
+    uint8_t n_hops;
+    uint8_t index;
+    IntHop hop;
+  };
+  static constexpr std::size_t kMaxLinks = 64;
+  std::vector<LinkRecord> links_;
+  IntHop prev_;  // remember's answer
 };
 
 const AlgorithmInfo& hpcc_algorithm();
