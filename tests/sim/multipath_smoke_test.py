@@ -3,7 +3,10 @@
 ecmp/spray/path_aware/adaptive, PFC off, 0 and 1 % loss) over two seeds:
 every run finishes, the table, the CSVs and the plots are written, a point's
 JCT p50 and p99 are taken over both seeds' runs, and the hashed ECMP run
-loads its busiest uplink more than the spraying and adaptive ones.
+loads its busiest uplink more than the spraying and adaptive ones. Then
+the smoke modes at 1 % loss with a congestion control and the ring in two
+slices: the scenarios carry both and the runs finish; and --cc is refused
+by name where it cannot apply.
 
   multipath_smoke_test.py SOURCE_ROOT DROCE_SIM OUT_DIR
 """
@@ -48,6 +51,26 @@ def main():
             assert os.path.getsize(os.path.join(out, png)) > 0, png
     except ImportError:
         pass
+    cc_out = out + "-cc"
+    shutil.rmtree(cc_out, ignore_errors=True)
+    p = subprocess.run([os.path.join(root, "scripts", "multipath-experiment"), "--smoke",
+                        "--loss", "0.01", "--cc", "swift", "--slices", "2", "-j", "2",
+                        "--no-plot", "--sim", sim, "--out", cc_out],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    with open(os.path.join(cc_out, "results.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and all(r["done"] == "True" for r in rows), rows
+    runs_dir = os.path.join(cc_out, "runs")
+    assert len(os.listdir(runs_dir)) == 4, os.listdir(runs_dir)
+    for run in os.listdir(runs_dir):
+        scenario = open(os.path.join(runs_dir, run, "scenario.toml")).read()
+        assert 'cc = "swift"' in scenario and "slices = 2" in scenario, scenario
+    for bad in (["--cc", "reno"], ["--real-time", "--cc", "swift"]):
+        p = subprocess.run([os.path.join(root, "scripts", "multipath-experiment"), *bad,
+                            "--sim", sim, "--out", cc_out],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.returncode == 2 and "--cc" in p.stderr, (bad, p.returncode, p.stderr)
     print("multipath smoke: ok")
 
 
