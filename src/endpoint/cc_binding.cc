@@ -181,9 +181,9 @@ void CcBinding::on_timer(uint64_t now) {
 }
 
 void CcBinding::on_loss(transport::LossEvent event) {
-  // A timeout takes everything outstanding for lost (RFC 6675 5.1: the
-  // pipe is empty after an RTO): what is resent next counts afresh. Without
-  // it a window shrunk below what was lost would never let a resend out.
+  // A timeout takes everything outstanding for lost, as a TCP sender does
+  // after its RTO: what is resent next counts afresh. Without it a window
+  // shrunk below what was lost would never let a resend out.
   if (event != transport::LossEvent::kTimeout) return;
   inflight_bytes_ = 0;
   resends_after_timeout_ = true;

@@ -469,8 +469,7 @@ Endpoint::QpSlot* Endpoint::deliver_to_qp(const wire::ParsedPacket& pkt, uint64_
     // them with the ACK that acknowledges new data (if this is one).
     for (size_t i = 0; i < hop_count; ++i) {
       const wire::IntHop& h = hops_[i];
-      record.push({h.timestamp_ns, h.tx_bytes, h.qlen_bytes,
-                   uint64_t{h.rate_mbps} * 1'000'000 / 8,
+      record.push({h.timestamp_ns, h.tx_bytes, h.qlen_bytes, uint64_t{h.rate_mbps} * 1'000'000 / 8,
                    uint64_t{h.node_id} << 16 | h.egress_port});
     }
     s->cc->set_pending_int(&record);

@@ -28,8 +28,8 @@ struct CcHooks {
   // never (no window).
   bool (*fills_window)(void* ctx, uint32_t bytes, uint32_t next_bytes) = nullptr;
   // A request packet left. `retransmit`: it replaces a copy the requester
-  // gave up on (a hole, a go-back-N rewind, a timeout, a tail probe), so it
-  // adds nothing to the packets in flight.
+  // gave up on (a hole, a go-back-N rewind, a timeout, a tail probe), and
+  // may_send asked no room for it.
   void (*on_send)(void* ctx, uint32_t qpn, uint32_t bytes, bool retransmit,
                   uint64_t now) = nullptr;
   // The same three for a run of new request packets built in one go (the
