@@ -300,6 +300,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
   const uint32_t window_bytes = resend ? 0 : bytes;
   if (cc_->may_send && !cc_->may_send(cc_ctx_, qpn_, window_bytes, now)) {
     ++counters_.cc_stalls;
+    if (cc_hold_ == kCcHoldWatch) cc_hold_ = kCcHeld;
     return 0;
   }
   // Asking for an ACK beyond wants_ack(): a packet that fills the CC window
@@ -311,6 +312,7 @@ size_t QueuePair::gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint
                        (cc_->fills_window && cc_->fills_window(cc_ctx_, window_bytes, mtu_));
   bool ok;
   const size_t n = build_request(sq_at(index), k, ask_ack, buf, &ok, now);
+  if (n) cc_hold_ = kCcHoldNone;
   if (!ok) {
     // The local buffer vanished since post_send: local protection error
     // (IBA 10.8.3 / 11.6.2), the QP enters ERR.
@@ -551,6 +553,7 @@ void QueuePair::requester_timer(uint64_t now) {
     // qp.h); RTO_high restarts from now.
     ++rare_counters().retransmit_timeouts_low;
     if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
+    cc_hold_ = kCcHoldWatch;
     if (rto_low_fired_ < 255) ++rto_low_fired_;
     sr_resend_all();
     arm_timer(now);
@@ -560,6 +563,18 @@ void QueuePair::requester_timer(uint64_t now) {
   // timeouts without progress, then IBV_WC_RETRY_EXC_ERR.
   ++rare_counters().retransmit_timeouts;
   if (cc_->on_loss) cc_->on_loss(cc_ctx_, qpn_, LossEvent::kTimeout, now);
+  // The timer measures a request's time on the wire: when congestion
+  // control has held back every packet since the last timeout (a window
+  // below one packet paced slower than the timeout), nothing was retried,
+  // and the retry budget is not spent; the resend already queued stands.
+  // A QP that did send (or was held by anything else, such as PFC) counts
+  // as before.
+  const bool held = cc_hold_ == kCcHeld;
+  cc_hold_ = kCcHoldWatch;
+  if (held) {
+    arm_timer(now);
+    return;
+  }
   if (retry_left_ == 0) {
     ++rare_counters().retry_exceeded;
     fail_head(resume_psn(), IBV_WC_RETRY_EXC_ERR);

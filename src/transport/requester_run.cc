@@ -118,6 +118,7 @@ size_t QueuePair::produce_run(uint64_t now, std::span<const std::span<uint8_t>> 
     wp = run_wqe();
     if (!wp) break;
   }
+  if (n != 0) cc_hold_ = kCcHoldNone;
   if (n != 0 && cc_->on_send_run)
     cc_->on_send_run(cc_ctx_, run_bytes, static_cast<uint32_t>(n), now);
   return n;

@@ -183,6 +183,56 @@ TEST(Requester, InflightWindowAndCcGate) {
   EXPECT_EQ(b.drain().size(), 1u);
 }
 
+TEST(Requester, ATimeoutWhileCcHoldsTheResendSpendsNoRetry) {
+  // The local ACK timer measures a request's time on the wire (IBA
+  // 9.7.6.1.3). A CC that paces a QP slower than its timeout (Swift with a
+  // window below one packet) holds the resend back; those timeouts must
+  // not exhaust retry_cnt, or the WR fails with RETRY_EXC for packets
+  // that never left.
+  QpAttr a = QpBench::default_attr();  // timeout 10, retry_cnt 2
+  QpBench b(QpType::kRc, a);
+  int allowed = 1;
+  CcHooks h;
+  h.may_send = [](void* ctx, uint32_t, uint32_t, uint64_t) { return *static_cast<int*>(ctx) > 0; };
+  b.qp_->set_cc_hooks(&h, &allowed);
+  ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 10), 0);
+  ASSERT_EQ(b.drain(0).size(), 1u);
+  allowed = 0;
+  const uint64_t rto = ack_timeout_ns(10);
+  uint64_t t = 0;
+  for (int i = 0; i < 10; ++i) {
+    t += rto;
+    b.qp_->on_timer(t);
+    EXPECT_TRUE(b.drain(t).empty());  // the resend stays held
+  }
+  // Expect: every expiry counted, none failed the WR (the first spent one
+  // retry: the packet had left).
+  EXPECT_EQ(b.qp_->counters().retransmit_timeouts, 10u);
+  EXPECT_EQ(b.qp_->counters().retry_exceeded, 0u);
+  EXPECT_TRUE(b.poll().empty());
+  // The CC lets it go: it is resent, acknowledged, and completes.
+  allowed = 1;
+  const auto out = b.drain(t);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].p.psn, 100u);
+  b.feed(ack(100));
+  const auto wc = b.poll();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  // Expect: once a resend left and met no answer, timeouts spend retries
+  // again: retry_cnt 2 allows two more, the third fails.
+  ASSERT_EQ(b.post_send(2, IBV_WR_RDMA_WRITE, 0, 10), 0);
+  ASSERT_EQ(b.drain(t).size(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    t += rto;
+    b.qp_->on_timer(t);
+    b.drain(t);
+  }
+  const auto failed = b.poll();
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].status, IBV_WC_RETRY_EXC_ERR);
+}
+
 TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
   // A window-limited requester that stops mid-message must ask for an ACK
   // (AckReq, IBA 9.7.4.1): the responder coalesces ACKs until one is asked

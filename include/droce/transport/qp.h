@@ -457,8 +457,7 @@ class QueuePair : public memory::InHugePages {
   // Asks congestion control for `bytes`, then builds packet k of the WQE at
   // `index`; 0 when CC says "not now", the buffer is too small, or the local
   // buffer vanished (the WQE then fails with LOC_PROT_ERR).
-  // `resend`: it needs no room in the window (CcHooks::on_send). `timed`:
-  // the packet is the one an RTT sample will be taken on.
+  // `resend`: needs no window room (CcHooks::on_send); `timed`: the RTT sample's packet.
   size_t gated_request(uint64_t index, uint32_t k, uint32_t bytes, uint64_t now,
                        std::span<uint8_t> buf, bool resend, bool timed = false);
   void advance_cursor_after(const SendWqe& w, uint32_t k);
@@ -674,6 +673,7 @@ class QueuePair : public memory::InHugePages {
   // (The flags sit together where they fill the padding of their
   // neighbours: a QP's size is what a million idle QPs cost.)
   uint8_t rto_low_fired_ = 0;  // RTO_lows since the last progress (backoff)
+  enum : uint8_t { kCcHoldNone, kCcHoldWatch, kCcHeld } cc_hold_ = kCcHoldNone;  // requester_timer
   bool sr_recovery_ = false;
   uint64_t timer_deadline_ = 0;  // RTO_high; 0: disarmed
   uint64_t rto_low_from_ns_ = 0; // RTO_low counts from progress or a resend
