@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "droce/cc/registry.h"
 
@@ -89,7 +90,7 @@ bool Hpcc::measure_inflight(const IntRecord& ack) {
   double tau = 0;
   for (std::size_t i = 0; i < ack.n_hops; ++i) {
     const IntHop& now = ack.hops[i];
-    const IntHop* last = remember(ack.n_hops, static_cast<uint8_t>(i), now);
+    const std::optional<IntHop> last = remember(ack.n_hops, static_cast<uint8_t>(i), now);
     if (!last) continue;
     const IntHop& prev = *last;
     if (now.ts_ns <= prev.ts_ns || now.link_rate_bytes_per_sec == 0) continue;
@@ -116,16 +117,14 @@ bool Hpcc::measure_inflight(const IntRecord& ack) {
   return true;
 }
 
-// The link's record before `hop` (nullptr: none), which `hop` replaces.
-// The table holds the links of every path the QP used, at most kMaxLinks;
-// beyond that the link heard from longest ago gives way.
-const IntHop* Hpcc::remember(uint8_t n_hops, uint8_t index, const IntHop& hop) {
+// The link's record before `hop` (none for a new link), which `hop`
+// replaces. The table holds the links of every path the QP used, at most
+// kMaxLinks; beyond that the link heard from longest ago gives way.
+std::optional<IntHop> Hpcc::remember(uint8_t n_hops, uint8_t index, const IntHop& hop) {
   LinkRecord* oldest = nullptr;
   for (LinkRecord& r : links_) {
     if (r.link_id == hop.link_id && r.index == index && r.n_hops == n_hops) {
-      prev_ = r.hop;
-      r.hop = hop;
-      return &prev_;
+      return std::exchange(r.hop, hop);
     }
     if (!oldest || r.hop.ts_ns < oldest->hop.ts_ns) oldest = &r;
   }
@@ -135,7 +134,7 @@ const IntHop* Hpcc::remember(uint8_t n_hops, uint8_t index, const IntHop& hop) {
   } else {
     *oldest = fresh;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // ComputeWind: multiplicative step towards eta when over target (or after

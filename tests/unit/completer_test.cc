@@ -171,30 +171,6 @@ wire::TransportSpec sack_nak(uint32_t first_missing, uint32_t sacked) {
   return t;
 }
 
-// A congestion window of `bytes` over the hooks' account of what is in
-// flight: new packets add, resends replace a copy given up on, and each
-// PSN leaves once, at its first SACK or at the cumulative ACK.
-struct PipeWindow {
-  uint64_t bytes = 0;
-  uint64_t inflight = 0;
-  CcHooks hooks() const {
-    CcHooks h;
-    h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
-      auto* w = static_cast<PipeWindow*>(ctx);
-      return w->inflight + bytes <= w->bytes;
-    };
-    h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool retransmit, uint64_t) {
-      if (!retransmit) static_cast<PipeWindow*>(ctx)->inflight += bytes;
-    };
-    h.on_delivered = [](void* ctx, uint64_t bytes) {
-      auto* w = static_cast<PipeWindow*>(ctx);
-      EXPECT_LE(bytes, w->inflight);  // never more leaves than went out
-      w->inflight -= std::min(w->inflight, bytes);
-    };
-    return h;
-  }
-};
-
 // A window counts the packets in the network (RFC 6675's pipe): a SACKed
 // packet beyond a hole frees its room, a resent hole takes none of its
 // own. Counting everything above the hole, plus each resend, shut the

@@ -241,26 +241,8 @@ TEST(Requester, PacketThatFillsTheCcWindowAsksForItsAck) {
   QpAttr a = QpBench::default_attr();
   a.ack_req_every_n = 0;  // AckReq only on the message's last packet ...
   QpBench b(QpType::kRc, a);
-  struct Window {
-    uint32_t bytes = 3 * 1024;  // ... and room for three 1 KiB packets
-    uint32_t inflight = 0;
-  } win;
-  CcHooks h;
-  h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
-    auto* w = static_cast<Window*>(ctx);
-    return w->inflight + bytes <= w->bytes;
-  };
-  h.fills_window = [](void* ctx, uint32_t bytes, uint32_t next) {
-    auto* w = static_cast<Window*>(ctx);
-    return w->inflight + bytes + next > w->bytes;
-  };
-  h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool, uint64_t) {
-    static_cast<Window*>(ctx)->inflight += bytes;
-  };
-  h.on_delivered = [](void* ctx, uint64_t bytes) {
-    auto* w = static_cast<Window*>(ctx);
-    w->inflight -= std::min<uint64_t>(w->inflight, bytes);
-  };
+  PipeWindow win{3 * 1024};  // ... and room for three 1 KiB packets
+  const CcHooks h = win.hooks();
   b.qp_->set_cc_hooks(&h, &win);
   ASSERT_EQ(b.post_send(1, IBV_WR_RDMA_WRITE, 0, 8 * 1024), 0);
   auto out = b.drain();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -142,5 +143,34 @@ inline wire::TransportSpec ack(uint32_t psn, uint8_t syndrome = wire::make_syndr
 inline uint8_t nak(wire::NakCode c) {
   return wire::make_syndrome(wire::AethType::kNak, static_cast<uint8_t>(c));
 }
+
+// A congestion window of `bytes` over the hooks' account of what is in
+// flight: new packets add, resends replace a copy given up on, and each
+// PSN leaves once, at its first SACK or at the cumulative ACK. Hand
+// hooks() and the window to QueuePair::set_cc_hooks.
+struct PipeWindow {
+  uint64_t bytes = 0;
+  uint64_t inflight = 0;
+  CcHooks hooks() const {
+    CcHooks h;
+    h.may_send = [](void* ctx, uint32_t, uint32_t bytes, uint64_t) {
+      auto* w = static_cast<PipeWindow*>(ctx);
+      return w->inflight + bytes <= w->bytes;
+    };
+    h.fills_window = [](void* ctx, uint32_t bytes, uint32_t next) {
+      auto* w = static_cast<PipeWindow*>(ctx);
+      return w->inflight + bytes + next > w->bytes;
+    };
+    h.on_send = [](void* ctx, uint32_t, uint32_t bytes, bool retransmit, uint64_t) {
+      if (!retransmit) static_cast<PipeWindow*>(ctx)->inflight += bytes;
+    };
+    h.on_delivered = [](void* ctx, uint64_t bytes) {
+      auto* w = static_cast<PipeWindow*>(ctx);
+      EXPECT_LE(bytes, w->inflight);  // never more leaves than went out
+      w->inflight -= std::min(w->inflight, bytes);
+    };
+    return h;
+  }
+};
 
 }  // namespace droce::transport::testing

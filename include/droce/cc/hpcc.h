@@ -42,7 +42,7 @@ class Hpcc final : public Algorithm {
 
  private:
   bool measure_inflight(const IntRecord& hops);
-  const IntHop* remember(uint8_t n_hops, uint8_t index, const IntHop& hop);
+  std::optional<IntHop> remember(uint8_t n_hops, uint8_t index, const IntHop& hop);
   double compute_window(bool update_wc);
 
   double eta_;
@@ -70,7 +70,6 @@ class Hpcc final : public Algorithm {
   };
   static constexpr std::size_t kMaxLinks = 64;
   std::vector<LinkRecord> links_;
-  IntHop prev_;  // remember's answer
 };
 
 const AlgorithmInfo& hpcc_algorithm();
