@@ -3,6 +3,8 @@
 #include "sim_executor.h"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +17,13 @@ namespace {
 // wrap into it, so a 1024-rank run does not need 1024 full buffers.
 constexpr uint64_t kMinWindow = 64 * 1024;
 
+// wr_id tags beside a transfer's id: a credit SEND, a receive WR (whose
+// low bits are the QP side's index).
+constexpr uint64_t kCreditTag = uint64_t{1} << 62;
+constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+// In a backlog or a release list: a credit for this transfer, not it.
+constexpr uint32_t kCreditBit = uint32_t{1} << 31;
+
 uint64_t wrap(uint64_t off, uint64_t bytes, uint64_t window) {
   if (off + bytes <= window) return off;
   const uint64_t w = off % window;
@@ -26,6 +35,8 @@ uint64_t wrap(uint64_t off, uint64_t bytes, uint64_t window) {
 SimExecutor::SimExecutor(sim::Simulator& sim, std::vector<uint32_t> rank_host,
                          SimExecutorOptions options)
     : sim_(sim), rank_host_(std::move(rank_host)), opt_(std::move(options)) {
+  if (opt_.comm && !receiver())
+    throw std::invalid_argument("a partitioned run needs the receiver trigger");
   sim_.set_completion_handler(
       [this](size_t host, const transport::WorkCompletion& wc) { on_completion(host, wc); });
 }
@@ -38,36 +49,53 @@ SimExecutor::QpSide& SimExecutor::side_for(uint32_t src, uint32_t dst, uint32_t 
   auto it = qps_.find(key);
   if (it == qps_.end()) {
     const sim::QpPairRef p = sim_.connect(rank_host_[lo], rank_host_[hi], opt_.qp);
-    Conn c;
+    it = qps_.emplace(key, Conn{}).first;
+    Conn& c = it->second;
     c.side[0].qp = p.a;
     c.side[0].host = rank_host_[lo];
     c.side[1].qp = p.b;
     c.side[1].host = rank_host_[hi];
-    it = qps_.emplace(key, std::move(c)).first;
+    c.side[0].peer = &c.side[1];
+    c.side[1].peer = &c.side[0];
+    for (QpSide& side : c.side) {
+      side.index = static_cast<uint32_t>(sides_.size());
+      sides_.push_back(&side);
+    }
   }
   return it->second.side[src == lo ? 0 : 1];
 }
 
-bool SimExecutor::try_post(QpSide& side, uint32_t id) {
+bool SimExecutor::try_post(QpSide& side, uint32_t entry) {
+  transport::SendWr wr;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (entry & kCreditBit) {
+    // The destination's credit: the transfer's target range is free.
+    // Signalled, so its completion makes room for the backlog too.
+    const uint32_t id = entry & ~kCreditBit;
+    wr.wr_id = kCreditTag | id;
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = id;
+    return sim_.post_send(side.host, *side.qp, wr) == 0;
+  }
+  const uint32_t id = entry;
   const Transfer& t = s_->transfers[id];
   const uint64_t so = wrap(t.src_offset, t.bytes, window_[t.src]);
   const uint64_t d = wrap(t.dst_offset, t.bytes, window_[t.dst]);
-  transport::Sge sge{reinterpret_cast<uint64_t>(base_[t.src] + so),
-                     static_cast<uint32_t>(t.bytes), mr_[t.src]->lkey()};
-  transport::SendWr wr;
+  transport::Sge sge{mr_[t.src]->iova() + so, static_cast<uint32_t>(t.bytes), mr_[t.src]->lkey()};
   wr.wr_id = id;
-  wr.opcode = t.with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  // The receiver trigger tells every arrival by its id; the sender trigger
+  // marks a message's last chunk with (step, channel).
+  wr.opcode = t.with_imm || receiver() ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.imm_data = receiver() ? id : t.imm;
   wr.sg_list = {&sge, 1};
-  wr.imm_data = t.imm;
-  wr.remote_addr = reinterpret_cast<uint64_t>(base_[t.dst] + d);
+  wr.remote_addr = mr_[t.dst]->iova() + d;
   wr.rkey = mr_[t.dst]->rkey();
   if (sim_.post_send(side.host, *side.qp, wr) != 0) return false;
-  if (t.with_imm) {
+  if (t.with_imm && !receiver()) {
     // The immediate consumes a receive WQE at the destination (IBA
     // 9.4.3); posted now, it is there long before the data (at least one
     // link delay later). RC keeps the order, so the WQEs match in order.
-    QpSide& peer = side_for(t.dst, t.src, t.channel);
+    QpSide& peer = *side.peer;
     transport::RecvWr rwr;
     rwr.wr_id = id;
     if (sim_.post_recv(peer.host, *peer.qp, rwr) != 0) ++run_->imm_bad;
@@ -77,40 +105,19 @@ bool SimExecutor::try_post(QpSide& side, uint32_t id) {
   return true;
 }
 
-void SimExecutor::post(uint32_t id) {
-  const Transfer& t = s_->transfers[id];
-  QpSide& side = *side_of_[id];
-  posted_at_[id] = sim_.now();
-  (void)t;
-  // Keep the QP's order: behind anything already waiting for room.
-  if (side.backlog_head < side.backlog.size() || !try_post(side, id)) side.backlog.push_back(id);
+// Keeps the QP's order: behind anything already waiting for room.
+void SimExecutor::enqueue(QpSide& side, uint32_t entry) {
+  if (side.backlog_head < side.backlog.size() || !try_post(side, entry))
+    side.backlog.push_back(entry);
 }
 
-void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc) {
-  if (!s_ || !run_) return;
-  (void)host;
-  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM || wc.opcode == IBV_WC_RECV) {
-    ++run_->imm_received;
-    const uint32_t step = wc.imm_data >> 8, channel = wc.imm_data & 0xFF;
-    if (wc.status != IBV_WC_SUCCESS || step >= s_->num_steps ||
-        channel >= s_->params.channels)
-      ++run_->imm_bad;
-    return;
-  }
-  const uint32_t id = static_cast<uint32_t>(wc.wr_id);
-  if (id >= s_->transfers.size()) return;
-  const Transfer& t = s_->transfers[id];
-  const uint64_t now = sim_.now();
-  if (wc.status != IBV_WC_SUCCESS) ++run_->failed_wrs;
-  if (checking_ && wc.status == IBV_WC_SUCCESS) verify_->apply_landed(t);
-  if (opt_.trace)
-    opt_.trace(SimTraceEvent{SimTraceEvent::Kind::kComplete, now, iteration_, id});
-  // Kept aside until the iteration finishes: a stalled one is not timed.
-  if (timed_) iteration_latencies_.emplace_back(t.step, now - posted_at_[id]);
-  ++completed_;
-  last_completion_ns_ = now;
-  // Room in this QP's send queue: post what was waiting.
-  QpSide& side = *side_of_[id];
+void SimExecutor::post(uint32_t id) {
+  posted_at_[id] = sim_.now();
+  enqueue(*side_of_[id], id);
+}
+
+// Room in this QP's send queue: post what was waiting.
+void SimExecutor::drain(QpSide& side) {
   while (side.backlog_head < side.backlog.size() &&
          try_post(side, side.backlog[side.backlog_head]))
     ++side.backlog_head;
@@ -118,13 +125,103 @@ void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc
     side.backlog.clear();
     side.backlog_head = 0;
   }
-  for (uint32_t d : dependents_[id])
-    if (--remaining_[d] == 0) post(d);
-  if (completed_ == s_->transfers.size()) sim_.pause();
+}
+
+// Receive WRs for what still comes this iteration, up to the QP's depth.
+void SimExecutor::top_up_recvs(QpSide& side) {
+  while (side.recv_posted < side.recv_expected &&
+         side.recv_posted - side.recv_done < opt_.qp.max_recv_wr) {
+    transport::RecvWr rwr;
+    rwr.wr_id = kRecvTag | side.index;
+    if (sim_.post_recv(side.host, *side.qp, rwr) != 0) {
+      ++run_->failed_wrs;
+      return;
+    }
+    ++side.recv_posted;
+  }
+}
+
+void SimExecutor::release(uint32_t id) {
+  if (--remaining_[id] == 0) post(id);
+}
+
+// At the transfer's destination: one more thing it waited for is done.
+void SimExecutor::credit_step(uint32_t id) {
+  if (--credit_left_[id] == 0) enqueue(*side_of_[id]->peer, id | kCreditBit);
+}
+
+void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc) {
+  if (!s_ || !run_) return;
+  if (receiver()) {
+    if (wc.wr_id & kRecvTag) return on_receive(host, wc);
+    if (wc.wr_id & kCreditTag) {
+      const uint64_t id = wc.wr_id & ~kCreditTag;
+      if (wc.status != IBV_WC_SUCCESS) ++run_->failed_wrs;
+      if (id < side_of_.size()) drain(*side_of_[id]->peer);
+      return;
+    }
+  } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM || wc.opcode == IBV_WC_RECV) {
+    ++run_->imm_received;
+    const uint32_t step = wc.imm_data >> 8, channel = wc.imm_data & 0xFF;
+    if (wc.status != IBV_WC_SUCCESS || step >= s_->num_steps ||
+        channel >= s_->params.channels)
+      ++run_->imm_bad;
+    return;
+  }
+  on_sent(wc);
+}
+
+// Receiver trigger: a transfer arrived at its destination, or a credit at
+// a transfer's source.
+void SimExecutor::on_receive(size_t host, const transport::WorkCompletion& wc) {
+  (void)host;
+  QpSide& side = *sides_.at(wc.wr_id & ~kRecvTag);
+  ++side.recv_done;
+  top_up_recvs(side);
+  if (wc.status != IBV_WC_SUCCESS) {
+    ++run_->failed_wrs;
+    return;
+  }
+  const bool credit = wc.opcode == IBV_WC_RECV;
+  ++(credit ? run_->credits : run_->imm_received);
+  const uint32_t id = wc.imm_data;
+  // Only what this side can receive: a transfer to it, a credit for one from it.
+  if (!(wc.wc_flags & IBV_WC_WITH_IMM) || id >= side_of_.size() ||
+      side_of_[id] != (credit ? &side : side.peer)) {
+    ++run_->imm_bad;
+    return;
+  }
+  if (credit) return release(id);
+  if (checking_) verify_->apply_landed(s_->transfers[id]);
+  for (uint32_t e : after_arrival_[id])
+    (e & kCreditBit) ? credit_step(e & ~kCreditBit) : release(e);
+}
+
+// A transfer's WRITE completed at its sender.
+void SimExecutor::on_sent(const transport::WorkCompletion& wc) {
+  const uint32_t id = static_cast<uint32_t>(wc.wr_id);
+  if (wc.wr_id >= s_->transfers.size()) return;
+  const Transfer& t = s_->transfers[id];
+  const uint64_t now = sim_.now();
+  if (wc.status != IBV_WC_SUCCESS) ++run_->failed_wrs;
+  // The sender trigger applies the receiver's action here: the responder
+  // ACKs a WRITE only after placing it (IBA 9.7.5.1).
+  if (checking_ && !receiver() && wc.status == IBV_WC_SUCCESS) verify_->apply_landed(t);
+  if (opt_.trace)
+    opt_.trace(SimTraceEvent{SimTraceEvent::Kind::kComplete, now, iteration_, id});
+  // Kept aside until the iteration finishes: a stalled one is not timed.
+  if (timed_) iteration_latencies_.push_back({now, id, t.step, now - posted_at_[id]});
+  ++completed_;
+  last_completion_ns_ = now;
+  drain(*side_of_[id]);
+  for (uint32_t e : dependents_[id]) (e & kCreditBit) ? credit_step(e & ~kCreditBit) : release(e);
+  // Split, the partitions' work count stops the run instead (set_work).
+  if (completed_ == local_total_ && !opt_.comm) sim_.pause();
 }
 
 // Every rank's buffer, registered: verify mode's real data, else a zeroed
-// window big enough for the largest transfer.
+// window big enough for the largest transfer. Addresses come from the rank
+// (ibv_reg_mr_iova), the same in every process of a partitioned run.
 void SimExecutor::register_buffers(const Schedule& s, uint64_t max_bytes) {
   const uint32_t n = s.params.ranks;
   base_.assign(n, nullptr);
@@ -150,11 +247,131 @@ void SimExecutor::register_buffers(const Schedule& s, uint64_t max_bytes) {
     }
   }
   for (uint32_t r = 0; r < n; ++r) {
-    mr_[r] = sim_.reg_mr(rank_host_[r], base_[r], window_[r]);
-    if (!mr_[r]) throw std::runtime_error("rank " + std::to_string(r) + ": memory registration refused");
+    mr_[r] = sim_.reg_mr(rank_host_[r], base_[r], window_[r], (uint64_t{r} + 1) << 40);
+    if (!mr_[r])
+      throw std::runtime_error("rank " + std::to_string(r) + ": memory registration refused");
     // Without verify nothing reads what lands, so no payload byte is moved
     // (docs/SIM.md "Virtual payload": the same frames, ICRCs and outputs).
     mr_[r]->set_virtual_payload(!opt_.verify);
+  }
+}
+
+// Who learns of each dependency where (see the header): the transfer's own
+// source (its own WRITE completed, or a WRITE arrived at it) releases it;
+// what its destination must see first is counted there and sent as one
+// credit.
+void SimExecutor::plan_receiver_trigger(const Schedule& s) {
+  const size_t total = s.transfers.size();
+  if (total >= kCreditBit)
+    throw std::invalid_argument("the receiver trigger tells transfers apart by a 31-bit id; this "
+                                "schedule has " + std::to_string(total));
+  after_arrival_.assign(total, {});
+  credits_at_start_.assign(total, 0);
+  for (QpSide* side : sides_) side->recv_expected = 0;
+  for (const Transfer& t : s.transfers) {
+    uint32_t here = 0, there = 0;
+    for (uint32_t d : t.depends_on) {
+      const Transfer& w = s.transfers[d];
+      if (w.src == t.src) {
+        dependents_[d].push_back(t.id), ++here;
+      } else if (w.dst == t.src) {
+        after_arrival_[d].push_back(t.id), ++here;
+      } else if (w.src == t.dst) {
+        dependents_[d].push_back(t.id | kCreditBit), ++there;
+      } else if (w.dst == t.dst) {
+        after_arrival_[d].push_back(t.id | kCreditBit), ++there;
+      } else {
+        throw std::invalid_argument(
+            "transfer " + std::to_string(t.id) + " waits for transfer " + std::to_string(d) +
+            " between two other ranks, which neither of its ranks sees (receiver trigger)");
+      }
+    }
+    credits_at_start_[t.id] = there;
+    remaining_at_start_[t.id] = here + (there > 0);
+    ++side_of_[t.id]->peer->recv_expected;
+    if (there > 0) ++side_of_[t.id]->recv_expected;
+  }
+}
+
+void SimExecutor::start_iteration() {
+  remaining_ = remaining_at_start_;
+  credit_left_ = credits_at_start_;
+  completed_ = 0;
+  iteration_latencies_.clear();
+  if (receiver())
+    for (QpSide* side : sides_) {
+      side->recv_posted = side->recv_done = 0;
+      if (sim_.runs_host(side->host)) top_up_recvs(*side);
+    }
+  for (const Transfer& t : s_->transfers)
+    if (remaining_[t.id] == 0 && local(t.src)) post(t.id);
+}
+
+// Runs until every partition's transfers completed (false) or the
+// iteration stalled (true).
+bool SimExecutor::wait_iteration(uint64_t deadline) {
+  const uint64_t total = s_->transfers.size();
+  for (;;) {
+    const bool more = opt_.comm ? sim_.run_partitioned_until(deadline) : sim_.run_until(deadline);
+    uint64_t done = completed_;
+    if (opt_.comm) {
+      done = 0;
+      for (uint64_t d : opt_.comm->allgather(std::span<const uint64_t>(&completed_, 1))) done += d;
+    }
+    if (done >= total) return false;
+    if (!more || sim_.now() >= deadline) return true;
+  }
+}
+
+// The iteration's end and its transfers' latencies, from every partition:
+// the end everywhere, the latencies in partition 0. The receiver trigger
+// lists them by (completion time, id), which a split run can rebuild.
+void SimExecutor::gather_latencies(IterationRecord& rec) {
+  rec.end_ns = last_completion_ns_;
+  auto by_time = [](const Latency& a, const Latency& b) {
+    return a.at_ns != b.at_ns ? a.at_ns < b.at_ns : a.id < b.id;
+  };
+  if (receiver()) std::sort(iteration_latencies_.begin(), iteration_latencies_.end(), by_time);
+  if (!opt_.comm) return;
+  for (uint64_t end : opt_.comm->allgather(std::span<const uint64_t>(&last_completion_ns_, 1)))
+    rec.end_ns = std::max(rec.end_ns, end);
+  std::vector<std::vector<uint8_t>> out(opt_.comm->count());
+  if (opt_.comm->index() != 0) {
+    const auto* p = reinterpret_cast<const uint8_t*>(iteration_latencies_.data());
+    out[0].assign(p, p + iteration_latencies_.size() * sizeof(Latency));
+  }
+  const std::span<const uint8_t> in = opt_.comm->exchange(out);
+  if (opt_.comm->index() != 0) return;
+  const size_t mine = iteration_latencies_.size();
+  iteration_latencies_.resize(mine + in.size() / sizeof(Latency));
+  std::memcpy(iteration_latencies_.data() + mine, in.data(), in.size());
+  std::sort(iteration_latencies_.begin(), iteration_latencies_.end(), by_time);
+}
+
+// Verify mode's #wrong over the ranks of every partition, each counted by
+// the partition that runs it.
+uint64_t SimExecutor::wrong_now() {
+  const std::vector<uint64_t> per_rank = verify_->wrong_per_rank();
+  uint64_t mine = 0;
+  for (uint32_t r = 0; r < per_rank.size(); ++r) mine += local(r) ? per_rank[r] : 0;
+  if (!opt_.comm) return mine;
+  uint64_t all = 0;
+  for (uint64_t w : opt_.comm->allgather(std::span<const uint64_t>(&mine, 1))) all += w;
+  return all;
+}
+
+// Split, each partition counted its own QPs' completions: the sums.
+void SimExecutor::gather_counters(SizeRun& result) {
+  if (!opt_.comm) return;
+  const uint64_t mine[4] = {result.failed_wrs, result.imm_received, result.imm_bad,
+                            result.credits};
+  const std::vector<uint64_t> all = opt_.comm->allgather(mine);
+  result.failed_wrs = result.imm_received = result.imm_bad = result.credits = 0;
+  for (size_t q = 0; q < all.size(); q += 4) {
+    result.failed_wrs += all[q];
+    result.imm_received += all[q + 1];
+    result.imm_bad += all[q + 2];
+    result.credits += all[q + 3];
   }
 }
 
@@ -168,20 +385,30 @@ SizeRun SimExecutor::run(const Schedule& s) {
   if (max_bytes > transport::kMaxMessageBytes)
     throw std::invalid_argument("a transfer of " + std::to_string(max_bytes) +
                                 " bytes is larger than an RC message (2^31)");
+  // Each transfer's QP (connecting on first use, in the same order in
+  // every partition) and who releases it.
+  const size_t total = s.transfers.size();
+  side_of_.assign(total, nullptr);
+  for (const Transfer& t : s.transfers) side_of_[t.id] = &side_for(t.src, t.dst, t.channel);
+  dependents_.assign(total, {});
+  remaining_at_start_.assign(total, 0);
+  if (receiver()) {
+    plan_receiver_trigger(s);
+  } else {
+    for (const Transfer& t : s.transfers) {
+      for (uint32_t d : t.depends_on) dependents_[d].push_back(t.id);
+      remaining_at_start_[t.id] = static_cast<uint32_t>(t.depends_on.size());
+    }
+  }
+  local_total_ = 0;
+  for (const Transfer& t : s.transfers) local_total_ += local(t.src);
+  posted_at_.assign(total, 0);
+
   SizeRun result;
   s_ = &s;
   run_ = &result;
-
   register_buffers(s, max_bytes);
-
-  // Dependency graph and each transfer's QP (connecting on first use).
-  const size_t total = s.transfers.size();
-  dependents_.assign(total, {});
-  for (const Transfer& t : s.transfers)
-    for (uint32_t d : t.depends_on) dependents_[d].push_back(t.id);
-  side_of_.assign(total, nullptr);
-  for (const Transfer& t : s.transfers) side_of_[t.id] = &side_for(t.src, t.dst, t.channel);
-  posted_at_.assign(total, 0);
+  if (opt_.comm) sim_.set_work([this] { return local_total_ - completed_; });
 
   result.start_ns = sim_.now();
   int64_t wrong = opt_.verify ? 0 : -1;
@@ -197,29 +424,16 @@ SizeRun SimExecutor::run(const Schedule& s) {
     checking_ = verify_ && it + 1 == iterations;
     if (checking_ && it > 0) verify_->reset();
     if (checking_) verify_->apply_local_copies();  // all-to-all's own block, no network
-    remaining_.assign(total, 0);
-    for (const Transfer& t : s.transfers) remaining_[t.id] = static_cast<uint32_t>(t.depends_on.size());
-    completed_ = 0;
-    iteration_latencies_.clear();
     IterationRecord rec;
     rec.iteration = it;
     rec.warmup = !timed_;
     rec.start_ns = sim_.now();
     last_completion_ns_ = rec.start_ns;
-    for (const Transfer& t : s.transfers)
-      if (t.depends_on.empty()) post(t.id);
-    const uint64_t deadline = rec.start_ns + opt_.iteration_timeout_ns;
-    while (completed_ < total) {
-      const bool more = sim_.run_until(deadline);
-      if (completed_ >= total) break;
-      if (!more || sim_.now() >= deadline) {
-        result.stalled = true;
-        break;
-      }
-    }
-    rec.end_ns = last_completion_ns_;
+    start_iteration();
+    result.stalled = wait_iteration(rec.start_ns + opt_.iteration_timeout_ns);
+    gather_latencies(rec);
     if (checking_) {
-      rec.wrong = static_cast<int64_t>(verify_->wrong_total());
+      rec.wrong = static_cast<int64_t>(wrong_now());
       wrong += rec.wrong;
     }
     rec.stalled = result.stalled;
@@ -227,25 +441,27 @@ SizeRun SimExecutor::run(const Schedule& s) {
     if (result.stalled) {
       // Not finished: count it as checked and wrong rather than silently
       // fine, and keep it out of the timing (a count, not a JCT).
-      if (verify_ && !checking_) wrong = static_cast<int64_t>(verify_->wrong_total());
+      if (verify_ && !checking_) wrong = static_cast<int64_t>(wrong_now());
       result.stats.record_stalled();
       break;
     }
     if (timed_) {
       result.stats.record_iteration(rec.jct_ns());
-      for (const auto& [step, ns] : iteration_latencies_) result.stats.record_transfer(step, ns);
-      result.transfer_latencies.insert(result.transfer_latencies.end(), iteration_latencies_.begin(),
-                                       iteration_latencies_.end());
+      for (const Latency& l : iteration_latencies_) {
+        result.stats.record_transfer(l.step, l.ns);
+        result.transfer_latencies.emplace_back(l.step, l.ns);
+      }
     }
   }
   result.wrong = wrong;
   result.end_ns = sim_.now();
+  gather_counters(result);
+  if (opt_.comm) sim_.set_work({});
   for (uint32_t r = 0; r < n; ++r) sim_.dereg_mr(rank_host_[r], mr_[r]);
-  for (auto& [key, c] : qps_)
-    for (QpSide& side : c.side) {
-      side.backlog.clear();
-      side.backlog_head = 0;
-    }
+  for (QpSide* side : sides_) {
+    side->backlog.clear();
+    side->backlog_head = 0;
+  }
   s_ = nullptr;
   run_ = nullptr;
   return result;

@@ -17,6 +17,18 @@
 // receive completions are consumed and counted (imm_received, imm_bad) but
 // do not gate anything.
 //
+// That is the sender trigger (Trigger::kSender), where a completion at one
+// host releases a transfer at another in the same nanosecond. With the
+// receiver trigger each rank acts only on what reaches it, as NCCL's ranks
+// do: its own WRITEs' completions; WRITEs that arrive at it (every transfer
+// is a WRITE with immediate carrying its id, and the receiver applies the
+// action on the receive completion); and, for what the destination must
+// have done first (the target range read out or filled by other
+// transfers), a credit from the destination: a zero-length SEND with
+// immediate (the transfer's id) on the same QP, as NCCL's receiver posts
+// its buffer to the sender. Every signal then crosses the simulated
+// network, so the replay also runs split over processes (sim/partition.h).
+//
 // Channels: C QPs per rank pair (one RC QP pair per unordered pair and
 // channel, used in both directions), created on first use and kept across
 // sizes, as a communicator keeps its connections (and their CC state).
@@ -45,8 +57,16 @@ struct SimTraceEvent {
   uint32_t transfer = 0;   // Transfer::id
 };
 
+enum class Trigger : uint8_t { kSender, kReceiver };
+
 struct SimExecutorOptions {
   sim::QpOptions qp;
+  Trigger trigger = Trigger::kSender;
+  // A partitioned run: the simulator has entered a partition of `comm`
+  // (Simulator::enter_partition) and each partition posts its own ranks'
+  // transfers. Needs the receiver trigger. Partition 0's SizeRun is the
+  // whole run's; the other partitions' timings are their share.
+  sim::PartitionComm* comm = nullptr;
   bool verify = false;      // real float32 data; the last iteration of a size is checked
   uint32_t iters = 1;       // timed iterations per size
   uint32_t warmup = 0;      // untimed iterations before them
@@ -78,6 +98,7 @@ struct SizeRun {
   uint64_t failed_wrs = 0;    // completions with an error status
   uint64_t imm_received = 0;  // WRITE-with-immediate receive completions
   uint64_t imm_bad = 0;       // ... whose immediate matched no expected one
+  uint64_t credits = 0;       // receiver trigger: credits received
   bool stalled = false;
   uint64_t start_ns = 0, end_ns = 0;
 };
@@ -93,7 +114,8 @@ class SimExecutor {
 
   // Runs warm-up + timed iterations of the schedule, back to back.
   // Throws std::invalid_argument when the schedule needs more ranks than
-  // rank_host has, or a transfer is larger than an RC message may be.
+  // rank_host has, a transfer is larger than an RC message may be, or
+  // (receiver trigger) a transfer waits for one between two other ranks.
   SizeRun run(const Schedule& schedule);
 
   // QPs created so far (rank pairs x channels, two QPs each).
@@ -102,23 +124,45 @@ class SimExecutor {
  private:
   struct QpSide {
     transport::QueuePair* qp = nullptr;
+    QpSide* peer = nullptr;  // the other rank's side of the connection
     uint32_t host = 0;
-    std::vector<uint32_t> backlog;  // transfers the send queue had no room for
+    uint32_t index = 0;  // in sides_
+    // Transfers (and credits: kCreditBit) the send queue had no room for.
+    std::vector<uint32_t> backlog;
     size_t backlog_head = 0;
+    // Receiver trigger, this iteration: messages that arrive here, and
+    // receive WRs posted and consumed.
+    uint32_t recv_expected = 0, recv_posted = 0, recv_done = 0;
   };
   struct Conn {
     QpSide side[2];  // [0]: the lower rank's QP
   };
+  bool receiver() const { return opt_.trigger == Trigger::kReceiver; }
+  bool local(uint32_t rank) const { return sim_.runs_host(rank_host_[rank]); }
   QpSide& side_for(uint32_t src, uint32_t dst, uint32_t channel);
   void register_buffers(const Schedule& s, uint64_t max_bytes);
+  void plan_receiver_trigger(const Schedule& s);
+  void start_iteration();
+  bool wait_iteration(uint64_t deadline);
+  void gather_latencies(IterationRecord& rec);
+  uint64_t wrong_now();
+  void gather_counters(SizeRun& result);
   void post(uint32_t id);
-  bool try_post(QpSide& side, uint32_t id);
+  void enqueue(QpSide& side, uint32_t entry);
+  bool try_post(QpSide& side, uint32_t entry);
+  void drain(QpSide& side);
+  void top_up_recvs(QpSide& side);
+  void release(uint32_t id);
+  void credit_step(uint32_t id);
   void on_completion(size_t host, const transport::WorkCompletion& wc);
+  void on_receive(size_t host, const transport::WorkCompletion& wc);
+  void on_sent(const transport::WorkCompletion& wc);
 
   sim::Simulator& sim_;
   std::vector<uint32_t> rank_host_;
   SimExecutorOptions opt_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Conn> qps_;
+  std::vector<QpSide*> sides_;
 
   // Per run() / iteration.
   const Schedule* s_ = nullptr;
@@ -132,8 +176,13 @@ class SimExecutor {
   std::vector<uint8_t*> base_;
   std::vector<uint64_t> window_;  // usable bytes of base_[r]
   std::vector<transport::MemoryRegion*> mr_;
-  std::vector<std::vector<uint32_t>> dependents_;
-  std::vector<uint32_t> remaining_;
+  // What each transfer's completion at its sender releases (the sender
+  // trigger: every dependent); with the receiver trigger, also what its
+  // arrival releases. Entries with kCreditBit count down a credit instead.
+  std::vector<std::vector<uint32_t>> dependents_, after_arrival_;
+  std::vector<uint32_t> remaining_, remaining_at_start_;
+  std::vector<uint32_t> credit_left_, credits_at_start_;  // receiver trigger
+  uint64_t local_total_ = 0;  // transfers this partition posts (all, unsplit)
   std::vector<uint64_t> posted_at_;
   std::vector<QpSide*> side_of_;
   uint64_t completed_ = 0;
@@ -142,7 +191,13 @@ class SimExecutor {
   bool checking_ = false;  // verify mode, the checked (last) iteration
   SizeRun* run_ = nullptr;
   uint64_t last_completion_ns_ = 0;
-  std::vector<std::pair<uint32_t, uint64_t>> iteration_latencies_;  // this iteration's
+  // This iteration's transfer latencies, with when and which.
+  struct Latency {
+    uint64_t at_ns = 0;
+    uint32_t id = 0, step = 0;
+    uint64_t ns = 0;
+  };
+  std::vector<Latency> iteration_latencies_;
 };
 
 }  // namespace droce::pktgen

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "droce/sim/simulator.h"
@@ -145,6 +147,87 @@ TEST(SimExecutor, StalledIterationsAreCountedNotTimed) {
     EXPECT_TRUE(to_json(row)["busbw_gbps"].is_null());
     EXPECT_EQ(to_json(row)["stalled_iterations"], 1);
   }
+}
+
+// The receiver trigger: every transfer is a WRITE with immediate whose
+// arrival the destination sees, and a transfer that waits for something at
+// its destination gets exactly one credit from there. Every pattern still
+// computes the right result.
+TEST(SimExecutor, ReceiverTriggerVerifiesEveryPattern) {
+  for (Pattern p : kAllPatterns) {
+    SCOPED_TRACE(std::string(to_string(p)));
+    sim::Simulator s(star(6));
+    SimExecutorOptions o;
+    o.verify = true;
+    o.iters = 2;
+    o.trigger = Trigger::kReceiver;
+    SimExecutor ex(s, {0, 1, 2, 3, 4, 5}, o);
+    const Schedule sched = make_schedule({p, 6, 6 * 4 * 4096, 2, 0, 0, 1});
+    const SizeRun r = ex.run(sched);
+    EXPECT_FALSE(r.stalled);
+    EXPECT_EQ(r.wrong, 0);
+    EXPECT_EQ(r.failed_wrs, 0u);
+    EXPECT_EQ(r.imm_bad, 0u);
+    EXPECT_EQ(r.imm_received, 2 * sched.transfers.size());
+    // A credit for each transfer that waits for a WRITE its source neither
+    // sent nor received (one at its destination).
+    uint64_t credited = 0;
+    for (const Transfer& t : sched.transfers) {
+      bool waits_there = false;
+      for (uint32_t d : t.depends_on) {
+        const Transfer& w = sched.transfers[d];
+        waits_there = waits_there || (w.src != t.src && w.dst != t.src);
+      }
+      credited += waits_there;
+    }
+    EXPECT_EQ(r.credits, 2 * credited);
+    EXPECT_EQ(r.stats.jct().count(), 2u);
+  }
+}
+
+// The ring needs credits (a reduction may not land before the destination
+// has sent the value it replaces); the all-to-all needs none.
+TEST(SimExecutor, ReceiverTriggerCreditsWhatTheDestinationMustDoFirst) {
+  auto credits = [](Pattern p) {
+    sim::Simulator s(star(4));
+    SimExecutorOptions o;
+    o.trigger = Trigger::kReceiver;
+    SimExecutor ex(s, {0, 1, 2, 3}, o);
+    return ex.run(make_schedule({p, 4, 64 * 1024, 1, 0, 0, 1})).credits;
+  };
+  EXPECT_GT(credits(Pattern::kRingAllReduce), 0u);
+  EXPECT_EQ(credits(Pattern::kAllToAll), 0u);
+}
+
+// A dependency that neither rank of a transfer could observe is refused
+// by the receiver trigger, by name, before anything is posted.
+TEST(SimExecutor, ReceiverTriggerRefusesWhatNoRankOfTheTransferSees) {
+  // An all-to-all has no dependencies; make a later transfer wait for an
+  // earlier one between the two other ranks.
+  Schedule sched = make_schedule({Pattern::kAllToAll, 4, 4 * 4096, 1, 0, 0, 1});
+  auto disjoint = [](const Transfer& a, const Transfer& b) {
+    return a.src != b.src && a.src != b.dst && a.dst != b.src && a.dst != b.dst;
+  };
+  size_t later = 1;
+  while (later < sched.transfers.size() && !disjoint(sched.transfers[0], sched.transfers[later]))
+    ++later;
+  ASSERT_LT(later, sched.transfers.size());
+  sched.transfers[later].depends_on = {0};
+  sim::Simulator s(star(4));
+  SimExecutorOptions o;
+  o.trigger = Trigger::kReceiver;
+  SimExecutor ex(s, {0, 1, 2, 3}, o);
+  try {
+    ex.run(sched);
+    ADD_FAILURE() << "run() accepted a dependency no rank of the transfer sees";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("between two other ranks"), std::string::npos)
+        << e.what();
+  }
+  // The sender trigger (every completion known everywhere) runs it.
+  SimExecutorOptions so;
+  SimExecutor sx(s, {0, 1, 2, 3}, so);
+  EXPECT_FALSE(sx.run(sched).stalled);
 }
 
 }  // namespace
