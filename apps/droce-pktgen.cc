@@ -5,6 +5,7 @@
 // program execs it with the same arguments.
 //
 //   droce-pktgen --pattern ring --ranks 8 -b 1M -e 64M -f 2 --cc dcqcn --verify
+//   mpirun -np 2 droce-pktgen ... --trigger receiver   (split over processes)
 //
 // Output: nccl-tests' table, tail latencies, a simulator summary; --json,
 // --csv DIR (time series), --plot (PNGs from the CSVs via matplotlib).
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -167,6 +169,9 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   eo.verify = st.verify;
   eo.iters = c.iters;
   eo.warmup = c.warmup_iters;
+  eo.trigger = st.receiver_trigger ? pktgen::Trigger::kReceiver : pktgen::Trigger::kSender;
+  eo.comm = st.comm;
+  if (st.comm) simr.enter_partition(*st.comm);
   SimExecutor ex(simr, rank_host, eo);
 
   const auto pattern = *pktgen::pattern_from_string(c.pattern);
@@ -176,13 +181,14 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
                      pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
                      pktgen::chunk_label(pattern, c.chunk_bytes));
   out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
-                     "acks {}, {}{} background flow(s)\n",
+                     "acks {}, {}{}{} background flow(s)\n",
                      st.topology, fmt_rate(st.link_bps), st.delay_ns,
                      st.loss > 0 ? fmt::format(", loss {:g}", st.loss) : "", cc,
                      qo.recovery == transport::Recovery::kGoBackN ? "go-back-N" : "selective repeat",
                      st.mtu, st.pfc ? "on" : "off", r.int_on ? "on" : "off",
                      r.ack_every_n ? fmt::format("every {} packet(s)", r.ack_every_n)
                                    : std::string("on AckReq"),
+                     st.receiver_trigger ? "trigger receiver, " : "",
                      st.strag.empty() ? "" : fmt::format("{} straggler(s), ", st.strag.size()),
                      st.bgs.size());
   out << fmt::format("# iterations: {} timed + {} warm-up per size, verify {}\n", c.iters,
@@ -211,6 +217,7 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
                        {"failed_wrs", run.failed_wrs},
                        {"imm_received", run.imm_received},
                        {"imm_bad", run.imm_bad},
+                       {"credits", run.credits},
                        {"stalled", run.stalled},
                        {"transfers", sched.transfers.size()}});
     if (!st.quiet)
@@ -228,21 +235,24 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   out << "#\n# tail latencies (virtual time): JCT per timed iteration, worst step's p99 transfer latency\n";
   out << pktgen::latency_header();
   for (const auto& row : r.rows) out << pktgen::latency_row(row);
+  simr.merge_partitions();  // split: partition 0 now has the whole run
   r.sum = simr.summary();
   r.virtual_ns = simr.now();
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   out << fmt::format(
-      "#\n# sim: {:.3f} ms virtual in {:.1f} s wall, {} packet events; switch drops {}, link "
+      "#\n# sim: {:.3f} ms virtual in {:.1f} s wall{}, {} packet events; switch drops {}, link "
       "losses {}, ECN marks {}, CNPs {}, PFC pauses {:.1f} us, retransmits {}, timeouts {}, "
       "max queue {} B\n",
-      static_cast<double>(r.virtual_ns) / 1e6, wall, r.sum.packet_events, r.sum.switch_drops,
+      static_cast<double>(r.virtual_ns) / 1e6, wall,
+      st.comm ? fmt::format(" ({} processes)", st.comm->count()) : std::string(),
+      r.sum.packet_events, r.sum.switch_drops,
       r.sum.link_losses, r.sum.ecn_marks, r.sum.cnps,
       static_cast<double>(r.sum.host_paused_ns) / 1e3, r.sum.retransmits, r.sum.timeouts,
       r.sum.max_queue_bytes);
   if (const std::string w = sim::missing_int_warning(r.sum); !w.empty())
     std::cerr << "droce-pktgen: " << w << "\n";
-  if (!csv_dir.empty()) {
+  if (!csv_dir.empty() && (!st.comm || st.comm->index() == 0)) {
     write_csvs(csv_dir, simr, c.ranks, st.interval_ns, r.runs);
     out << "# wrote " << csv_dir << "/{iterations,transfers,throughput,queues}.csv\n";
   }
@@ -287,6 +297,7 @@ nlohmann::json run_json(const Setup& st, const CcRun& r) {
                   {"mtu", st.mtu},           {"pfc", st.pfc},
                   {"int", r.int_on},         {"ack_every_n", r.ack_every_n},
                   {"seed", st.sim_seed},     {"stragglers", st.stragglers},
+                  {"trigger", st.receiver_trigger ? "receiver" : "sender"},
                   {"background", st.backgrounds}};
   j["runs"] = r.extra;
   const sim::Summary& sum = r.sum;
@@ -334,6 +345,7 @@ struct Args {
   std::string mode = "sim", minb = "32M", maxb = "32M", stepb = "0", chunk = "0";
   std::string link_rate = "100G", delay = "500ns", cc_name = "none", recovery = "gbn";
   std::string topology = "single_switch", loss_text = "0", interval = "10us";
+  std::string trigger = "sender";
   std::vector<std::string> cc_params, stragglers, backgrounds;
   std::string cc_profile;
   bool plot_pngs = false, list_profiles = false;
@@ -388,6 +400,10 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--loss", a.loss_text, "packet loss on every link (0.01 or 1%)");
   app.add_option("--straggler", a.stragglers, "RANK:rate=25G or RANK:loss=1% (repeatable)");
   app.add_option("--background", a.backgrounds, "SRC-DST[:BYTES]: a competing WRITE flow (repeatable)");
+  app.add_option("--trigger", a.trigger,
+                 "what starts a rank's next transfer: sender (the transfers it waits for "
+                 "completed at their senders), receiver (only what reached this rank: its own "
+                 "completions, arrivals, the destination's credits; needed under mpirun)");
   app.add_option("--sim-seed", st.sim_seed, "simulator seed (links, switches)");
   app.add_option("--sample-interval", a.interval, "time series a.interval (10us)");
   app.add_option("--json", a.json_file, "write results as JSON ('-' = stdout, table to stderr)");
@@ -403,12 +419,15 @@ int check_run_options(Args& a) {
   [[maybe_unused]] Setup& st = a.st;
   [[maybe_unused]] sim::QpOptions& qo = st.qo;
   if (a.mode != "sim") return fail("--mode", "'" + a.mode + "': accepted: sim, dpdk, stream");
-  // Each process would run the whole replay and print it: say so instead.
-  if (const uint32_t n = sim_mpi::launched_size(); n > 1)
-    return fail("--mode", fmt::format("sim does not run split over processes yet (started by an "
-                                      "MPI launcher, {} processes): run it without mpirun; "
-                                      "droce-sim runs a [collective] under mpirun",
-                                      n));
+  if (a.trigger != "sender" && a.trigger != "receiver")
+    return fail("--trigger", "'" + a.trigger + "': accepted sender, receiver");
+  st.receiver_trigger = a.trigger == "receiver";
+  // Split over processes, a rank cannot learn of another host's completion
+  // in the same nanosecond: no lookahead allows it.
+  if (st.comm && !st.receiver_trigger)
+    return fail("--trigger", fmt::format("a replay split over processes (started by an MPI "
+                                         "launcher, {} processes) needs --trigger receiver",
+                                         st.comm->count()));
   if (!parse_size(a.minb, c.min_bytes)) return fail("-b/--minbytes", "'" + a.minb + "' is not a size");
   if (!parse_size(a.maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + a.maxb + "' is not a size");
   if (!parse_size(a.stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + a.stepb + "' is not a size");
@@ -618,6 +637,8 @@ int run_all(Args& a) {
       return 1;
     }
   }
+  // Split over processes, the first writes the files and says how it went.
+  if (st.comm && st.comm->index() != 0) return 0;
   const bool several = runs.size() > 1;
   if (several) print_comparison(runs, out);
 
@@ -674,6 +695,25 @@ int main(int argc, char** argv) {
   }
 
   Args a;
+  // Started by mpirun with several processes: each runs one partition of
+  // the testbed, and the first reports the whole run (docs/PKTGEN.md
+  // "Across processes"); the others print nothing.
+  const uint32_t processes = sim_mpi::launched_size();
+#ifdef DROCE_HAVE_MPI
+  std::unique_ptr<sim_mpi::MpiComm> mpi;
+  if (processes > 1) mpi = std::make_unique<sim_mpi::MpiComm>(&argc, &argv);
+  a.st.comm = mpi.get();
+  if (mpi && mpi->index() != 0) {
+    // Streams and stdio alike (CLI11's messages, fmt's).
+    if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+      return 1;
+  }
+#else
+  if (processes > 1)
+    return fail("--mode", fmt::format("sim: started by an MPI launcher ({} processes) but built "
+                                      "without MPI (libopenmpi-dev); run it without mpirun",
+                                      processes));
+#endif
   CLI::App app{"droce-pktgen: collective replay over RoCEv2 RC QPs in virtual time"};
   add_options(app, a);
   try {

@@ -38,6 +38,9 @@ struct Setup {
   std::vector<std::string> ccs;  // one run each, in order
   sim::QpOptions qo;             // cc and INT-dependent fields set per run
   std::string int_mode = "auto", ack_every = "auto", topology, recovery;
+  bool receiver_trigger = false;  // --trigger receiver (sim_executor.h)
+  // Split over processes (mpirun): this process's partition, else null.
+  sim::PartitionComm* comm = nullptr;
   uint64_t link_bps = 0, delay_ns = 0, interval_ns = 0, sim_seed = 1;
   uint32_t hosts_per_leaf = 4, spines = 2, mtu = 4096;
   double oversub = 1, loss = 0;
