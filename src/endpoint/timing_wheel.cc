@@ -49,6 +49,15 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
   const uint64_t now_slot = slot_start(now);
   while (size_ != 0 && current_ <= now_slot) {
     pull_far();
+    // Empty slots are passed in one step, so a wheel woken after a long
+    // quiet stretch (a far timer pending) costs the slots that hold
+    // something, not every slot of the stretch. The far entries filed by
+    // the end of the call, and each slot's order, stay as a slot-by-slot
+    // walk leaves them.
+    if (const uint64_t stop = next_stop(now_slot); stop != current_) {
+      current_ = stop;
+      continue;
+    }
     const uint32_t index = slot_index(current_);
     auto& slot = slots_[index];
     if (!slot.empty()) {
@@ -72,6 +81,19 @@ size_t TimingWheel::pop_due(uint64_t now, std::vector<uint32_t>& out) {
   if (size_ == 0) current_ = now_slot;
   if (popped != 0) next_valid_ = false;
   return popped;
+}
+
+uint64_t TimingWheel::next_stop(uint64_t now_slot) const {
+  uint64_t stop = now_slot;
+  // pull_far() left every far entry a span or more ahead: its slot is
+  // ahead too, and it is filed when the cursor gets there.
+  if (!far_.empty()) stop = std::min(stop, slot_start(far_.front().when));
+  if (size_ > far_.size()) {
+    const uint32_t from = slot_index(current_);
+    const uint32_t ahead = (first_occupied(from) - from) & mask_;
+    stop = std::min(stop, current_ + uint64_t{ahead} * granularity_);
+  }
+  return stop;
 }
 
 uint32_t TimingWheel::first_occupied(uint32_t from) const {

@@ -118,6 +118,45 @@ TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {
   EXPECT_TRUE(w.empty());
 }
 
+// Polls far apart (up to several spans, as a simulated host woken after a
+// quiet stretch with a timer pending) with entries filed in between: each
+// poll pops exactly what is due, slot after slot, and nothing else.
+TEST(TimingWheel, LongQuietStretchesPopWhatIsDueSlotBySlot) {
+  std::mt19937_64 rng(11);
+  const uint64_t gran = 64, span = gran * 256;
+  TimingWheel w(gran, 256);
+  std::map<uint32_t, uint64_t> deadline;  // pending
+  uint64_t now = 0;
+  uint32_t next_id = 0;
+  std::vector<uint32_t> out;
+  for (int round = 0; round < 3000; ++round) {
+    for (int k = rng() % 4; k > 0; --k) {
+      const uint64_t when = now + rng() % (3 * span);
+      deadline[next_id] = when;
+      w.schedule(next_id++, when);
+    }
+    now += rng() % 8 == 0 ? rng() % (4 * span) : rng() % (2 * gran);
+    out.clear();
+    w.pop_due(now, out);
+    uint64_t last_slot = 0;
+    for (uint32_t id : out) {
+      ASSERT_TRUE(deadline.count(id)) << "popped twice or never filed: " << id;
+      const uint64_t when = deadline[id];
+      ASSERT_LE(when, now) << "popped early: " << id;
+      ASSERT_GE(when / gran, last_slot) << "slots out of order at " << now;
+      last_slot = when / gran;
+      deadline.erase(id);
+    }
+    uint64_t earliest = UINT64_MAX;
+    for (const auto& [id, when] : deadline) {
+      ASSERT_GT(when, now) << "due but not popped: " << id;
+      earliest = std::min(earliest, when);
+    }
+    ASSERT_EQ(w.next_deadline(), earliest) << now;
+    ASSERT_EQ(w.scan_next_deadline(), earliest) << now;
+  }
+}
+
 TEST(TimingWheel, FarDeadlinesKeepTheirFilingOrderAndMixWithNearOnes) {
   TimingWheel w(10, 8);  // span 80 ns
   for (uint32_t id : {5, 3, 9}) w.schedule(id, 500);  // beyond the span

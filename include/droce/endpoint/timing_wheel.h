@@ -2,7 +2,8 @@
 // send is scheduled at the time its rate (from congestion control, or a
 // fixed rate) next allows a packet, or at its next transport or CC timer.
 // One slot per `granularity` ns; schedule and pop are O(1), popping due
-// entries touches only the slots that passed. Entries further out than the
+// entries touches only the occupied slots that passed (a bitmap skips the
+// empty ones). Entries further out than the
 // wheel's span wait in a heap ordered by deadline and move into their slot
 // once, when the cursor comes within a span of them: a retransmit timer of
 // tens of ms on a wheel of a few ms is filed twice, not once per lap (with
@@ -105,6 +106,9 @@ class TimingWheel {
   }
   // First occupied slot at or after `from` going round the wheel.
   uint32_t first_occupied(uint32_t from) const;
+  // Where pop_due's cursor goes next: the first occupied slot, the slot of
+  // the earliest far entry, or `now_slot`, whichever comes first.
+  uint64_t next_stop(uint64_t now_slot) const;
 
   uint64_t granularity_;
   uint32_t mask_;
