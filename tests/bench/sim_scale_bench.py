@@ -27,7 +27,9 @@ and with --collectives, at every size (hours at 8192: see docs/PERFORMANCE.md):
 
 and with --mpi, at every size, droce-sim's wall time on a scenario of flows
 (each host writes 1 MiB to another, a seeded random permutation) in one
-process and split over two by mpirun (docs/SIM.md "Across processes"):
+process and split over two by mpirun (docs/SIM.md "Across processes"), and
+up to 1024 ranks (64 with --quick) droce-pktgen's ring all-reduce of 1 MiB
+with the receiver trigger the same way (docs/PKTGEN.md "Across processes"):
 
   mpi N      one process pinned to each vCPU in turn, then two processes;
              the speed-up of two over the faster one, and over what these
@@ -69,7 +71,7 @@ verify = false
 """
 
 SIM_LINE = re.compile(r"(\d+) packet events in ([0-9.]+) s wall")
-PKTGEN_LINE = re.compile(r"virtual in ([0-9.]+) s wall, (\d+) packet events")
+PKTGEN_LINE = re.compile(r"virtual in ([0-9.]+) s wall(?: \(\d+ processes\))?, (\d+) packet events")
 
 
 def run_measured(argv):
@@ -115,28 +117,29 @@ def permutation_scenario(n):
 
 
 def run_wall(argv):
-    """Runs argv: (process wall s, the run's wall s from droce-sim's speed
-    line, events, peak RSS KiB of the largest process)."""
+    """Runs argv: (process wall s, the run's wall s from droce-sim's or
+    droce-pktgen's speed line, events, peak RSS KiB of the largest
+    process)."""
     t0 = time.monotonic()
     out, rss, _ = run_measured(argv)
     wall = time.monotonic() - t0
     m = SIM_LINE.search(out)
-    return wall, float(m.group(2)), int(m.group(1)), rss
+    if m:
+        return wall, float(m.group(2)), int(m.group(1)), rss
+    m = PKTGEN_LINE.search(out)
+    return wall, float(m.group(1)), int(m.group(2)), rss
 
 
-def mpi_rows(sim, n, tmp):
-    """One process on each vCPU, then two: the MPI rows for n hosts."""
-    path = os.path.join(tmp, f"perm{n}.toml")
-    with open(path, "w") as f:
-        f.write(permutation_scenario(n))
-    one = [run_wall(["taskset", "-c", str(c), sim, path]) for c in (0, 1)]
-    two = run_wall(["mpirun", "--allow-run-as-root", "-np", "2", sim, path])
+def mpi_rows(name, argv, n):
+    """One process on each vCPU, then two: the MPI rows of argv."""
+    one = [run_wall(["taskset", "-c", str(c)] + argv) for c in (0, 1)]
+    two = run_wall(["mpirun", "--allow-run-as-root", "-np", "2"] + argv)
     fast = min(one, key=lambda r: r[0])
     # Both vCPUs busy on halves sized to their speeds: the best two can do.
     best = 1 / (1 / one[0][0] + 1 / one[1][0])
-    return [(f"sim perm 1 MiB, 1 process, vCPU {c}", n, r[2], r[0], r[1], r[3], None, None)
+    return [(f"{name}, 1 process, vCPU {c}", n, r[2], r[0], r[1], r[3], None, None)
             for c, r in enumerate(one)] + [
-        ("sim perm 1 MiB, 2 processes", n, two[2], two[0], two[1], two[3],
+        (f"{name}, 2 processes", n, two[2], two[0], two[1], two[3],
          fast[0] / two[0], best / two[0])]
 
 
@@ -185,7 +188,16 @@ def main():
                 events = int(PKTGEN_LINE.search(out).group(2))
                 rows.append((f"{pattern} 1 MiB", n, events, cpu, rss))
             if mpi:
-                mpi_table += mpi_rows(sim, n, tmp)
+                path = os.path.join(tmp, f"perm{n}.toml")
+                with open(path, "w") as f:
+                    f.write(permutation_scenario(n))
+                mpi_table += mpi_rows("sim perm 1 MiB", [sim, path], n)
+                # The replay split needs the receiver trigger (docs/PKTGEN.md
+                # "Across processes"); the ring's N^2 transfers stop at 1024.
+                if n <= (64 if quick else 1024):
+                    mpi_table += mpi_rows("pktgen ring 1 MiB",
+                                          [pktgen, "--pattern", "ring", "--trigger", "receiver",
+                                           "--sample-interval", "100us"] + common, n)
             if not collectives:
                 continue
             for name, pattern, window in [("sim ring 1 MiB", "ring", 0),
@@ -213,16 +225,16 @@ def main():
           "memory over the smallest idle fabric's, per added host)")
     if mpi_table:
         print()
-        print("droce-sim in one process and in two (mpirun -np 2): wall time")
+        print("droce-sim and droce-pktgen in one process and in two (mpirun -np 2): wall time")
         print(f"{'run':<36} {'hosts':>6} {'events':>10} {'wall s':>7} {'run s':>7} "
               f"{'M ev/s':>7} {'peak MiB':>9} {'x faster':>8} {'x best':>7}")
         for name, hosts, events, wall, run, rss, faster, best in mpi_table:
             print(f"{name:<36} {hosts:>6} {events:>10} {wall:>7.2f} {run:>7.2f} "
-                  f"{events / run / 1e6:>7.2f} {rss / 1024:>9.1f} "
+                  f"{events / run / 1e6 if run > 0 else 0:>7.2f} {rss / 1024:>9.1f} "
                   f"{'' if faster is None else f'{faster:.2f}':>8} "
                   f"{'' if best is None else f'{best:.2f}':>7}")
         print("(wall s: the whole command, set-up and mpirun included; run s: the run alone, "
-              "from droce-sim's speed line; peak MiB: the largest process; x faster: two "
+              "from the speed line; peak MiB: the largest process; x faster: two "
               "processes against the faster vCPU alone; x best: against these two vCPUs' "
               "speeds added)")
     return 0
