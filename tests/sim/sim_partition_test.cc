@@ -127,6 +127,19 @@ TEST(SimPartition, WritesAndReadsWithCongestionAreTheSameSplitFourWays) {
   expect_same_outputs(sc, 4, "rw4");
 }
 
+// Unverified flows carry virtual payload (nothing gathers their bytes into
+// the frames): split, the frames that cross still check and complete the
+// flows as in one process.
+TEST(SimPartition, VirtualPayloadIsTheSameSplit) {
+  const Scenario sc = parse_scenario(
+      leaf_spine("", "loss = 0.002", "cc = \"dcqcn\"\ntimeout = 8\nverify = false"));
+  ASSERT_TRUE(sc.flows[0].virtual_payload());
+  const Summary s = expect_same_outputs(sc, 2, "virtual2");
+  EXPECT_EQ(s.flows_completed, 32u);
+  EXPECT_GT(s.retransmits, 0u);
+  expect_same_outputs(sc, 4, "virtual4");
+}
+
 TEST(SimPartition, LossJitterAndSelectiveRepeatAreTheSame) {
   const Scenario sc = parse_scenario(
       leaf_spine("", "loss = 0.01\njitter = \"300ns\"",
