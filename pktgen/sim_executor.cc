@@ -38,7 +38,7 @@ SimExecutor::SimExecutor(sim::Simulator& sim, std::vector<uint32_t> rank_host,
   if (opt_.comm && !receiver())
     throw std::invalid_argument("a partitioned run needs the receiver trigger");
   sim_.set_completion_handler(
-      [this](size_t host, const transport::WorkCompletion& wc) { on_completion(host, wc); });
+      [this](size_t, const transport::WorkCompletion& wc) { on_completion(wc); });
 }
 
 SimExecutor::~SimExecutor() { sim_.set_completion_handler(nullptr); }
@@ -150,10 +150,10 @@ void SimExecutor::credit_step(uint32_t id) {
   if (--credit_left_[id] == 0) enqueue(*side_of_[id]->peer, id | kCreditBit);
 }
 
-void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc) {
+void SimExecutor::on_completion(const transport::WorkCompletion& wc) {
   if (!s_ || !run_) return;
   if (receiver()) {
-    if (wc.wr_id & kRecvTag) return on_receive(host, wc);
+    if (wc.wr_id & kRecvTag) return on_receive(wc);
     if (wc.wr_id & kCreditTag) {
       const uint64_t id = wc.wr_id & ~kCreditTag;
       if (wc.status != IBV_WC_SUCCESS) ++run_->failed_wrs;
@@ -173,8 +173,7 @@ void SimExecutor::on_completion(size_t host, const transport::WorkCompletion& wc
 
 // Receiver trigger: a transfer arrived at its destination, or a credit at
 // a transfer's source.
-void SimExecutor::on_receive(size_t host, const transport::WorkCompletion& wc) {
-  (void)host;
+void SimExecutor::on_receive(const transport::WorkCompletion& wc) {
   QpSide& side = *sides_.at(wc.wr_id & ~kRecvTag);
   ++side.recv_done;
   top_up_recvs(side);

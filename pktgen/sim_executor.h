@@ -154,8 +154,8 @@ class SimExecutor {
   void top_up_recvs(QpSide& side);
   void release(uint32_t id);
   void credit_step(uint32_t id);
-  void on_completion(size_t host, const transport::WorkCompletion& wc);
-  void on_receive(size_t host, const transport::WorkCompletion& wc);
+  void on_completion(const transport::WorkCompletion& wc);
+  void on_receive(const transport::WorkCompletion& wc);
   void on_sent(const transport::WorkCompletion& wc);
 
   sim::Simulator& sim_;
