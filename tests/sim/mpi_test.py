@@ -100,6 +100,20 @@ def run(argv, procs, out):
     return p.returncode, p.stdout, p.stderr
 
 
+def differences(name, n, stdout, want, got):
+    """What n processes' outputs `got` (and the speed line) lack against
+    one process's `want`."""
+    failures = []
+    if f"({n} processes)" not in stdout:
+        failures.append(f"{name}: {n} processes: the speed line does not say so")
+    if set(got) != set(want):
+        failures.append(f"{name}: {n} processes wrote {sorted(got)}, one process {sorted(want)}")
+    for k in want:
+        if got.get(k) != want[k]:
+            failures.append(f"{name}: {n} processes: {k} differs from one process's")
+    return failures
+
+
 def outputs(out, stdout):
     files = {"stdout": "".join(l for l in stdout.splitlines(True) if not WALL.search(l))}
     for name in sorted(os.listdir(out)):
@@ -146,14 +160,7 @@ def pktgen_cases(pktgen, tmp):
         if rc != 0:
             failures.append(f"droce-pktgen: {n} processes exited {rc}: {err[-2000:]}")
             continue
-        if f"({n} processes)" not in stdout:
-            failures.append(f"droce-pktgen: {n} processes: the sim line does not say so")
-        if set(got) != set(want):
-            failures.append(f"droce-pktgen: {n} processes wrote {sorted(got)}, "
-                            f"one process {sorted(want)}")
-        for k in want:
-            if got.get(k) != want[k]:
-                failures.append(f"droce-pktgen: {n} processes: {k} differs from one process's")
+        failures += differences("droce-pktgen", n, stdout, want, got)
         print(f"droce-pktgen: {n} processes: {len(want)} outputs compared")
     # The sender trigger needs another host's completion at once: refused.
     p = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2",
@@ -199,15 +206,7 @@ def main():
                 if rc != 0:
                     failures.append(f"{name}: {n} processes exited {rc}: {err[-2000:]}")
                     continue
-                if f"({n} processes)" not in stdout:
-                    failures.append(f"{name}: {n} processes: the speed line does not say so")
-                got = outputs(out, stdout)
-                if set(got) != set(want):
-                    failures.append(f"{name}: {n} processes wrote {sorted(got)}, "
-                                    f"one process {sorted(want)}")
-                for k in want:
-                    if got.get(k) != want[k]:
-                        failures.append(f"{name}: {n} processes: {k} differs from one process's")
+                failures += differences(name, n, stdout, want, outputs(out, stdout))
                 print(f"{name}: {n} processes: {len(want)} outputs identical"
                       if not failures else f"{name}: {n} processes: see below")
             if name == "lossy-64":
