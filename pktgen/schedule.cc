@@ -140,18 +140,24 @@ class DependencyTracker {
   };
   using Map = std::map<uint64_t, Segment>;
 
-  void split(Map& m, uint64_t end, uint64_t at) {
-    if (at >= end) return;
-    auto it = std::prev(m.upper_bound(at));
-    if (it->first != at) m.emplace_hint(std::next(it), at, it->second);
-  }
-
+  // Calls f on the segments covering [lo, hi), split first at lo and hi
+  // so that exactly they do. One search per call: the segment holding hi
+  // is split when the walk reaches it, before f sees it (a range is a
+  // segment or two; three searches a call were half of make_schedule at
+  // 1024 ranks, each a walk down a tree of thousands of nodes).
   template <typename F>
   void for_each(uint32_t rank, uint64_t lo, uint64_t hi, F&& f) {
     Map& m = ranks_[rank];
-    split(m, ends_[rank], lo);
-    split(m, ends_[rank], hi);
-    for (auto it = m.find(lo); it != m.end() && it->first < hi; ++it) f(it->second);
+    const uint64_t end = ends_[rank];
+    if (lo >= end) return;
+    auto it = std::prev(m.upper_bound(lo));
+    if (it->first != lo) it = m.emplace_hint(std::next(it), lo, it->second);
+    for (; it != m.end() && it->first < hi; ++it) {
+      const auto next = std::next(it);
+      const uint64_t seg_end = next == m.end() ? end : next->first;
+      if (hi < seg_end) m.emplace_hint(next, hi, it->second);
+      f(it->second);
+    }
   }
 
   std::vector<Map> ranks_;
