@@ -312,12 +312,7 @@ bool SimExecutor::wait_iteration(uint64_t deadline) {
   const uint64_t total = s_->transfers.size();
   for (;;) {
     const bool more = opt_.comm ? sim_.run_partitioned_until(deadline) : sim_.run_until(deadline);
-    uint64_t done = completed_;
-    if (opt_.comm) {
-      done = 0;
-      for (uint64_t d : opt_.comm->allgather(std::span<const uint64_t>(&completed_, 1))) done += d;
-    }
-    if (done >= total) return false;
+    if (summed(completed_) >= total) return false;
     if (!more || sim_.now() >= deadline) return true;
   }
 }
@@ -327,24 +322,33 @@ bool SimExecutor::wait_iteration(uint64_t deadline) {
 // lists them by (completion time, id), which a split run can rebuild.
 void SimExecutor::gather_latencies(IterationRecord& rec) {
   rec.end_ns = last_completion_ns_;
-  auto by_time = [](const Latency& a, const Latency& b) {
-    return a.at_ns != b.at_ns ? a.at_ns < b.at_ns : a.id < b.id;
-  };
-  if (receiver()) std::sort(iteration_latencies_.begin(), iteration_latencies_.end(), by_time);
-  if (!opt_.comm) return;
-  for (uint64_t end : opt_.comm->allgather(std::span<const uint64_t>(&last_completion_ns_, 1)))
-    rec.end_ns = std::max(rec.end_ns, end);
-  std::vector<std::vector<uint8_t>> out(opt_.comm->count());
-  if (opt_.comm->index() != 0) {
-    const auto* p = reinterpret_cast<const uint8_t*>(iteration_latencies_.data());
-    out[0].assign(p, p + iteration_latencies_.size() * sizeof(Latency));
+  if (opt_.comm) {
+    for (uint64_t end : opt_.comm->allgather(std::span<const uint64_t>(&last_completion_ns_, 1)))
+      rec.end_ns = std::max(rec.end_ns, end);
+    std::vector<std::vector<uint8_t>> out(opt_.comm->count());
+    if (opt_.comm->index() != 0) {
+      const auto* p = reinterpret_cast<const uint8_t*>(iteration_latencies_.data());
+      out[0].assign(p, p + iteration_latencies_.size() * sizeof(Latency));
+    }
+    const std::span<const uint8_t> in = opt_.comm->exchange(out);
+    if (opt_.comm->index() != 0) return;  // its share went to partition 0
+    const size_t mine = iteration_latencies_.size();
+    iteration_latencies_.resize(mine + in.size() / sizeof(Latency));
+    std::memcpy(iteration_latencies_.data() + mine, in.data(), in.size());
   }
-  const std::span<const uint8_t> in = opt_.comm->exchange(out);
-  if (opt_.comm->index() != 0) return;
-  const size_t mine = iteration_latencies_.size();
-  iteration_latencies_.resize(mine + in.size() / sizeof(Latency));
-  std::memcpy(iteration_latencies_.data() + mine, in.data(), in.size());
-  std::sort(iteration_latencies_.begin(), iteration_latencies_.end(), by_time);
+  if (receiver())
+    std::sort(iteration_latencies_.begin(), iteration_latencies_.end(),
+              [](const Latency& a, const Latency& b) {
+                return a.at_ns != b.at_ns ? a.at_ns < b.at_ns : a.id < b.id;
+              });
+}
+
+// `mine` added up over the partitions (itself, unsplit).
+uint64_t SimExecutor::summed(uint64_t mine) {
+  if (!opt_.comm) return mine;
+  uint64_t all = 0;
+  for (uint64_t v : opt_.comm->allgather(std::span<const uint64_t>(&mine, 1))) all += v;
+  return all;
 }
 
 // Verify mode's #wrong over the ranks of every partition, each counted by
@@ -353,10 +357,7 @@ uint64_t SimExecutor::wrong_now() {
   const std::vector<uint64_t> per_rank = verify_->wrong_per_rank();
   uint64_t mine = 0;
   for (uint32_t r = 0; r < per_rank.size(); ++r) mine += local(r) ? per_rank[r] : 0;
-  if (!opt_.comm) return mine;
-  uint64_t all = 0;
-  for (uint64_t w : opt_.comm->allgather(std::span<const uint64_t>(&mine, 1))) all += w;
-  return all;
+  return summed(mine);
 }
 
 // Split, each partition counted its own QPs' completions: the sums.

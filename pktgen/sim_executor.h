@@ -146,6 +146,7 @@ class SimExecutor {
   bool wait_iteration(uint64_t deadline);
   void gather_latencies(IterationRecord& rec);
   uint64_t wrong_now();
+  uint64_t summed(uint64_t mine);
   void gather_counters(SizeRun& result);
   void post(uint32_t id);
   void enqueue(QpSide& side, uint32_t entry);
