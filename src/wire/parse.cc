@@ -209,14 +209,13 @@ ParseError parse(std::span<const uint8_t> f, ParsedPacket& out,
   out.frame_length = static_cast<uint32_t>(l3_end);
 
   out.icrc = load_le32(f.data() + l3_end - kIcrcSize);
-  return opt.verify_icrc ? verify_icrc(f, out) : ParseError::kOk;
+  return opt.verify_icrc ? verify_icrc(f, out, opt.unheld) : ParseError::kOk;
 }
 
-ParseError verify_icrc(std::span<const uint8_t> f, ParsedPacket& pkt) {
+ParseError verify_icrc(std::span<const uint8_t> f, ParsedPacket& pkt, UnheldPayload unheld) {
   pkt.icrc_checked = true;
-  const IcrcCheck c = icrc_check(f, pkt);
-  return icrc_compute(c.l3, c.len_before_icrc, c.ipv6) == c.carried ? ParseError::kOk
-                                                                     : ParseError::kBadIcrc;
+  const IcrcCheck c = with_unheld(icrc_check(f, pkt), unheld);
+  return icrc_of(c) == c.carried ? ParseError::kOk : ParseError::kBadIcrc;
 }
 
 }  // namespace droce::wire

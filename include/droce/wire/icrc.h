@@ -25,7 +25,44 @@ struct IcrcCheck {
   uint32_t len_before_icrc = 0;
   bool ipv6 = false;
   uint32_t carried = 0;
+  // Payload the buffer does not hold: `zeros` bytes from l3 + zeros_at are
+  // taken as zeros, whatever the buffer holds there (UnheldPayload below).
+  // A region that does not lie between the BTH and the ICRC is ignored:
+  // the bytes there are read as they are.
+  uint16_t zeros_at = 0;
+  uint16_t zeros = 0;
 };
+static_assert(sizeof(void*) != 8 || sizeof(IcrcCheck) == 24, "a burst's checks stay small");
+
+// Payload a simulated frame carries as a length only (the simulator's
+// virtual payload, docs/SIM.md): `len` bytes that end `gap` bytes before
+// the ICRC are zeros to the ICRC, whatever the frame's buffer holds there,
+// so neither the sender nor the receiver reads them. Measured from the
+// ICRC because a switch may insert headers before the BTH (INT) and a
+// frame may be padded after it. Frames from a real wire never have one.
+struct UnheldPayload {
+  uint16_t len = 0;
+  uint16_t gap = 0;
+  bool empty() const { return len == 0; }
+  friend bool operator==(const UnheldPayload&, const UnheldPayload&) = default;
+};
+
+// `check` with `unheld` applied (zeros_at and zeros set), for the datagram
+// check.l3 points at.
+inline IcrcCheck with_unheld(IcrcCheck check, UnheldPayload unheld) {
+  if (unheld.empty() || size_t{unheld.len} + unheld.gap > check.len_before_icrc) return check;
+  check.zeros_at = static_cast<uint16_t>(check.len_before_icrc - unheld.gap - unheld.len);
+  check.zeros = unheld.len;
+  return check;
+}
+// The UnheldPayload of a check's zeros (empty without).
+inline UnheldPayload unheld_of(const IcrcCheck& check) {
+  if (check.zeros == 0) return {};
+  return {check.zeros,
+          static_cast<uint16_t>(check.len_before_icrc - check.zeros_at - check.zeros)};
+}
+// icrc_compute for one check, its zeros included.
+uint32_t icrc_of(const IcrcCheck& check);
 // The checks of a receive burst at once: ok[i] is whether checks[i]'s ICRC
 // is right. Same results as icrc_compute one by one, but with AVX-512 the
 // checks are read and answered in one loop with no call per frame, and

@@ -104,6 +104,8 @@ struct ParsedPacket : ExtHeaderFields {
 struct ParseOptions {
   bool verify_ip_checksum = true;
   bool verify_icrc = true;
+  // The frame's unheld payload, if the simulator gave it one (icrc.h).
+  UnheldPayload unheld{};
 };
 
 // Parses an Ethernet frame (no FCS). On success returns kOk and fills `out`;
@@ -116,7 +118,8 @@ ParseError parse(std::span<const uint8_t> frame, ParsedPacket& out,
 // verify_icrc = false: a receive burst parses every frame first and then
 // checks their ICRCs back to back, so the CPU overlaps the CRCs' latency
 // chains. Sets pkt.icrc_checked; kOk or kBadIcrc.
-ParseError verify_icrc(std::span<const uint8_t> frame, ParsedPacket& pkt);
+ParseError verify_icrc(std::span<const uint8_t> frame, ParsedPacket& pkt,
+                       UnheldPayload unheld = {});
 // The same check as an IcrcCheck, for icrc_check_many over a burst (the
 // caller sets pkt.icrc_checked if it wants it). Inline: a call returning
 // the struct through memory cost a store-forwarding stall per frame.

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "droce/wire/build.h"
 #include "droce/wire/icrc.h"
@@ -79,19 +80,42 @@ size_t write_request(const TxTemplate& t, const TxRequest& r, uint32_t payload_l
 // The frames of a send burst whose ICRCs are still to be written: computed
 // together by flush() (icrc_compute_many), which must run before the frames
 // leave. add() flushes first when it is full.
+//
+// A check with zeros (unheld payload, icrc.h) keeps them only while
+// keep_unheld is on, for a caller that carries them with its frames (the
+// simulator); the frame and its payload are then listed in unheld_log().
+// Otherwise the zeros are dropped and the bytes read as they are.
 class IcrcBatch {
  public:
   static constexpr size_t kCapacity = 64;
   void add(const IcrcCheck& c) {
     if (n_ == kCapacity) flush();
-    pending_[n_++] = c;
+    IcrcCheck& p = pending_[n_++];
+    p = c;
+    if (p.zeros != 0) {
+      if (keep_unheld_)
+        unheld_log_.push_back({p.l3, unheld_of(p)});
+      else
+        p.zeros = 0;
+    }
   }
   void flush();
   size_t pending() const { return n_; }
 
+  struct Unheld {
+    const uint8_t* l3;  // the frame's datagram
+    UnheldPayload payload;
+  };
+  void keep_unheld(bool on) { keep_unheld_ = on; }
+  // In the order added, until clear_unheld_log().
+  const std::vector<Unheld>& unheld_log() const { return unheld_log_; }
+  void clear_unheld_log() { unheld_log_.clear(); }
+
  private:
   std::array<IcrcCheck, kCapacity> pending_{};
   size_t n_ = 0;
+  bool keep_unheld_ = false;
+  std::vector<Unheld> unheld_log_;
 };
 
 }  // namespace droce::wire
