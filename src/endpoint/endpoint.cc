@@ -221,25 +221,29 @@ void Endpoint::run_timers(uint64_t now) {
   }
 }
 
-void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now) {
+void Endpoint::receive(std::span<const uint8_t> frame, uint64_t now,
+                       wire::UnheldPayload unheld) {
   ++counters_.rx_frames;
   counters_.rx_bytes += frame.size();
-  receive_counted(frame, now);
+  receive_counted(frame, now, unheld);
 }
 
-void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now) {
+void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now,
+                               wire::UnheldPayload unheld) {
   if (wire::is_pfc(frame)) {
     receive_pfc(frame, now);
     return;
   }
   wire::ParsedPacket& pkt = rx_packet_;
-  wire::ParseError err = wire::parse(frame, pkt);
+  wire::ParseError err = wire::parse(frame, pkt, {.unheld = unheld});
   size_t hop_count = 0;
   bool echo = false;
   if (err == wire::ParseError::kNotRoceV2Port && pkt.udp_dst_port == wire::kIntUdpPort) {
     const auto plain = strip_int(frame, hop_count, echo);
     if (plain.empty()) return;
-    err = wire::parse(plain, pkt);
+    // The unheld payload is measured from the ICRC, which the INT header
+    // before the BTH does not move.
+    err = wire::parse(plain, pkt, {.unheld = unheld});
   }
   if (err != wire::ParseError::kOk) {
     if (wire::is_not_roce(err)) {
@@ -514,6 +518,23 @@ void Endpoint::release_paused(uint64_t now) {
     held_[p].clear();
     held_mask_ &= static_cast<uint8_t>(~(1u << p));
   }
+}
+
+size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
+                          std::span<uint32_t> lens, std::span<wire::UnheldPayload> unheld) {
+  tx_icrc_.keep_unheld(true);
+  const size_t n = transmit(now, bufs.first(std::min(bufs.size(), unheld.size())), lens);
+  tx_icrc_.keep_unheld(false);
+  std::fill_n(unheld.begin(), n, wire::UnheldPayload{});
+  // The log is in the order the frames were built, one entry per frame
+  // with unheld payload; each belongs to the frame its datagram lies in.
+  size_t i = 0;
+  for (const wire::IcrcBatch::Unheld& u : tx_icrc_.unheld_log()) {
+    while (i < n && !(u.l3 >= bufs[i].data() && u.l3 < bufs[i].data() + lens[i])) ++i;
+    if (i < n) unheld[i] = u.payload;
+  }
+  tx_icrc_.clear_unheld_log();
+  return n;
 }
 
 size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,

@@ -62,7 +62,13 @@ void Link::transmit(Packet&& packet, uint64_t departure_time, bool up, bool arri
       l3 += wire::kVlanTagSize;
     if (packet.size() > l3) {
       const uint64_t bit = rng_.below((packet.size() - l3) * 8);
-      packet.bytes[l3 + bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      size_t at = l3 + bit / 8;
+      // A bit of payload the frame does not hold: its ICRC, computed over
+      // zeros there, no longer matches what the frame carries, as with
+      // the flipped bit itself (CRC-32 catches every single-bit error).
+      const auto [first, last] = packet.unheld_range();
+      if (at >= first && at < last) at = packet.size() - 1;
+      packet.bytes[at] ^= static_cast<uint8_t>(1u << (bit % 8));
       ++counters_.corrupted;
     }
   }

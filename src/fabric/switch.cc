@@ -362,6 +362,7 @@ void Switch::switch_l2(uint16_t port, Packet&& pkt, const FrameInfo& info, uint6
       copy.ip_version = pkt.ip_version;
       copy.l3_offset = pkt.l3_offset;
       copy.tag = pkt.tag;
+      copy.unheld = pkt.unheld;
       enqueue(out, std::move(copy), now);
     }
     refresh_next(out);

@@ -44,10 +44,11 @@ void Simulator::Impl::run_host(uint32_t h) {
   const uint64_t rate = dirs[host.out_link]->rate_bps / 8;
   for (;;) {
     // The endpoint writes into pooled packets (staging) directly.
-    const size_t n = host.ep->transmit(now, spans, lens);
+    const size_t n = host.ep->transmit(now, spans, lens, unheld);
     for (size_t i = 0; i < n; ++i) {
       fabric::Packet p = std::move(staging[i]);
       p.bytes.resize(lens[i]);
+      p.unheld = unheld[i];
       staging[i] = take();
       spans[i] = staging[i].bytes;
       // The endpoint paces its port at `rate`: each frame starts once
@@ -92,7 +93,7 @@ void Simulator::Impl::run_link(uint32_t l) {
       sws[to.index].sw->receive(to.port, std::move(p), arrival);
     } else {
       if (const fabric::Packet* next = dir.link.next_arrival()) prefetch_headers(*next);
-      hosts[to.index]->ep->receive(p.bytes, arrival);
+      hosts[to.index]->ep->receive(p.bytes, arrival, p.unheld);
       give(std::move(p));
     }
   });

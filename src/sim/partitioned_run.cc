@@ -25,7 +25,8 @@
 //
 // A frame crossing partitions, as stashed: its link direction, length,
 // first and last bit times, when it was sent and whether the link was up
-// then, the Packet fields a switch set, then its bytes.
+// then, the Packet fields a switch set and its unheld payload, then its
+// bytes but those of the unheld payload.
 // A partition's chunk starts with two words: the earliest it has anything
 // to do (an event, or one of these frames arriving) and the frame count.
 #include <algorithm>
@@ -48,6 +49,7 @@ struct CrossingFrame {
   uint16_t ingress_port, l3_offset;
   uint8_t tc, ip_version;
   uint8_t link_up;  // the link's state then
+  uint16_t unheld_len, unheld_gap;
 };
 constexpr size_t kChunkHeader = 2 * sizeof(uint64_t);
 
@@ -75,11 +77,18 @@ void Simulator::Impl::stash(uint32_t l, const fabric::Packet& p, uint64_t start,
                         p.l3_offset,
                         p.tc,
                         p.ip_version,
-                        dirs[l]->link.up()};
+                        dirs[l]->link.up(),
+                        p.unheld.len,
+                        p.unheld.gap};
+  // The bytes before and after the unheld payload (unspecified, unread).
+  const auto [first, last] = p.unheld_range();
+  const size_t after = p.size() - last;
   const size_t at = b.size();
-  b.resize(at + sizeof h + p.size());
-  std::memcpy(b.data() + at, &h, sizeof h);
-  std::memcpy(b.data() + at + sizeof h, p.bytes.data(), p.size());
+  b.resize(at + sizeof h + first + after);
+  uint8_t* out = b.data() + at;
+  std::memcpy(out, &h, sizeof h);
+  std::memcpy(out + sizeof h, p.bytes.data(), first);
+  std::memcpy(out + sizeof h + first, p.bytes.data() + last, after);
   store64(b.data() + 8, load64(b.data() + 8) + 1);
   outbound_arrival = std::min(outbound_arrival, end + dir_min_delay[l]);
 }
@@ -135,8 +144,11 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
       p += sizeof h;
       fabric::Packet pk = take();
       pk.bytes.resize(h.len);
-      std::memcpy(pk.bytes.data(), p, h.len);
-      p += h.len;
+      pk.unheld = {h.unheld_len, h.unheld_gap};
+      const auto [first, last] = pk.unheld_range();
+      std::memcpy(pk.bytes.data(), p, first);
+      std::memcpy(pk.bytes.data() + last, p + first, h.len - last);
+      p += first + (h.len - last);
       pk.enqueue_time = h.enqueue_time;
       pk.tag = h.tag;
       pk.accounted = h.accounted;

@@ -182,6 +182,7 @@ struct Simulator::Impl {
   std::array<fabric::Packet, kTxBatch> staging;
   std::array<std::span<uint8_t>, kTxBatch> spans;
   std::array<uint32_t, kTxBatch> lens{};
+  std::array<wire::UnheldPayload, kTxBatch> unheld{};
   std::array<transport::WorkCompletion, 64> wcs;
 
   // ---- building (simulator.cc) -------------------------------------------
@@ -328,8 +329,9 @@ struct Simulator::Impl {
   // straight into one; a frame is then only shrunk to its length. Growing
   // it back when it returns to the pool writes nothing (FrameBytes). A new
   // buffer is zeroed once: with payload = "virtual" nothing writes the
-  // payload bytes, and they must still be defined (the ICRC reads them;
-  // runs must not depend on what the heap held).
+  // payload bytes, and they must still be defined (a UD frame's ICRC
+  // reads them, an INT header's insertion moves them; runs must not
+  // depend on what the heap held).
   static fabric::Packet fresh() {
     fabric::Packet p;
     p.bytes.assign(kBufBytes, 0);
@@ -344,6 +346,7 @@ struct Simulator::Impl {
   void give(fabric::Packet&& p) {
     if (p.bytes.capacity() < kBufBytes) return;  // e.g. a switch's PFC frame
     p.bytes.resize(kBufBytes);
+    p.unheld = {};
     pool.push_back(std::move(p));
   }
 

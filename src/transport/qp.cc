@@ -372,8 +372,11 @@ void QueuePair::complete_recv(const RecvWqe& w, ibv_wc_status status, ibv_wc_opc
   ++counters_.recv_completions;
 }
 
-bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
-                       uint8_t* dst) const {
+// *unheld: every byte is virtual payload (MemoryRegion::virtual_payload), so
+// none was written to `dst`.
+bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst,
+                       bool* unheld) const {
+  *unheld = false;
   if (w.send_flags & IBV_SEND_INLINE) {
     // Copied at post (post_send): the slot's inline area.
     if (offset + len > w.length) return false;
@@ -381,6 +384,7 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
     return true;
   }
   const Sge* sge = sges(w);
+  bool all_virtual = true;
   for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
     const Sge& s = sge[i];
     if (offset >= s.length) {
@@ -394,6 +398,7 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
     const uint8_t* src = mr ? mr->translate(s.addr + offset, n) : nullptr;
     if (!src) return false;
     if (!mr->virtual_payload()) {
+      all_virtual = false;
       std::memcpy(dst, src, n);
       // The message's next packet reads on from here (prefetch.h).
       const uint64_t ahead = next_packet_bytes(offset + n, n, s.length);
@@ -404,6 +409,7 @@ bool QueuePair::gather(const SendWqe& w, uint64_t offset, uint32_t len,
     len -= n;
     offset = 0;
   }
+  *unheld = all_virtual && len == 0;
   return len == 0;
 }
 

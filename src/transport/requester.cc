@@ -203,7 +203,8 @@ size_t QueuePair::build_request(SendWqe& w, uint32_t k, bool ask_ack,
     // (it then copies nothing); a frame that would not fit is not built.
     if (wire::packet_size(ud.path, t.opcode, len) > buf.size()) return 0;
     uint8_t* dst = buf.data() + wire::payload_offset(ud.path, t.opcode);
-    if (len > 0 && !gather(w, off, len, dst)) {
+    bool unheld;  // UD frames take the bytes as they are
+    if (len > 0 && !gather(w, off, len, dst, &unheld)) {
       *ok = false;
       return 0;
     }
@@ -253,11 +254,19 @@ size_t QueuePair::build_templated(const SendWqe& w, const wire::TxRequest& r, ui
   if (attr_.entropy.mode != EntropyMode::kFixed && type_ != QpType::kUd)
     wire::store_be16(buf.data() + tx_template_.bth_offset - wire::kUdpSize,
                      request_port(r.psn, now));
-  if (len > 0 && !gather(w, off, len, buf.data() + wire::tx_payload_offset(tx_template_, r.opcode))) {
+  const size_t payload_at = wire::tx_payload_offset(tx_template_, r.opcode);
+  bool unheld = false;
+  if (len > 0 && !gather(w, off, len, buf.data() + payload_at, &unheld)) {
     *ok = false;
     return 0;
   }
   if (icrc_batch_) {
+    // Virtual payload: a batch that keeps unheld payload (the simulator's)
+    // takes these bytes as zeros instead of reading them (wire/icrc.h).
+    if (unheld && len <= UINT16_MAX) {
+      icrc.zeros_at = static_cast<uint16_t>(payload_at - tx_template_.l3_offset);
+      icrc.zeros = static_cast<uint16_t>(len);
+    }
     icrc_batch_->add(icrc);
   } else {
     uint8_t* l3 = buf.data() + tx_template_.l3_offset;

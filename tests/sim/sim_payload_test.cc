@@ -1,6 +1,7 @@
 // [flow] payload = "virtual" (docs/SIM.md): the transport does not depend on
 // payload bytes, so a run that moves none gives the same outputs as one that
-// does, byte for byte, while the destination memory stays untouched; the
+// does, byte for byte (through loss, corruption, duplicates and INT), while
+// the destination memory stays untouched; the
 // option is refused together with verify = true; and the default ("auto")
 // moves payload exactly for the flows that verify it.
 #include <gtest/gtest.h>
@@ -12,7 +13,10 @@
 #include <string>
 #include <unistd.h>
 
+#include "droce/endpoint/endpoint.h"
+#include "droce/fabric/link.h"
 #include "droce/sim/simulator.h"
+#include "droce/wire/packet.h"
 
 namespace droce::sim {
 namespace {
@@ -26,8 +30,12 @@ std::string slurp(const std::filesystem::path& p) {
 
 // A 4-to-1 incast; `buffer` small and PFC off gives drops and go-back-N
 // retransmissions, so the comparison covers recovery too. `payload` "":
-// no payload key (the default).
-std::string scenario(const char* opcode, const char* payload, bool lossy) {
+// no payload key (the default). `impaired`: links that corrupt and
+// duplicate frames, and HPCC, whose switches insert INT headers before
+// the BTH: a virtual payload frame carries its payload as a length
+// (fabric::Packet::unheld) through all of these.
+std::string scenario(const char* opcode, const char* payload, bool lossy,
+                     bool impaired = false) {
   const std::string payload_key =
       *payload ? std::string("payload = \"") + payload + "\"\n" : std::string();
   return std::string("[run]\nduration = \"50ms\"\ncsv_interval = \"5us\"\n") +
@@ -36,7 +44,9 @@ std::string scenario(const char* opcode, const char* payload, bool lossy) {
          (lossy ? "[switch]\nbuffer = \"64KiB\"\npfc = { enabled = false }\n"
                 : "[switch]\nbuffer = \"4MiB\"\n"
                   "pfc = { enabled = true, priorities = [3], xoff = \"64KiB\", xon = \"32KiB\" }\n") +
-         "[flow]\ncc = \"dcqcn\"\nmtu = 1024\nmessage = \"128KiB\"\ntimeout = 8\nverify = false\n" +
+         (impaired ? "int = { enabled = true }\n[link]\ncorrupt = 0.002\nduplicate = 0.002\n" : "") +
+         "[flow]\ncc = \"" + (impaired ? "hpcc" : "dcqcn") + "\"\nmtu = 1024\n" +
+         "message = \"128KiB\"\ntimeout = 8\nverify = false\n" +
          "opcode = \"" + opcode + "\"\n" + payload_key;
 }
 
@@ -44,10 +54,12 @@ struct Outputs {
   std::string files[5];
   bool sink_untouched = true;
   bool sink_has_source = true;
+  uint64_t corrupted = 0;  // frames the links flipped a bit of
+  uint64_t bad_icrc = 0;   // frames the hosts dropped for their ICRC
 };
 
-Outputs run(const char* opcode, const char* payload, bool lossy) {
-  Simulator s(parse_scenario(scenario(opcode, payload, lossy), "payload.toml"));
+Outputs run(const char* opcode, const char* payload, bool lossy, bool impaired = false) {
+  Simulator s(parse_scenario(scenario(opcode, payload, lossy, impaired), "payload.toml"));
   s.run();
   EXPECT_TRUE(s.all_done()) << opcode << " " << payload;
   const auto dir = std::filesystem::temp_directory_path() /
@@ -57,6 +69,11 @@ Outputs run(const char* opcode, const char* payload, bool lossy) {
   const char* names[5] = {"flows.csv", "queues.csv", "links.csv", "fct.csv", "summary.json"};
   for (int i = 0; i < 5; ++i) o.files[i] = slurp(dir / names[i]);
   std::filesystem::remove_all(dir);
+  for (size_t l = 0; l < s.num_links(); ++l) o.corrupted += s.link_at(l).counters().corrupted;
+  for (size_t h = 0; h < s.num_hosts(); ++h)
+    o.bad_icrc += s.host_endpoint(h)
+                      .counters()
+                      .rx_parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)];
   for (size_t f = 0; f < s.num_flows(); ++f) {
     const auto src = s.source_memory(f), dst = s.sink_memory(f);
     o.sink_untouched &= std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; });
@@ -85,6 +102,24 @@ TEST_P(VirtualPayload, SameRunNoBytesMoved) {
   const Outputs unset = run(opcode, "", lossy);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(real.files[i], unset.files[i]) << names[i] << " differs";
   EXPECT_TRUE(unset.sink_untouched);
+}
+
+// Corrupted and duplicated frames, INT headers inserted on the way: the
+// same outputs, and the corruption did happen (frames dropped for their
+// ICRC at the hosts, which a bit flipped in virtual payload must cause
+// too).
+TEST_P(VirtualPayload, SameRunThroughCorruptionDuplicatesAndInt) {
+  const auto [opcode, lossy] = GetParam();
+  const Outputs real = run(opcode, "real", lossy, true);
+  const Outputs virt = run(opcode, "virtual", lossy, true);
+  const char* names[5] = {"flows.csv", "queues.csv", "links.csv", "fct.csv", "summary.json"};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(real.files[i], virt.files[i]) << names[i] << " differs";
+  EXPECT_NE(real.files[3].find(",done\n"), std::string::npos);
+  EXPECT_GT(real.corrupted, 0u);
+  EXPECT_GT(real.bad_icrc, 0u);
+  EXPECT_EQ(virt.corrupted, real.corrupted);
+  EXPECT_EQ(virt.bad_icrc, real.bad_icrc);
+  EXPECT_TRUE(virt.sink_untouched);
 }
 
 INSTANTIATE_TEST_SUITE_P(Opcodes, VirtualPayload,

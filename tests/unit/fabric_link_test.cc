@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+
+#include "droce/wire/build.h"
 #include "droce/wire/packet.h"
 #include "fabric_test_util.h"
 
@@ -180,6 +184,48 @@ TEST(Link, CorruptionCaughtByIcrc) {
   }
   EXPECT_EQ(caught + masked, n);
   EXPECT_LT(masked, n / 10);
+}
+
+// A frame whose payload is unheld (wire/icrc.h: the simulator's virtual
+// payload, ICRC'd as zeros) is caught just the same when the bit drawn is
+// in that payload: the flip goes to its ICRC instead, since a flipped byte
+// there would be read by nobody.
+TEST(Link, CorruptionOfUnheldPayloadIsCaughtByIcrc) {
+  const size_t n = 2'000, len = 1024;
+  Link link(LinkConfig{.impairments = {.corrupt = 1.0}, .seed = 12});
+  Packet proto = roce_packet({.payload = len});
+  const size_t payload_at = proto.size() - wire::kIcrcSize - len;
+  std::fill_n(proto.bytes.begin() + payload_at, len, 0);
+  wire::ParsedPacket pp;
+  ASSERT_EQ(wire::parse(proto.bytes, pp, {.verify_icrc = false}), wire::ParseError::kOk);
+  wire::refresh_checksums(proto.bytes, pp);  // the ICRC of zeros
+  std::fill_n(proto.bytes.begin() + payload_at, len, 0x5A);  // not what it says
+  proto.unheld = {len, 0};
+  ASSERT_EQ(proto.unheld_range(), std::make_pair(payload_at, payload_at + len));
+  ASSERT_EQ(wire::parse(proto.bytes, pp, {.unheld = proto.unheld}), wire::ParseError::kOk);
+  size_t in_payload = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Packet p = proto;
+    link.send(std::move(p), i * 1000);
+    link.advance(i * 1000, [&](Packet&& q, uint64_t) {
+      EXPECT_EQ(q.unheld, proto.unheld);
+      // The unheld bytes are as they were; a byte was flipped elsewhere.
+      EXPECT_TRUE(std::equal(q.bytes.begin() + payload_at, q.bytes.begin() + payload_at + len,
+                             proto.bytes.begin() + payload_at));
+      EXPECT_NE(q.bytes, proto.bytes);
+      const bool icrc_flipped =
+          !std::equal(q.bytes.end() - wire::kIcrcSize, q.bytes.end(),
+                      proto.bytes.end() - wire::kIcrcSize);
+      in_payload += icrc_flipped;
+      if (icrc_flipped) {
+        EXPECT_EQ(wire::parse(q.bytes, pp, {.unheld = q.unheld}), wire::ParseError::kBadIcrc);
+      }
+    });
+  }
+  EXPECT_EQ(link.counters().corrupted, n);
+  // The payload is most of the frame past the Ethernet header.
+  const double share = double(len + wire::kIcrcSize) / double(proto.size() - wire::kEthSize);
+  EXPECT_NEAR(static_cast<double>(in_payload), share * n, binomial_tolerance(share, n));
 }
 
 TEST(Link, DownDropsInFlightAndNewPackets) {

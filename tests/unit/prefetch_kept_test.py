@@ -16,7 +16,7 @@ import sys
 
 # Itanium-mangled names (GCC and clang alike): what prefetches, and why.
 MUST_PREFETCH = {
-    "_ZNK5droce9transport9QueuePair6gatherERKNS0_7SendWqeEmjPh":
+    "_ZNK5droce9transport9QueuePair6gatherERKNS0_7SendWqeEmjPhPb":
         "requester gather: the next packet's source bytes",
     "_ZN5droce9transport9QueuePair13execute_writeERKNS_4wire12ParsedPacketE":
         "responder WRITE placement: the next packet's destination bytes",

@@ -110,8 +110,9 @@ class Endpoint {
   void detach(uint32_t qpn);
 
   // One received frame (no FCS): RoCEv2, RoCEv2 carrying INT, or PFC. Bad
-  // input is counted and dropped.
-  void receive(std::span<const uint8_t> frame, uint64_t now);
+  // input is counted and dropped. `unheld`: the payload the frame carries
+  // as a length only (wire/icrc.h; the simulator's virtual payload).
+  void receive(std::span<const uint8_t> frame, uint64_t now, wire::UnheldPayload unheld = {});
   // The same for a burst, in order, with the same counters and effects as
   // receive() frame by frame. Plain RoCEv2 frames are parsed first (an
   // RDMA WRITE packet its QP predicts, by a compare against the QP's header
@@ -127,6 +128,12 @@ class Endpoint {
   // their lengths into lens. Returns how many were written.
   size_t transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
                   std::span<uint32_t> lens);
+  // The same, for a caller that carries each frame's unheld payload with it
+  // (the simulator): virtual payload (transport::MemoryRegion) is then not
+  // read for the ICRC, and unheld[i] says where frame i's is (empty: none).
+  // Writes at most unheld.size() frames.
+  size_t transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs,
+                  std::span<uint32_t> lens, std::span<wire::UnheldPayload> unheld);
 
   // When transmit() next has something to do: timers, pacer, port, the end
   // of a PFC pause.
@@ -188,7 +195,8 @@ class Endpoint {
   void run_timers(uint64_t now);
   void receive_pfc(std::span<const uint8_t> frame, uint64_t now);
   // receive() for a frame already counted in rx_frames and rx_bytes.
-  void receive_counted(std::span<const uint8_t> frame, uint64_t now);
+  void receive_counted(std::span<const uint8_t> frame, uint64_t now,
+                       wire::UnheldPayload unheld = {});
   // Takes the INT header off `frame` into scratch_; returns the plain frame
   // (empty if it was not usable) and fills the hops.
   std::span<const uint8_t> strip_int(std::span<const uint8_t> frame,

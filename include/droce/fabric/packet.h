@@ -12,6 +12,7 @@
 
 #include "droce/memory/huge_page_pool.h"
 #include "droce/wire/headers.h"
+#include "droce/wire/icrc.h"
 
 namespace droce::fabric {
 
@@ -57,8 +58,19 @@ struct Packet {
   uint64_t enqueue_time = 0;
   // Free for the caller (flow id, sequence number for tracing).
   uint64_t tag = 0;
+  // Payload the frame carries as a length only (wire/icrc.h): its bytes in
+  // the buffer are unspecified and nothing reads them.
+  wire::UnheldPayload unheld{};
 
   size_t size() const { return bytes.size(); }
+  // Where the unheld payload is in `bytes`: [first, second). The ICRC is the
+  // frame's last 4 bytes (a frame with payload needs no Ethernet padding).
+  // Empty (0, 0) when there is none or it would not fit.
+  std::pair<size_t, size_t> unheld_range() const {
+    if (unheld.empty() || size() < wire::kIcrcSize + unheld.gap + unheld.len) return {0, 0};
+    const size_t end = size() - wire::kIcrcSize - unheld.gap;
+    return {end - unheld.len, end};
+  }
 };
 
 // A packet leaving a switch port or a link.

@@ -425,7 +425,7 @@ class QueuePair : public memory::InHugePages {
                      uint8_t sl = 0);
   void dispatch_packet(const wire::ParsedPacket& pkt, uint64_t now);
   size_t produce_frame(uint64_t now, std::span<uint8_t> buf);
-  bool gather(const SendWqe& w, uint64_t offset, uint32_t len, uint8_t* dst) const;
+  bool gather(const SendWqe& w, uint64_t off, uint32_t len, uint8_t* dst, bool* unheld) const;
   bool scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src, uint32_t len) const;
   bool scatter_sges(const Sge* sge, uint32_t n, uint64_t offset, const uint8_t* src,
                     uint32_t len) const;
@@ -434,8 +434,8 @@ class QueuePair : public memory::InHugePages {
   size_t build(const wire::TransportSpec& t, std::span<const uint8_t> payload,
                std::span<uint8_t> buf, const wire::PathSpec* path = nullptr);
   // A SEND or WRITE packet of `w` from the send template: headers written,
-  // `len` payload bytes from offset `off` gathered in place, the ICRC left
-  // to icrc_batch_ or computed. *ok false: the local buffer vanished.
+  // `len` payload bytes from offset `off` gathered in place (or unheld),
+  // the ICRC left to icrc_batch_ or computed. *ok false: buffer vanished.
   wire::TxRequest send_write_fields(const SendWqe& w, uint32_t k, bool ask_ack, uint32_t* len,
                                     uint64_t* off) const;
   size_t build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
