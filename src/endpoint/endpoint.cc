@@ -239,7 +239,7 @@ void Endpoint::receive_counted(std::span<const uint8_t> frame, uint64_t now,
   size_t hop_count = 0;
   bool echo = false;
   if (err == wire::ParseError::kNotRoceV2Port && pkt.udp_dst_port == wire::kIntUdpPort) {
-    const auto plain = strip_int(frame, hop_count, echo);
+    const auto plain = strip_int(frame, hop_count, echo, unheld);
     if (plain.empty()) return;
     // The unheld payload is measured from the ICRC, which the INT header
     // before the BTH does not move.
@@ -418,7 +418,8 @@ void Endpoint::link_down(uint64_t now) {
 }
 
 std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
-                                             size_t& hop_count, bool& echo) {
+                                             size_t& hop_count, bool& echo,
+                                             wire::UnheldPayload unheld) {
   wire::IntLocation loc;
   if (frame.size() > kIntScratchBytes || wire::int_locate(frame, loc) != wire::IntError::kOk ||
       !loc.has_int) {
@@ -428,10 +429,13 @@ std::span<const uint8_t> Endpoint::strip_int(std::span<const uint8_t> frame,
   // Made at the first INT frame: most endpoints never see one, and a
   // simulation of 8192 hosts zeroed 128 MiB for them at set-up.
   if (scratch_.empty()) scratch_.resize(kIntScratchBytes);
-  std::copy(frame.begin(), frame.end(), scratch_.begin());
+  // All but the unheld payload, whose bytes are unspecified anyway.
+  const auto [first, last] = wire::unheld_range(frame.size(), unheld);
+  std::copy(frame.begin(), frame.begin() + first, scratch_.begin());
+  std::copy(frame.begin() + last, frame.end(), scratch_.begin() + last);
   size_t len = frame.size();
   if (wire::int_read_hops(frame, hops_, hop_count) != wire::IntError::kOk ||
-      wire::int_strip(scratch_, len) != wire::IntError::kOk) {
+      wire::int_strip(scratch_, len, unheld) != wire::IntError::kOk) {
     ++counters_.rx_int_bad;
     return {};
   }

@@ -535,7 +535,7 @@ void Switch::stamp_int(uint16_t p, Packet& pkt, uint64_t t) {
   hop.rate_mbps = static_cast<uint32_t>(port.cfg.rate_bps / 1'000'000);
   size_t len = pkt.size();
   pkt.bytes.resize(len + wire::kIntHeaderSize + wire::kIntHopSize);
-  const wire::IntError e = wire::int_push_hop(pkt.bytes, len, hop, ic.max_hops);
+  const wire::IntError e = wire::int_push_hop(pkt.bytes, len, hop, ic.max_hops, pkt.unheld);
   pkt.bytes.resize(len);
   if (e == wire::IntError::kOk) {
     ++port.counters.int_stamped;

@@ -330,8 +330,7 @@ struct Simulator::Impl {
   // it back when it returns to the pool writes nothing (FrameBytes). A new
   // buffer is zeroed once: with payload = "virtual" nothing writes the
   // payload bytes, and they must still be defined (a UD frame's ICRC
-  // reads them, an INT header's insertion moves them; runs must not
-  // depend on what the heap held).
+  // reads them; runs must not depend on what the heap held).
   static fabric::Packet fresh() {
     fabric::Packet p;
     p.bytes.assign(kBufBytes, 0);

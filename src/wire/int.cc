@@ -70,11 +70,27 @@ void adjust_lengths(uint8_t* f, const IntLocation& loc, int delta) {
   store_be16(udp + 4, static_cast<uint16_t>(load_be16(udp + 4) + delta));
 }
 
+// Where a frame's unheld payload (icrc.h) lies, [first, last), if it lies
+// after `after` (the INT header's end); else the empty (after, after).
+struct Span {
+  size_t first, last;
+};
+Span unheld_span(size_t frame_len, size_t after, UnheldPayload unheld) {
+  const auto [first, last] = unheld_range(frame_len, unheld);
+  if (first == last || first < after) return {after, after};
+  return {first, last};
+}
+
 // Opens a gap of `n` bytes at `at`, moving the rest of the frame (Ethernet
-// padding included) towards the end.
-bool open_gap(std::span<uint8_t> buf, size_t& frame_len, size_t at, size_t n) {
+// padding included) towards the end: all but the unheld payload, whose
+// bytes are unspecified wherever they are.
+bool open_gap(std::span<uint8_t> buf, size_t& frame_len, size_t at, size_t n,
+              UnheldPayload unheld) {
   if (buf.size() < frame_len + n) return false;
-  std::memmove(buf.data() + at + n, buf.data() + at, frame_len - at);
+  uint8_t* f = buf.data();
+  const Span u = unheld_span(frame_len, at, unheld);
+  std::memmove(f + u.last + n, f + u.last, frame_len - u.last);  // the end first
+  std::memmove(f + at + n, f + at, u.first - at);
   frame_len += n;
   return true;
 }
@@ -153,8 +169,8 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
   return IntError::kOk;
 }
 
-IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len,
-                      const IntHop& hop, uint8_t max_hops) {
+IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len, const IntHop& hop,
+                      uint8_t max_hops, UnheldPayload unheld) {
   if (frame_len > buf.size()) return IntError::kTruncated;
   IntLocation loc;
   if (auto e = int_locate(buf.first(frame_len), loc); e != IntError::kOk) return e;
@@ -164,7 +180,7 @@ IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len,
     if (max_hops == 0 || max_hops > kIntMaxHops) return IntError::kBadHeader;
     const size_t n = kIntHeaderSize + kIntHopSize;
     if (size_t{loc.l3_end} - loc.l3_offset + n > 0xFFFF) return IntError::kNoRoom;
-    if (!open_gap(buf, frame_len, shim, n)) return IntError::kNoRoom;
+    if (!open_gap(buf, frame_len, shim, n, unheld)) return IntError::kNoRoom;
     write_header(f + shim, kRoceV2Port, max_hops, 0);
     store_be16(f + loc.l4_offset + 2, kIntUdpPort);
     f[shim + 1] = static_cast<uint8_t>(n / 4);
@@ -182,7 +198,7 @@ IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len,
   }
   if (size_t{loc.l3_end} - loc.l3_offset + kIntHopSize > 0xFFFF)
     return IntError::kNoRoom;
-  if (!open_gap(buf, frame_len, shim + kIntHeaderSize, kIntHopSize))
+  if (!open_gap(buf, frame_len, shim + kIntHeaderSize, kIntHopSize, unheld))
     return IntError::kNoRoom;
   write_hop(f + shim + kIntHeaderSize, hop);
   f[shim + 1] = static_cast<uint8_t>(f[shim + 1] + kIntHopWords);
@@ -206,7 +222,7 @@ IntError int_read_hops(std::span<const uint8_t> frame, std::span<IntHop> out,
   return IntError::kOk;
 }
 
-IntError int_strip(std::span<uint8_t> buf, size_t& frame_len) {
+IntError int_strip(std::span<uint8_t> buf, size_t& frame_len, UnheldPayload unheld) {
   if (frame_len > buf.size()) return IntError::kTruncated;
   IntLocation loc;
   if (auto e = int_locate(buf.first(frame_len), loc); e != IntError::kOk) return e;
@@ -215,7 +231,10 @@ IntError int_strip(std::span<uint8_t> buf, size_t& frame_len) {
   const size_t shim = loc.l4_offset + kUdpSize;
   const size_t n = loc.int_length;
   store_be16(f + loc.l4_offset + 2, loc.original_dst_port);
-  std::memmove(f + shim, f + shim + n, frame_len - shim - n);
+  // The bytes after the INT header move back by n, but the unheld payload's.
+  const Span u = unheld_span(frame_len, shim + n, unheld);
+  std::memmove(f + shim, f + shim + n, u.first - shim - n);
+  std::memmove(f + u.last - n, f + u.last, frame_len - u.last);
   frame_len -= n;
   adjust_lengths(f, loc, -static_cast<int>(n));
   return IntError::kOk;
@@ -231,7 +250,7 @@ IntError int_insert_echo(std::span<uint8_t> buf, size_t& frame_len,
   const size_t n = kIntHeaderSize + hops.size() * kIntHopSize;
   if (size_t{loc.l3_end} - loc.l3_offset + n > 0xFFFF) return IntError::kNoRoom;
   const size_t shim = loc.l4_offset + kUdpSize;
-  if (!open_gap(buf, frame_len, shim, n)) return IntError::kNoRoom;
+  if (!open_gap(buf, frame_len, shim, n, {})) return IntError::kNoRoom;
   uint8_t* f = buf.data();
   write_header(f + shim, kRoceV2Port, 0, kIntDsFlagEcho);
   f[shim + 1] = static_cast<uint8_t>(n / 4);

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "droce/wire/build.h"
+#include "droce/wire/packet.h"
+
 #include "fabric_test_util.h"
 
 namespace droce::wire {
@@ -59,6 +64,50 @@ TEST(Int, PushReadStripRestoresOriginal) {
   EXPECT_TRUE(std::equal(orig.begin(), orig.end(), buf.begin()));
   EXPECT_EQ(parse(std::span(buf.data(), len), pp), ParseError::kOk);
   EXPECT_TRUE(pp.icrc_checked);
+}
+
+// A frame whose payload is unheld (icrc.h: carried as a length, its bytes
+// unspecified): pushing hops and stripping them moves everything but that
+// payload, so the frame comes back the same outside it, and its ICRC, over
+// zeros there, still verifies.
+TEST(Int, UnheldPayloadIsNotMoved) {
+  const size_t payload = 1000;
+  std::vector<uint8_t> orig = roce_bytes({.payload = payload});
+  const UnheldPayload unheld{static_cast<uint16_t>(payload), 0};
+  const auto [first, last] = unheld_range(orig.size(), unheld);
+  ASSERT_EQ(last, orig.size() - kIcrcSize);
+  std::fill(orig.begin() + first, orig.begin() + last, 0);
+  ParsedPacket pp;
+  ASSERT_EQ(parse(orig, pp, {.verify_icrc = false}), ParseError::kOk);
+  refresh_checksums(orig, pp);  // the ICRC of zeros
+  std::fill(orig.begin() + first, orig.begin() + last, 0xEE);
+  ASSERT_EQ(parse(orig, pp, {.unheld = unheld}), ParseError::kOk);
+
+  // Marked bytes past the frame: had the unheld payload moved along, its
+  // 0xEE would fill the end of the grown frame's payload area; unmoved,
+  // that area holds what was past the old frame (marks, old ICRCs).
+  std::vector<uint8_t> buf(orig.size() + 512, 0x11);
+  std::copy(orig.begin(), orig.end(), buf.begin());
+  size_t len = orig.size();
+  for (uint32_t i = 0; i < 3; ++i)
+    ASSERT_EQ(int_push_hop(buf, len, hop(i), kIntDefaultMaxHops, unheld), IntError::kOk);
+  const size_t grown = kIntHeaderSize + 3 * kIntHopSize;
+  ASSERT_EQ(len, orig.size() + grown);
+  // Headers and the ICRC moved; the unheld payload did not.
+  EXPECT_TRUE(std::equal(orig.begin() + last, orig.end(), buf.begin() + last + grown));
+  EXPECT_TRUE(std::none_of(buf.begin() + last, buf.begin() + last + grown,
+                           [](uint8_t b) { return b == 0xEE; }));
+  EXPECT_EQ(buf[len - kIcrcSize - payload - 1], orig[first - 1]);  // the RETH/BTH end
+  IntHop hops[8];
+  size_t n = 0;
+  ASSERT_EQ(int_read_hops(std::span(buf.data(), len), hops, n), IntError::kOk);
+  EXPECT_EQ(n, 3u);
+
+  ASSERT_EQ(int_strip(buf, len, unheld), IntError::kOk);
+  ASSERT_EQ(len, orig.size());
+  EXPECT_TRUE(std::equal(orig.begin(), orig.begin() + first, buf.begin()));
+  EXPECT_TRUE(std::equal(orig.begin() + last, orig.end(), buf.begin() + last));
+  EXPECT_EQ(parse(std::span(buf.data(), len), pp, {.unheld = unheld}), ParseError::kOk);
 }
 
 TEST(Int, IpHeaderStaysValidWithInt) {

@@ -198,9 +198,10 @@ class Endpoint {
   void receive_counted(std::span<const uint8_t> frame, uint64_t now,
                        wire::UnheldPayload unheld = {});
   // Takes the INT header off `frame` into scratch_; returns the plain frame
-  // (empty if it was not usable) and fills the hops.
-  std::span<const uint8_t> strip_int(std::span<const uint8_t> frame,
-                                     size_t& hop_count, bool& echo);
+  // (empty if it was not usable) and fills the hops. The unheld payload's
+  // bytes are not copied.
+  std::span<const uint8_t> strip_int(std::span<const uint8_t> frame, size_t& hop_count,
+                                     bool& echo, wire::UnheldPayload unheld);
   void deliver(const wire::ParsedPacket& pkt, uint64_t now, size_t hop_count, bool echo);
   // deliver() in two steps: the packet to its QP (the slot, or null for an
   // unknown QPN), then the QP's wake-up (round robin and timer wheel).

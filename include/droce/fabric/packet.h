@@ -63,14 +63,8 @@ struct Packet {
   wire::UnheldPayload unheld{};
 
   size_t size() const { return bytes.size(); }
-  // Where the unheld payload is in `bytes`: [first, second). The ICRC is the
-  // frame's last 4 bytes (a frame with payload needs no Ethernet padding).
-  // Empty (0, 0) when there is none or it would not fit.
-  std::pair<size_t, size_t> unheld_range() const {
-    if (unheld.empty() || size() < wire::kIcrcSize + unheld.gap + unheld.len) return {0, 0};
-    const size_t end = size() - wire::kIcrcSize - unheld.gap;
-    return {end - unheld.len, end};
-  }
+  // Where the unheld payload is in `bytes` (wire::unheld_range).
+  std::pair<size_t, size_t> unheld_range() const { return wire::unheld_range(size(), unheld); }
 };
 
 // A packet leaving a switch port or a link.

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace droce::wire {
 
@@ -46,6 +47,16 @@ struct UnheldPayload {
   bool empty() const { return len == 0; }
   friend bool operator==(const UnheldPayload&, const UnheldPayload&) = default;
 };
+
+// Where a frame of `frame_len` bytes whose ICRC ends it (no Ethernet
+// padding: a frame with payload needs none) holds `unheld`: bytes
+// [first, second); (0, 0) when there is none or it would not fit.
+inline std::pair<size_t, size_t> unheld_range(size_t frame_len, UnheldPayload unheld) {
+  constexpr size_t kIcrcBytes = 4;
+  if (unheld.empty() || frame_len < kIcrcBytes + unheld.gap + unheld.len) return {0, 0};
+  const size_t end = frame_len - kIcrcBytes - unheld.gap;
+  return {end - unheld.len, end};
+}
 
 // `check` with `unheld` applied (zeros_at and zeros set), for the datagram
 // check.l3 points at.

@@ -22,6 +22,8 @@
 #include <span>
 #include <string_view>
 
+#include "droce/wire/icrc.h"
+
 namespace droce::wire {
 
 // Not an IANA assignment: the INT specification leaves the port to the
@@ -97,9 +99,11 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out);
 
 // Adds `hop` on top of the stack. A plain RoCEv2 frame first gets the INT
 // header with `max_hops` as its hop budget. On kStackFull the E bit is set
-// and the frame keeps its length. `frame_len` is updated.
-IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len,
-                      const IntHop& hop, uint8_t max_hops = kIntDefaultMaxHops);
+// and the frame keeps its length. `frame_len` is updated. The frame's
+// unheld payload (icrc.h), if it has one, is not moved: its bytes are
+// unspecified wherever they are.
+IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len, const IntHop& hop,
+                      uint8_t max_hops = kIntDefaultMaxHops, UnheldPayload unheld = {});
 
 // Copies the records into `out` in path order (out[0] = first switch) and
 // sets `count`; fails with kTooManyHops if `out` is too small.
@@ -108,7 +112,8 @@ IntError int_read_hops(std::span<const uint8_t> frame, std::span<IntHop> out,
 
 // Removes the INT bytes, restores the UDP destination port, UDP length and IP
 // length (and the IPv4 header checksum): the original frame, ICRC valid.
-IntError int_strip(std::span<uint8_t> buf, size_t& frame_len);
+// The unheld payload, if any, is not moved (as in int_push_hop).
+IntError int_strip(std::span<uint8_t> buf, size_t& frame_len, UnheldPayload unheld = {});
 
 // Adds an INT header flagged as an echo and carrying `hops` (path order) to
 // a plain RoCEv2 frame, typically an ACK going back to the sender.
