@@ -15,32 +15,12 @@
 #include "droce/wire/opcode.h"
 #include "droce/wire/packet.h"
 #include "droce/wire/tx_template.h"
+#include "wire_samples.h"
 
 namespace droce::wire {
 namespace {
 
-PathSpec path_of(bool v6, bool vlan) {
-  PathSpec p;
-  p.src_mac = {0x02, 0, 0, 0, 0, 0x01};
-  p.dst_mac = {0x02, 0, 0, 0, 0, 0x02};
-  if (v6) {
-    p.src_ip.v6 = p.dst_ip.v6 = true;
-    p.src_ip.bytes[0] = p.dst_ip.bytes[0] = 0xfd;
-    p.src_ip.bytes[15] = 1;
-    p.dst_ip.bytes[15] = 2;
-    p.flow_label = 0x12345;
-  } else {
-    p.src_ip = IpAddress::v4(0x0A000001);
-    p.dst_ip = IpAddress::v4(0x0A000002);
-  }
-  p.vlan = vlan;
-  p.vlan_id = 100;
-  p.pcp = 3;
-  p.dscp = 26;
-  p.ecn = Ecn::kEct0;
-  p.udp_src_port = 0xC0DE;
-  return p;
-}
+using testing::sample_path;
 
 // The first byte at which two frames differ, for failure messages.
 size_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -86,7 +66,7 @@ TEST(TxTemplate, FramesAreByteForByteWhatBuildPacketWrites) {
   size_t compared = 0;
   for (bool v6 : {false, true})
     for (bool vlan : {false, true}) {
-      const PathSpec path = path_of(v6, vlan);
+      const PathSpec path = sample_path(v6, vlan);
       const TxTemplate tmpl = make_tx_template(path, 0x123456, 0x8001);
       ASSERT_TRUE(tmpl.valid());
       for (uint8_t op : templated_opcodes()) {
@@ -136,7 +116,7 @@ TEST(TxTemplate, FramesAreByteForByteWhatBuildPacketWrites) {
 }
 
 TEST(TxTemplate, RefusesWhatItDoesNotWriteOrCannotFit) {
-  const TxTemplate tmpl = make_tx_template(path_of(false, false), 5, 0xFFFF);
+  const TxTemplate tmpl = make_tx_template(sample_path(false, false), 5, 0xFFFF);
   TxRequest r;
   IcrcCheck icrc;
   std::vector<uint8_t> out(2048);
@@ -150,8 +130,8 @@ TEST(TxTemplate, RefusesWhatItDoesNotWriteOrCannotFit) {
   EXPECT_EQ(write_request(tmpl, r, 1024, std::span(out).first(100), &icrc), 0u);
   EXPECT_EQ(write_request(TxTemplate{}, r, 4, out, &icrc), 0u);
   // Mixed address families make no path, so no template.
-  PathSpec bad = path_of(false, false);
-  bad.dst_ip = path_of(true, false).dst_ip;
+  PathSpec bad = sample_path(false, false);
+  bad.dst_ip = sample_path(true, false).dst_ip;
   EXPECT_FALSE(make_tx_template(bad, 5, 0xFFFF).valid());
 }
 
@@ -161,7 +141,7 @@ TEST(IcrcComputeMany, AgreesWithIcrcComputeOnAnyMixOfLengths) {
   const std::vector<uint32_t> payloads = {64, 64, 64, 64, 0, 64, 64, 64, 1024, 64, 64,
                                           64, 64, 64, 3, 12, 4096, 64, 64, 64, 64, 40};
   for (bool v6 : {false, true}) {
-    const PathSpec path = path_of(v6, false);
+    const PathSpec path = sample_path(v6, false);
     std::vector<std::vector<uint8_t>> frames;
     std::vector<IcrcCheck> checks;
     for (uint32_t len : payloads) {
@@ -191,7 +171,7 @@ TEST(IcrcComputeMany, AgreesWithIcrcComputeOnAnyMixOfLengths) {
 }
 
 TEST(IcrcBatch, FlushWritesEveryPendingIcrcAndAddFlushesWhenFull) {
-  const PathSpec path = path_of(false, true);
+  const PathSpec path = sample_path(false, true);
   const TxTemplate tmpl = make_tx_template(path, 0x42, 0xFFFF);
   const size_t n = IcrcBatch::kCapacity + 5;
   std::vector<std::vector<uint8_t>> got(n, std::vector<uint8_t>(256)), want(n, std::vector<uint8_t>(256));

@@ -12,24 +12,12 @@
 #include "droce/wire/icrc.h"
 #include "droce/wire/packet.h"
 #include "droce/wire/tx_template.h"
+#include "wire_samples.h"
 
 namespace droce::wire {
 namespace {
 
-PathSpec path_of(bool v6) {
-  PathSpec p;
-  if (v6) {
-    p.src_ip.v6 = p.dst_ip.v6 = true;
-    p.src_ip.bytes[0] = p.dst_ip.bytes[0] = 0xfd;
-    p.src_ip.bytes[15] = 1;
-    p.dst_ip.bytes[15] = 2;
-  } else {
-    p.src_ip = IpAddress::v4(0x0A000001);
-    p.dst_ip = IpAddress::v4(0x0A000002);
-  }
-  p.udp_src_port = 0xC0DE;
-  return p;
-}
+using testing::sample_path;
 
 // An RDMA WRITE ONLY of `len` zero bytes, its ICRC computed over them.
 struct Frame {
@@ -52,7 +40,7 @@ struct Frame {
 };
 
 Frame zero_write(bool v6, uint32_t len, uint32_t psn = 7) {
-  const PathSpec path = path_of(v6);
+  const PathSpec path = sample_path(v6, false);
   TransportSpec t;
   t.opcode = IBV_OPCODE_RC_RDMA_WRITE_ONLY;
   t.dest_qp = 0x42;
@@ -153,7 +141,7 @@ TEST(UnheldPayload, ParseTakesItOnlyWhenGiven) {
 // gets the ICRC of zeros there while the batch keeps unheld payload, and
 // the ICRC of what the buffer holds otherwise.
 TEST(UnheldPayload, IcrcBatchKeepsItOnlyWhenAskedAndLogsTheFrames) {
-  const PathSpec path = path_of(false);
+  const PathSpec path = sample_path(false, true);
   const TxTemplate tmpl = make_tx_template(path, 0x42, 0xFFFF);
   const uint32_t len = 1500;
   auto write = [&](std::vector<uint8_t>& buf) {
