@@ -44,7 +44,9 @@ std::string scenario(const char* opcode, const char* payload, bool lossy,
          (lossy ? "[switch]\nbuffer = \"64KiB\"\npfc = { enabled = false }\n"
                 : "[switch]\nbuffer = \"4MiB\"\n"
                   "pfc = { enabled = true, priorities = [3], xoff = \"64KiB\", xon = \"32KiB\" }\n") +
-         (impaired ? "int = { enabled = true }\n[link]\ncorrupt = 0.002\nduplicate = 0.002\n" : "") +
+         (impaired ? "int = { enabled = true }\n"
+                     "[link]\ncorrupt = 0.002\nduplicate = 0.002\n"
+                   : "") +
          "[flow]\ncc = \"" + (impaired ? "hpcc" : "dcqcn") + "\"\nmtu = 1024\n" +
          "message = \"128KiB\"\ntimeout = 8\nverify = false\n" +
          "opcode = \"" + opcode + "\"\n" + payload_key;
