@@ -9,6 +9,11 @@ CompletionQueue::CompletionQueue(uint32_t capacity)
 
 int CompletionQueue::poll(std::span<WorkCompletion> out) {
   if (out.empty()) return 0;
+  // Empty needs no lock: head never passes tail and only grows, so a head
+  // read before a tail equal to it means the ring was empty when the tail
+  // was read. The common poll finds nothing, and the locked exchange is
+  // what such a poll would cost.
+  if (head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_seq_cst)) return 0;
   while (poll_lock_.test_and_set(std::memory_order_acquire)) {
   }
   const uint64_t head = head_.load(std::memory_order_relaxed);
