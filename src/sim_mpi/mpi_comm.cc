@@ -1,5 +1,5 @@
-// PartitionComm over MPI: the counts by MPI_Alltoall, then the frames by
-// MPI_Isend/MPI_Irecv; small words by MPI_Allgather.
+// PartitionComm over MPI: the frames by MPI_Isend and matched receives
+// (MPI_Mprobe, MPI_Mrecv); small words by MPI_Allgather.
 #include "droce/sim_mpi/mpi_comm.h"
 
 #include <mpi.h>
@@ -21,41 +21,41 @@ MpiComm::MpiComm(int* argc, char*** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   index_ = static_cast<uint32_t>(rank);
   count_ = static_cast<uint32_t>(size);
-  send_counts_.assign(count_, 0);
-  recv_counts_.assign(count_, 0);
 }
 
 MpiComm::~MpiComm() { MPI_Finalize(); }
 
-// The counts by MPI_Alltoall, then each partition's bytes straight from
-// its buffer and into its place in in_ (no packing copy).
+// One message to each other partition (empty ones too: the receiver
+// waits for one from everyone), sent at once; then each partition's in
+// partition order, its length read off the matched message (MPI_Mprobe)
+// and its bytes received straight into their place in in_. An exchange of
+// the counts first (MPI_Alltoall) cost a round of its own in every window.
+// MPI keeps the order of messages between two processes on one tag, so a
+// window's message is never taken for the next window's.
 std::span<const uint8_t> MpiComm::exchange(const std::vector<std::vector<uint8_t>>& out) {
   constexpr size_t kMaxCount = static_cast<size_t>(std::numeric_limits<int>::max());
+  requests_.clear();
   for (uint32_t p = 0; p < count_; ++p) {
-    const size_t n = p == index_ ? 0 : out[p].size();
+    if (p == index_) continue;
     // MPI counts are ints: a window's frames are far below 2 GiB, and so
     // is a report unless its time series are that large.
-    if (n > kMaxCount) throw std::runtime_error("partition exchange: over 2 GiB to one partition");
-    send_counts_[p] = static_cast<int>(n);
+    if (out[p].size() > kMaxCount)
+      throw std::runtime_error("partition exchange: over 2 GiB to one partition");
+    requests_.emplace_back();
+    MPI_Isend(out[p].data(), static_cast<int>(out[p].size()), MPI_BYTE, static_cast<int>(p), 0,
+              MPI_COMM_WORLD, &requests_.back());
   }
-  MPI_Alltoall(send_counts_.data(), 1, MPI_INT, recv_counts_.data(), 1, MPI_INT, MPI_COMM_WORLD);
   size_t total = 0;
-  for (uint32_t p = 0; p < count_; ++p) total += static_cast<size_t>(recv_counts_[p]);
-  if (in_.size() < total) in_.resize(total);
-  requests_.clear();
-  size_t at = 0;
   for (uint32_t p = 0; p < count_; ++p) {
-    if (recv_counts_[p] == 0) continue;
-    requests_.emplace_back();
-    MPI_Irecv(in_.data() + at, recv_counts_[p], MPI_BYTE, static_cast<int>(p), 0, MPI_COMM_WORLD,
-              &requests_.back());
-    at += static_cast<size_t>(recv_counts_[p]);
-  }
-  for (uint32_t p = 0; p < count_; ++p) {
-    if (send_counts_[p] == 0) continue;
-    requests_.emplace_back();
-    MPI_Isend(out[p].data(), send_counts_[p], MPI_BYTE, static_cast<int>(p), 0, MPI_COMM_WORLD,
-              &requests_.back());
+    if (p == index_) continue;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Mprobe(static_cast<int>(p), 0, MPI_COMM_WORLD, &message, &status);
+    int n = 0;
+    MPI_Get_count(&status, MPI_BYTE, &n);
+    if (in_.size() < total + static_cast<size_t>(n)) in_.resize(total + static_cast<size_t>(n));
+    MPI_Mrecv(in_.data() + total, n, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    total += static_cast<size_t>(n);
   }
   MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   return {in_.data(), total};

@@ -67,7 +67,6 @@ class MpiComm : public sim::PartitionComm {
 
  private:
   uint32_t index_ = 0, count_ = 1;
-  std::vector<int> send_counts_, recv_counts_;
   std::vector<uint8_t> in_;  // kept: its pages stay mapped from one window to the next
   std::vector<MPI_Request> requests_;
 };
