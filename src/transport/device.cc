@@ -51,7 +51,7 @@ MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
                              uint32_t access, std::optional<uint64_t> iova,
                              std::optional<uint32_t> key) {
   if (!pd || !addr || length == 0 || length > (uint64_t{1} << 32)) return nullptr;
-  std::unique_lock lock(mr_mu_);
+  std::lock_guard lock(mr_mu_);
   // IBA 10.6.3.1 (and ibv_reg_mr): remote write or atomic access requires
   // local write access.
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
@@ -82,15 +82,17 @@ MemoryRegion* Device::reg_mr(ProtectionDomain* pd, void* addr, size_t length,
   const uint64_t va = iova ? *iova : reinterpret_cast<uint64_t>(addr);
   mrs_[slot] = std::make_unique<MemoryRegion>(pd, static_cast<uint8_t*>(addr), length, access, va,
                                               mr_key, ++registrations_);
+  mr_views_.publish(*mrs_[slot]);
   use(pd);
   return mrs_[slot].get();
 }
 
 int Device::dereg_mr(MemoryRegion* mr) {
   if (!mr) return EINVAL;
-  std::unique_lock lock(mr_mu_);
+  std::lock_guard lock(mr_mu_);
   const size_t slot = mr->lkey() >> 8;
   if (slot >= mrs_.size() || mrs_[slot].get() != mr) return EINVAL;
+  mr_views_.clear(mr->lkey());
   unuse(mr->pd());
   mrs_[slot].reset();
   return 0;
@@ -98,14 +100,10 @@ int Device::dereg_mr(MemoryRegion* mr) {
 
 bool Device::check_sges(const ProtectionDomain* pd, const Sge* sge, uint32_t n,
                         uint32_t access, uint64_t* total) const {
-  std::shared_lock lock(mr_mu_);
   uint64_t sum = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (sge[i].length == 0) continue;
-    const MemoryRegion* mr = find_mr(sge[i].lkey);
-    if (!mr || mr->pd() != pd || !mr->allows(access) ||
-        !mr->translate(sge[i].addr, sge[i].length))
-      return false;
+    if (!mr_views_.allows(sge[i].lkey, pd, access, sge[i].addr, sge[i].length)) return false;
     sum += sge[i].length;
   }
   *total = sum;

@@ -2,19 +2,21 @@
 // the lookups the data path needs — QP by QPN for dispatch, MR by key for
 // the responder and requester. Single-threaded like everything in an
 // lcore, with one exception: posters on other threads check their SGEs
-// against the MR table (check_sges), so registration takes a lock that
-// they share; the data path itself reads the table without one.
+// (check_sges) against copies of the regions that they read without a
+// lock (mr_views.h); registrations are serialised among themselves, and
+// the data path reads the table itself on its lcore.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "droce/transport/cq.h"
 #include "droce/transport/mr.h"
+#include "droce/transport/mr_views.h"
 #include "droce/transport/pd.h"
 #include "droce/transport/qp.h"
 #include "droce/transport/srq.h"
@@ -101,7 +103,8 @@ class Device {
     if (auto it = users_.find(p); it != users_.end() && --it->second == 0) users_.erase(it);
   }
   bool used(const void* p) const { return users_.count(p) != 0; }
-  mutable std::shared_mutex mr_mu_;  // writers: reg_mr, dereg_mr
+  std::mutex mr_mu_;  // serialises reg_mr and dereg_mr
+  MrViews mr_views_;  // what check_sges reads
   std::vector<std::unique_ptr<ProtectionDomain>> pds_;
   std::vector<std::unique_ptr<SharedReceiveQueue>> srqs_;
   std::vector<std::unique_ptr<MemoryRegion>> mrs_;  // slot = key >> 8
