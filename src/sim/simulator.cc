@@ -62,6 +62,7 @@ void Simulator::Impl::build_hosts() {
     host->ep = std::make_unique<endpoint::Endpoint>(host->device, ec);
     host->pd = host->device.alloc_pd();
     host->cq = host->device.create_cq(static_cast<uint32_t>(std::min<uint64_t>(cqes[h], 1 << 20)));
+    watch_cq(*host, *host->cq);
     hosts[h] = std::move(host);
   }
 }

@@ -66,6 +66,10 @@ struct Simulator::Impl {
     transport::CompletionQueue* cq = nullptr;
     // Completions of QPs made by Simulator::connect (created on first use).
     transport::CompletionQueue* wcq = nullptr;
+    // Set by the CQs' notifier when a completion is pushed; poll_cq polls
+    // only then, and re-arms them (watch_cq). Most host events complete
+    // nothing, and an empty poll still reads each CQ's lines.
+    bool completions = true;
     uint32_t out_link = 0;
     wire::MacAddress mac{};
     wire::IpAddress ip;
@@ -218,6 +222,8 @@ struct Simulator::Impl {
   // Completions of host h: the workload CQ's to the handler, the flows'
   // to their progress (and more messages posted).
   void poll_cq(uint32_t h);
+  // Arms `cq` to raise host.completions at its next completion.
+  static void watch_cq(Host& host, transport::CompletionQueue& cq);
   void on_flow_completion(size_t f, const transport::WorkCompletion& wc);
   uint64_t flow_tx_bytes(size_t f) const { return flows[f].src_qp->counters().tx_bytes; }
   uint64_t flow_cc_rate_bps(size_t f) const;

@@ -235,8 +235,21 @@ void Simulator::Impl::on_flow_completion(size_t f, const transport::WorkCompleti
   }
 }
 
+void Simulator::Impl::watch_cq(Host& host, transport::CompletionQueue& cq) {
+  cq.set_notifier([](void* flag, transport::CompletionQueue&) { *static_cast<bool*>(flag) = true; },
+                  &host.completions);
+  cq.arm(false);
+}
+
 void Simulator::Impl::poll_cq(uint32_t h) {
   Host& host = *hosts[h];
+  if (!host.completions) return;
+  // Armed before they are polled, as ibv_req_notify_cq asks: whatever is
+  // pushed from here on (a handler's post may complete at once) raises
+  // the flag again.
+  host.completions = false;
+  host.cq->arm(false);
+  if (host.wcq) host.wcq->arm(false);
   if (host.wcq) {
     for (;;) {
       const size_t n = static_cast<size_t>(host.wcq->poll(wcs));
@@ -330,7 +343,10 @@ QpPairRef Simulator::connect(size_t host_a, size_t host_b, const QpOptions& o) {
   transport::QueuePair* qps[2] = {nullptr, nullptr};
   for (int i = 0; i < 2; ++i) {
     Impl::Host& h = *ends[i];
-    if (!h.wcq) h.wcq = h.device.create_cq(std::max(o.cq_entries, o.max_send_wr + o.max_recv_wr));
+    if (!h.wcq) {
+      h.wcq = h.device.create_cq(std::max(o.cq_entries, o.max_send_wr + o.max_recv_wr));
+      Impl::watch_cq(h, *h.wcq);
+    }
     transport::QpInitAttr init;
     init.caps.max_send_wr = o.max_send_wr;
     init.caps.max_recv_wr = o.max_recv_wr;
