@@ -34,7 +34,6 @@
 #include "cli_error.h"
 #include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
-#include "droce/memory/heap_huge_pages.h"
 #include "droce/pktgen/busbw.h"
 #include "droce/pktgen/config.h"
 #include "droce/pktgen/report.h"
@@ -695,10 +694,6 @@ int main(int argc, char** argv) {
     if (mode == "dpdk" || mode == "stream") return exec_dpdk(argv, mode);
   }
 
-  // Before anything else of --mode sim (MPI_Init included): the heap in
-  // huge pages, which glibc reads only at a process's start
-  // (memory/heap_huge_pages.h).
-  memory::exec_with_heap_huge_pages(argv);
   Args a;
   // Started by mpirun with several processes: each runs one partition of
   // the testbed, and the first reports the whole run (docs/PKTGEN.md

@@ -28,7 +28,6 @@
 
 #include "droce/cc/profile.h"
 #include "droce/cc/registry.h"
-#include "droce/memory/heap_huge_pages.h"
 #include "droce/sim/collective.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
@@ -220,9 +219,6 @@ void print_table(const droce::sim::Simulator& s, const droce::sim::Summary& sum,
 
 int main(int argc, char** argv) {
   using namespace droce;
-  // First of all (before MPI_Init): the heap in huge pages, which glibc
-  // reads only at a process's start (memory/heap_huge_pages.h).
-  memory::exec_with_heap_huge_pages(argv);
   // Started by mpirun with several processes: each runs one partition of
   // the scenario, and the first reports the whole run (docs/SIM.md
   // "Across processes").
