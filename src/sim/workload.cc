@@ -249,8 +249,8 @@ void Simulator::Impl::poll_cq(uint32_t h) {
   // the flag again.
   host.completions = false;
   host.cq->arm(false);
-  if (host.wcq) host.wcq->arm(false);
   if (host.wcq) {
+    host.wcq->arm(false);
     for (;;) {
       const size_t n = static_cast<size_t>(host.wcq->poll(wcs));
       for (size_t i = 0; i < n; ++i)

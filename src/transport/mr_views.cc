@@ -78,10 +78,7 @@ bool MrViews::allows(uint32_t key, const ProtectionDomain* pd, uint32_t access, 
   }
   if (!seen_pd || seen_pd != pd || seen_key != key || (seen_access & access) != access)
     return false;
-  // As MemoryRegion::translate: overflow-safe bounds.
-  if (addr < iova) return false;
-  const uint64_t off = addr - iova;
-  return off <= size && length <= size - off;
+  return MemoryRegion::holds(iova, size, addr, length);
 }
 
 }  // namespace droce::transport

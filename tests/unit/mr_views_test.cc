@@ -51,13 +51,14 @@ TEST(MrViews, SlotsPastTheFirstChunkAndUnknownSlots) {
     EXPECT_TRUE(views.allows(mr.lkey(), &pd, kLocal, mr.iova(), sizeof mem)) << mr.lkey();
     EXPECT_FALSE(views.allows(mr.lkey(), &pd, kLocal, mr.iova() + 1, sizeof mem));
   }
-  EXPECT_FALSE(views.allows(18u << 8 | 0x5A, &pd, 0, 18 * 0x100, 1));       // in a chunk, empty
-  EXPECT_FALSE(views.allows(900000u << 8 | 0x5A, &pd, 0, 0, 1));           // past the directory
+  EXPECT_FALSE(views.allows(18u << 8 | 0x5A, &pd, 0, 18 * 0x100, 1));  // in a chunk, empty
+  EXPECT_FALSE(views.allows(900000u << 8 | 0x5A, &pd, 0, 0, 1));       // past the directory
 }
 
 // One slot re-registered over and over with two regions that differ in
-// every field the check reads (publish writes them all); posters on other threads must see one
-// region or the other (or none), never fields of both.
+// every field the check reads (publish writes them all); posters on other
+// threads must see one region or the other (or none), never fields of
+// both.
 TEST(MrViews, ReadersNeverSeeHalfARegistration) {
   ProtectionDomain pd_a(0), pd_b(1);
   uint8_t mem_a[4096], mem_b[64];
@@ -85,10 +86,9 @@ TEST(MrViews, ReadersNeverSeeHalfARegistration) {
     });
   }
   // The writer goes on until the readers have made their passes, so the
-  // checks overlap the writes.
-  // Mostly one region straight over the other (each write then leaves a
-  // region in place for the readers to find), every eighth time a
-  // deregistration in between.
+  // checks overlap the writes: mostly one region straight over the other
+  // (each write then leaves a region in place for the readers to find),
+  // every eighth time a deregistration in between.
   for (uint64_t i = 0; i < 100000 || passes.load() < 20000; ++i) {
     if (i % 8 == 0) views.clear(i % 2 ? b.lkey() : a.lkey());
     views.publish(i % 2 ? a : b);

@@ -63,10 +63,15 @@ class MemoryRegion {
   // inlined: in the responder's larger functions GCC left it a call
   // through the PLT (the library is -fPIC), per packet on the receive path.
   [[gnu::always_inline]] uint8_t* translate(uint64_t va, uint64_t len) const {
-    if (va < iova_) return nullptr;
-    const uint64_t off = va - iova_;
-    if (off > length_ || len > length_ - off) return nullptr;
-    return addr_ + off;
+    return holds(iova_, length_, va, len) ? addr_ + (va - iova_) : nullptr;
+  }
+  // Whether a region at `iova` of `length` bytes holds [va, va + len),
+  // overflow-safe (translate, and the posters' copies in mr_views.h).
+  [[gnu::always_inline]] static bool holds(uint64_t iova, uint64_t length, uint64_t va,
+                                           uint64_t len) {
+    if (va < iova) return false;
+    const uint64_t off = va - iova;
+    return off <= length && len <= length - off;
   }
   bool allows(uint32_t needed) const { return (access_ & needed) == needed; }
 
