@@ -28,8 +28,8 @@ int CompletionQueue::poll(std::span<WorkCompletion> out) {
 
 bool CompletionQueue::push(const WorkCompletion& wc) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
-  if (overflowed_.load(std::memory_order_relaxed) ||
-      tail - head_.load(std::memory_order_acquire) >= capacity_) {
+  if (tail - head_seen_ >= capacity_) head_seen_ = head_.load(std::memory_order_acquire);
+  if (overflowed_.load(std::memory_order_relaxed) || tail - head_seen_ >= capacity_) {
     overflow_count_.fetch_add(1, std::memory_order_relaxed);
     if (!overflowed_.exchange(true, std::memory_order_acq_rel) && error_fn_)
       error_fn_(error_ctx_, *this);

@@ -74,19 +74,27 @@ class CompletionQueue {
   static constexpr uint8_t kArmedSolicited = 2;
   void maybe_notify(const WorkCompletion& wc);
 
+  // Three lines, by who writes them: the producer and the pollers run on
+  // different cores, and a line one of them writes while the other reads
+  // it crosses between them each time.
+  // Set up once, read by both (arming is one store per wait).
   uint32_t capacity_;
   ZeroedArray<WorkCompletion> ring_;  // written by push before poll reads
-  // Counters that only grow; the slot is counter % capacity.
-  alignas(64) std::atomic<uint64_t> tail_{0};  // the producer's
-  alignas(64) std::atomic<uint64_t> head_{0};  // the pollers'
-  std::atomic_flag poll_lock_ = ATOMIC_FLAG_INIT;
-  std::atomic<bool> overflowed_{false};
-  std::atomic<uint64_t> overflow_count_{0};
   std::atomic<uint8_t> armed_{kDisarmed};
   Notifier notify_fn_ = nullptr;
   void* notify_ctx_ = nullptr;
   Notifier error_fn_ = nullptr;
   void* error_ctx_ = nullptr;
+  // Counters that only grow; the slot is counter % capacity.
+  // The producer's: its tail, and its own copy of how far the pollers got
+  // (push reads their head only when the ring looks full).
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  uint64_t head_seen_ = 0;
+  std::atomic<bool> overflowed_{false};
+  std::atomic<uint64_t> overflow_count_{0};
+  // The pollers'.
+  alignas(64) std::atomic<uint64_t> head_{0};
+  std::atomic_flag poll_lock_ = ATOMIC_FLAG_INIT;
 };
 
 }  // namespace droce::transport
