@@ -513,8 +513,7 @@ int post_to_qp(Engine::Impl& im, QpHandle h, std::span<const Wr> wrs, size_t* po
     std::lock_guard lock(e->lock);
     if (!e->qp) return ENOENT;
     s = e->shard;
-    for (; n < wrs.size(); ++n)
-      if ((rc = post(*e->qp, wrs[n])) != 0) break;
+    rc = post(*e->qp, wrs, &n);
     if (n > 0) s->ep->ring(e->doorbell);
   }
   if (n > 0 && im.cfg.callers_step) step_for_caller(*s->worker);
@@ -525,17 +524,15 @@ int post_to_qp(Engine::Impl& im, QpHandle h, std::span<const Wr> wrs, size_t* po
 }  // namespace
 
 int Engine::post_send(QpHandle h, std::span<const transport::SendWr> wrs, size_t* posted) {
-  return post_to_qp(*impl_, h, wrs, posted, [](transport::QueuePair& qp,
-                                               const transport::SendWr& wr) {
-    return qp.post_send(wr);
-  });
+  return post_to_qp(*impl_, h, wrs, posted,
+                    [](transport::QueuePair& qp, std::span<const transport::SendWr> list,
+                       size_t* n) { return qp.post_send(list, n); });
 }
 
 int Engine::post_recv(QpHandle h, std::span<const transport::RecvWr> wrs, size_t* posted) {
-  return post_to_qp(*impl_, h, wrs, posted, [](transport::QueuePair& qp,
-                                               const transport::RecvWr& wr) {
-    return qp.post_recv(wr);
-  });
+  return post_to_qp(*impl_, h, wrs, posted,
+                    [](transport::QueuePair& qp, std::span<const transport::RecvWr> list,
+                       size_t* n) { return qp.post_recv(list, n); });
 }
 
 std::optional<transport::QpState> Engine::qp_state(QpHandle h) const {

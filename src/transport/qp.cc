@@ -439,10 +439,65 @@ bool QueuePair::scatter(const RecvWqe& w, uint64_t offset, const uint8_t* src,
   return scatter_sges(w.sge.data(), w.num_sge, offset, src, len);
 }
 
-int QueuePair::post_send(const SendWr& wr) {
+void QueuePair::set_cc_hooks(const CcHooks* hooks, void* ctx) {
+  cc_ = hooks ? hooks : &kNoCcHooks;
+  cc_ctx_ = ctx;
+}
+
+uint32_t QueuePair::send_queue_depth() const {
+  return static_cast<uint32_t>(sq_posted_.load(std::memory_order_acquire) -
+                               sq_retired_.load(std::memory_order_acquire));
+}
+
+uint32_t QueuePair::recv_queue_depth() const {
+  return srq_ ? 0
+              : static_cast<uint32_t>(rq_posted_.load(std::memory_order_acquire) -
+                                      rq_retired_.load(std::memory_order_acquire));
+}
+
+size_t QueuePair::queue_bytes() const {
+  return sq_.size() * sizeof(SendWqe) + sge_more_.size() * sizeof(Sge) +
+         ud_dest_.size() * sizeof(UdDest) + inline_.size() + rq_.size() * sizeof(RecvWqe);
+}
+
+int QueuePair::post_send(const SendWr& wr) { return post_send(std::span(&wr, 1), nullptr); }
+
+int QueuePair::post_recv(const RecvWr& wr) { return post_recv(std::span(&wr, 1), nullptr); }
+
+// A poster's view of how far the data path has retired: its own copy,
+// refreshed only when the ring looks full. The data path moves the
+// retired index on every call, and reading it on every post would bring
+// its line over from the data path's core each time. (After RESET the
+// copy is ahead of the tail: the difference wraps, and it is refreshed.)
+bool QueuePair::sq_has_room(uint64_t tail) {
+  if (tail - sq_retired_seen_ < caps_.max_send_wr) return true;
+  sq_retired_seen_ = sq_retired_.load(std::memory_order_acquire);
+  return tail - sq_retired_seen_ < caps_.max_send_wr;
+}
+
+bool QueuePair::rq_has_room(uint64_t tail) {
+  if (tail - rq_retired_seen_ < caps_.max_recv_wr) return true;
+  rq_retired_seen_ = rq_retired_.load(std::memory_order_acquire);
+  return tail - rq_retired_seen_ < caps_.max_recv_wr;
+}
+
+int QueuePair::post_send(std::span<const SendWr> wrs, size_t* posted) {
   const QpState state = posted_state();
+  uint64_t tail = sq_posted_.load(std::memory_order_relaxed);
+  const uint64_t first = tail;
+  int rc = 0;
   if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr)
-    return EINVAL;  // IBA 10.3.1: the send queue works from RTS on
+    rc = EINVAL;  // IBA 10.3.1: the send queue works from RTS on
+  for (size_t i = 0; rc == 0 && i < wrs.size(); ++i)
+    if ((rc = write_send_wqe(wrs[i], tail)) == 0) ++tail;
+  // One release store publishes the whole list: the data path's core
+  // reads this line once per list, not once per WR.
+  if (tail != first) sq_posted_.store(tail, std::memory_order_release);
+  if (posted) *posted = static_cast<size_t>(tail - first);
+  return rc;
+}
+
+int QueuePair::write_send_wqe(const SendWr& wr, uint64_t tail) {
   if (wr.sg_list.size() > caps_.max_send_sge || wr.sg_list.size() > kMaxSge) return EINVAL;
   switch (wr.opcode) {
     case IBV_WR_SEND:
@@ -460,18 +515,43 @@ int QueuePair::post_send(const SendWr& wr) {
     default: return EINVAL;
   }
   if (type_ == QpType::kUd && !wr.ud_path) return EINVAL;
-  const uint64_t tail = sq_posted_.load(std::memory_order_relaxed);
-  if (tail - sq_retired_.load(std::memory_order_acquire) >= caps_.max_send_wr) return ENOMEM;
+  if (!sq_has_room(tail)) return ENOMEM;
+  const bool read_or_atomic = wr.opcode == IBV_WR_RDMA_READ ||
+                              wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                              wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
+  const Sge* sge = wr.sg_list.data();
+  // Every check reads the caller's WR, not the slot: the slot's line was
+  // last read by the data path's core, and is only written once the WR
+  // is known to be good (nothing is published unless every check passes).
+  uint64_t length = 0;
+  unsigned flags = wr.send_flags;
+  const bool inline_data = (flags & IBV_SEND_INLINE) && !read_or_atomic;
+  if (inline_data) {
+    // ibv_post_send: an inline WR's SGEs are plain addresses, copied now;
+    // their lkeys are not looked at.
+    for (uint32_t i = 0; i < n_sge; ++i) length += sge[i].length;
+    if (length > caps_.max_inline_data) return EINVAL;
+  } else {
+    flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
+    // READ and atomic targets are written locally, so they need local
+    // write (IBA 10.6.3.1); gathered data needs only a valid lkey.
+    const uint32_t local_access = read_or_atomic ? IBV_ACCESS_LOCAL_WRITE : 0;
+    if (!device_.check_sges(pd_, sge, n_sge, local_access, &length)) return EINVAL;
+  }
+  const bool atomic = read_or_atomic && wr.opcode != IBV_WR_RDMA_READ;
+  if (atomic) {
+    if (length < 8) return EINVAL;  // the original value lands here
+    length = 8;
+  }
+  if (length > kMaxMessageBytes) return EINVAL;
+  if (type_ == QpType::kUd && length > mtu_) return EINVAL;
 
-  // Only the poster's line of the slot is written (wqe.h); nothing is
-  // published unless every check passes.
+  // Only the poster's line of the slot is written (wqe.h).
   const size_t slot = tail & sq_mask_;
   SendWqe& w = sq_[slot];
-  const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
-  Sge* sge = &w.sge0;
-  if (n_sge > 1) sge = &sge_more_[slot * caps_.max_send_sge];
-  if (n_sge > 0) std::copy(wr.sg_list.begin(), wr.sg_list.end(), sge);
-  if (n_sge == 0) w.sge0 = Sge{};
+  if (n_sge > 1) std::copy(sge, sge + n_sge, &sge_more_[slot * caps_.max_send_sge]);
+  w.sge0 = n_sge > 0 ? sge[0] : Sge{};
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.num_sge = n_sge;
@@ -480,54 +560,45 @@ int QueuePair::post_send(const SendWr& wr) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   w.imm_data = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  w.send_flags = flags;
+  w.length = static_cast<uint32_t>(length);
   if (type_ == QpType::kUd)
     ud_dest_[slot] = UdDest{*wr.ud_path, wr.ud_remote_qpn & wire::kPsnMask, wr.ud_remote_qkey};
-  uint64_t length = 0;
-  unsigned flags = wr.send_flags;
-  if ((flags & IBV_SEND_INLINE) && !w.is_read_or_atomic()) {
-    // ibv_post_send: an inline WR's SGEs are plain addresses, copied now;
-    // their lkeys are not looked at.
-    for (uint32_t i = 0; i < n_sge; ++i) length += sge[i].length;
-    if (length > caps_.max_inline_data) return EINVAL;
+  if (inline_data) {
     uint8_t* dst = inline_.data() + slot * caps_.max_inline_data;
     for (uint32_t i = 0; i < n_sge; ++i) {
       if (sge[i].length == 0) continue;
       std::memcpy(dst, reinterpret_cast<const void*>(sge[i].addr), sge[i].length);
       dst += sge[i].length;
     }
-  } else {
-    flags &= ~static_cast<unsigned>(IBV_SEND_INLINE);
-    // READ and atomic targets are written locally, so they need local
-    // write (IBA 10.6.3.1); gathered data needs only a valid lkey.
-    const uint32_t local_access = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-    if (!device_.check_sges(pd_, sge, n_sge, local_access, &length)) return EINVAL;
   }
-  w.send_flags = flags;
-  if (w.is_atomic()) {
-    if (length < 8) return EINVAL;  // the original value lands here
-    length = 8;
-  }
-  if (length > kMaxMessageBytes) return EINVAL;
-  if (type_ == QpType::kUd && length > mtu_) return EINVAL;
-  w.length = static_cast<uint32_t>(length);
-  sq_posted_.store(tail + 1, std::memory_order_release);
   return 0;
 }
 
-int QueuePair::post_recv(const RecvWr& wr) {
-  if (srq_) return EINVAL;  // ibv_post_recv: receives go to the SRQ
-  if (posted_state() == QpState::kReset) return EINVAL;
-  if (wr.sg_list.size() > caps_.max_recv_sge || wr.sg_list.size() > kMaxSge) return EINVAL;
-  const uint64_t tail = rq_posted_.load(std::memory_order_relaxed);
-  if (tail - rq_retired_.load(std::memory_order_acquire) >= caps_.max_recv_wr) return ENOMEM;
-  RecvWqe& r = rq_at(tail);
-  r.wr_id = wr.wr_id;
-  r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
-  if (!device_.check_sges(pd_, r.sge.data(), r.num_sge, IBV_ACCESS_LOCAL_WRITE, &r.length))
-    return EINVAL;
-  rq_posted_.store(tail + 1, std::memory_order_release);
-  return 0;
+int QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* posted) {
+  uint64_t tail = rq_posted_.load(std::memory_order_relaxed);
+  const uint64_t first = tail;
+  int rc = 0;
+  if (srq_) rc = EINVAL;  // ibv_post_recv: receives go to the SRQ
+  else if (posted_state() == QpState::kReset) rc = EINVAL;
+  for (size_t i = 0; rc == 0 && i < wrs.size(); ++i) {
+    const RecvWr& wr = wrs[i];
+    uint64_t length = 0;
+    if (wr.sg_list.size() > caps_.max_recv_sge || wr.sg_list.size() > kMaxSge) rc = EINVAL;
+    else if (!rq_has_room(tail)) rc = ENOMEM;
+    else if (!device_.check_sges(pd_, wr.sg_list.data(), static_cast<uint32_t>(wr.sg_list.size()),
+                                 IBV_ACCESS_LOCAL_WRITE, &length))
+      rc = EINVAL;
+    if (rc != 0) break;
+    RecvWqe& r = rq_at(tail++);
+    r.wr_id = wr.wr_id;
+    r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
+    r.length = length;
+  }
+  if (tail != first) rq_posted_.store(tail, std::memory_order_release);
+  if (posted) *posted = static_cast<size_t>(tail - first);
+  return rc;
 }
 
 void QueuePair::on_packet(const wire::ParsedPacket& pkt, uint64_t now) {

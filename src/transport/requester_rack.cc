@@ -18,6 +18,10 @@
 
 namespace droce::transport {
 
+uint64_t QueuePair::reorder_window() const {
+  return attr_.sr_reorder_window_min_ns ? reo_wnd_ns_ : attr_.sr_reorder_window_ns;
+}
+
 void QueuePair::sr_configure_send_record(uint64_t window_ns, uint64_t window_min_ns,
                                          bool tail_probe) {
   attr_.sr_reorder_window_ns = window_ns;

@@ -126,9 +126,18 @@ class Sender {
   }
 
   // Up to `n` WRs, round robin over the QPs, stopping at a full queue;
-  // each QP posted to rings its doorbell once, as the engine's post_send
-  // does for a list of WRs.
+  // each QP posted to rings its doorbell once. With one QP the WRs go as
+  // one list, as the engine's post_send takes droce-perf's batches.
   size_t post(size_t n) {
+    if (qps_.size() == 1) {
+      list_.clear();
+      for (size_t k = 0; k < n; ++k) list_.push_back(wr_for(posted_[0] + k));
+      size_t put = 0;
+      qps_[0]->post_send(list_, &put);
+      posted_[0] += put;
+      if (put > 0) ep_.ring(doorbells_[0]);
+      return put;
+    }
     size_t put = 0;
     for (size_t k = 0; k < n; ++k) {
       const size_t q = next_q_;
@@ -136,9 +145,8 @@ class Sender {
       if (qps_[q]->post_send(wr_for(posted_[q])) != 0) break;
       ++posted_[q];
       ++put;
-      if (qps_.size() > 1 || k + 1 == n) ep_.ring(doorbells_[q]);
+      ep_.ring(doorbells_[q]);
     }
-    if (put < n && put > 0 && qps_.size() == 1) ep_.ring(doorbells_[0]);
     return put;
   }
 
@@ -232,6 +240,7 @@ class Sender {
   transport::Sge sge_{};
   std::vector<uint64_t> posted_;
   size_t next_q_ = 0;
+  std::vector<transport::SendWr> list_;
   std::array<transport::WorkCompletion, 64> wc_;  // not zeroed per poll
 };
 

@@ -213,6 +213,33 @@ TEST(WorkQueueRings, FullSendQueueRefusesAndWrapsManyTimes) {
   }
 }
 
+// A list, as ibv_post_send takes a chain: posted in order up to the first WR
+// refused, whose error is returned; nothing from it on is queued.
+TEST(WorkQueueRings, AListIsPostedUpToItsFirstRefusedWr) {
+  Pair p(8);
+  std::vector<Sge> sges(12);
+  std::vector<SendWr> wrs;
+  for (uint64_t i = 0; i < 5; ++i) wrs.push_back(p.write(i, i * 8, i * 8, 8, sges[i]));
+  sges[2].lkey ^= 0x100;  // a key no region has
+  size_t n = 99;
+  EXPECT_EQ(p.qa->post_send(wrs, &n), EINVAL);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(p.qa->send_queue_depth(), 2u);
+  // Ten into the six free slots: six go, the seventh is ENOMEM.
+  wrs.clear();
+  for (uint64_t i = 0; i < 10; ++i) wrs.push_back(p.write(10 + i, 0, 0, 8, sges[i]));
+  EXPECT_EQ(p.qa->post_send(wrs, &n), ENOMEM);
+  EXPECT_EQ(n, 6u);
+  p.settle();
+  const auto wcs = p.drain(p.a_cq);
+  const std::vector<uint64_t> want{0, 1, 10, 11, 12, 13, 14, 15};
+  ASSERT_EQ(wcs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wcs[i].wr_id, want[i]);
+  }
+}
+
 // What an application on another thread may do the moment it polls a
 // completion: post into the slot that completion freed. The armed CQ's
 // notifier runs inside the data path's push, the earliest any poller can

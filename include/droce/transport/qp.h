@@ -274,10 +274,7 @@ class QueuePair : public memory::InHugePages {
   uint64_t entropy_changes() const { return entropy_.changes(); }
   // `hooks` (shared by every QP bound the same way) must outlive the
   // binding; null unbinds. `ctx` is passed to every hook.
-  void set_cc_hooks(const CcHooks* hooks, void* ctx) {
-    cc_ = hooks ? hooks : &kNoCcHooks;
-    cc_ctx_ = ctx;
-  }
+  void set_cc_hooks(const CcHooks* hooks, void* ctx);
 
   // Step function of the state machine: 0 on success, EINVAL if the
   // transition or an attribute is not allowed (IBA 10.3.1, 11.2.4.2).
@@ -307,6 +304,10 @@ class QueuePair : public memory::InHugePages {
   // IBV_WC_WR_FLUSH_ERR when the data path takes them.
   int post_send(const SendWr& wr);
   int post_recv(const RecvWr& wr);
+  // A list (ibv_post_send's chain), published at once, up to the first WR
+  // refused, whose error is returned; `posted` (may be null): how many went.
+  int post_send(std::span<const SendWr> wrs, size_t* posted);
+  int post_recv(std::span<const RecvWr> wrs, size_t* posted);
   // The data path: takes what posters published; flushes it in ERR.
   void take_posted();
   // Device::destroy_qp: every outstanding WR completes with
@@ -365,23 +366,13 @@ class QueuePair : public memory::InHugePages {
   uint32_t next_send_psn() const { return next_psn_; }
   uint32_t expected_psn() const { return epsn_; }
   uint32_t msn() const { return msn_; }
-  uint32_t send_queue_depth() const {
-    return static_cast<uint32_t>(sq_posted_.load(std::memory_order_acquire) -
-                                 sq_retired_.load(std::memory_order_acquire));
-  }
-  uint32_t recv_queue_depth() const {
-    return srq_ ? 0
-                : static_cast<uint32_t>(rq_posted_.load(std::memory_order_acquire) -
-                                        rq_retired_.load(std::memory_order_acquire));
-  }
+  uint32_t send_queue_depth() const;
+  uint32_t recv_queue_depth() const;
   uint32_t responses_queued() const { return resp_count_; }
   // Bytes of the work queues the QP was created with (send slots with
   // their extra SGEs, UD destinations and inline room; receive slots):
   // what its capabilities cost, apart from the QP's own state.
-  size_t queue_bytes() const {
-    return sq_.size() * sizeof(SendWqe) + sge_more_.size() * sizeof(Sge) +
-           ud_dest_.size() * sizeof(UdDest) + inline_.size() + rq_.size() * sizeof(RecvWqe);
-  }
+  size_t queue_bytes() const;
   uint32_t mtu() const { return mtu_; }
   // One line of requester/responder state for logs and test failures.
   std::string debug_state() const;
@@ -396,6 +387,10 @@ class QueuePair : public memory::InHugePages {
   // or, for UD, its destination is the QP's own address (on_packet).
   bool from_connection(const wire::ParsedPacket& pkt) const;
   void enter_error();
+  // post_send's per-WR part: checks `wr`, writes slot `tail` unpublished.
+  int write_send_wqe(const SendWr& wr, uint64_t tail);
+  bool sq_has_room(uint64_t tail);
+  bool rq_has_room(uint64_t tail);
   // A completion did not fit its CQ: the QP goes to ERR at the end of the
   // call that made it (IBA 11.6.2: CQ overflow is an affiliated error of
   // the QPs feeding it).
@@ -406,9 +401,12 @@ class QueuePair : public memory::InHugePages {
     shared_state_.store(s, std::memory_order_release);
   }
   // Ring indices the data path publishes for posters (free slots).
+  // Stored only when moved: a store takes the line from a poster's core.
   void publish_heads() {
-    sq_retired_.store(sq_head_, std::memory_order_release);
-    rq_retired_.store(rq_head_, std::memory_order_release);
+    if (sq_retired_.load(std::memory_order_relaxed) != sq_head_)
+      sq_retired_.store(sq_head_, std::memory_order_release);
+    if (rq_retired_.load(std::memory_order_relaxed) != rq_head_)
+      rq_retired_.store(rq_head_, std::memory_order_release);
   }
   // The receive WQE a message that needs one uses: the head of the QP's
   // own queue, or one taken from its SRQ and kept until the message ends.
@@ -500,9 +498,7 @@ class QueuePair : public memory::InHugePages {
   // connection forgets what was delivered.
   void sr_configure_send_record(uint64_t window_ns, uint64_t window_min_ns, bool tail_probe);
   // The reorder window in force (QpAttr::sr_reorder_window_min_ns).
-  uint64_t reorder_window() const {
-    return attr_.sr_reorder_window_min_ns ? reo_wnd_ns_ : attr_.sr_reorder_window_ns;
-  }
+  uint64_t reorder_window() const;
   // A resent hole delivered at `now`: the resend was spurious if this is
   // too soon to be its answer; then the window grows.
   void rack_check_spurious(uint32_t psn, uint64_t now);
@@ -612,8 +608,6 @@ class QueuePair : public memory::InHugePages {
   uint8_t ack_syndrome() const;
   bool credits_allow(const SendWqe& w) const;
   void note_credits(const wire::ParsedPacket& pkt);
-  CreditLimit credits_;  // what the responder's ACKs said
-  uint32_t ssn_ = 0;     // number of the newest message started (24 bits)
 
   Device& device_;
   const uint32_t qpn_;
@@ -626,9 +620,27 @@ class QueuePair : public memory::InHugePages {
   const bool sq_sig_all_;
   QpState state_ = QpState::kReset;
   std::atomic<QpState> shared_state_{QpState::kReset};
-  bool cq_error_ = false;  // a completion did not fit: to ERR (end_of_call)
+  uint32_t mtu_ = 1024;  // (a UD post checks its length)
+  // Send queue: a ring whose counters only grow; slot = counter & sq_mask_
+  // (max_send_wr rounded up to a power of two; post_send holds it to that).
+  ZeroedArray<SendWqe> sq_;
+  uint64_t sq_mask_ = 0;
+  SendWqe& sq_at(uint64_t i) { return sq_[i & sq_mask_]; }
+  const SendWqe& sq_at(uint64_t i) const { return sq_[i & sq_mask_]; }
+  // Every SGE of a WQE with more than one, max_send_sge per slot (the first
+  // is in the WQE itself), and UD WQEs' destinations, per slot.
+  ZeroedArray<Sge> sge_more_;
+  ZeroedArray<UdDest> ud_dest_;
+  // Inline payloads, max_inline_data bytes per send queue slot.
+  ZeroedArray<uint8_t> inline_;
+  // Receive queue (unused with an SRQ), a ring like sq_.
+  ZeroedArray<RecvWqe> rq_;
+  uint64_t rq_mask_ = 0;
+  RecvWqe& rq_at(uint64_t i) { return rq_[i & rq_mask_]; }
+  // ---- Up to here: what posters read, on lines the data path never writes
+  // (docs/ENGINE.md, "Who writes which line").
+  alignas(64) bool cq_error_ = false;  // a completion did not fit: to ERR (end_of_call)
   QpAttr attr_;
-  uint32_t mtu_ = 1024;
   QpHotCounters counters_;
   std::unique_ptr<QpRareCounters> rare_counters_;  // allocated at the first rare event
   QpRareCounters& rare_counters() {
@@ -640,19 +652,7 @@ class QueuePair : public memory::InHugePages {
   wire::RxTemplate rx_template_;
   wire::AckTemplate ack_template_;  // RC: this QP's ACK/NAK frame, set at RTR
   wire::TxTemplate tx_template_;    // RC, UC: its request headers, set at RTR
-  wire::IcrcBatch* icrc_batch_ = nullptr;  // during a burst (begin_burst)
 
-  // Send queue: a ring whose counters only grow; slot = counter & sq_mask_
-  // (its size is max_send_wr rounded up to a power of two, so indexing
-  // costs no division; post_send still holds it to max_send_wr).
-  ZeroedArray<SendWqe> sq_;
-  uint64_t sq_mask_ = 0;
-  SendWqe& sq_at(uint64_t i) { return sq_[i & sq_mask_]; }
-  const SendWqe& sq_at(uint64_t i) const { return sq_[i & sq_mask_]; }
-  // Every SGE of a WQE with more than one, max_send_sge per slot (the first
-  // is in the WQE itself), and UD WQEs' destinations, per slot.
-  ZeroedArray<Sge> sge_more_;
-  ZeroedArray<UdDest> ud_dest_;
   size_t slot_of(const SendWqe& w) const { return static_cast<size_t>(&w - sq_.data()); }
   const Sge* sges(const SendWqe& w) const {
     return w.num_sge <= 1 ? &w.sge0 : &sge_more_[slot_of(w) * caps_.max_send_sge];
@@ -661,9 +661,10 @@ class QueuePair : public memory::InHugePages {
   uint64_t sq_head_ = 0;  // oldest WQE not yet completed
   uint64_t sq_send_ = 0;  // WQE holding the next packet to send
   uint64_t sq_tail_ = 0;  // one past the newest WQE the data path took
-  // Inline payloads, max_inline_data bytes per send queue slot.
-  ZeroedArray<uint8_t> inline_;
+  wire::IcrcBatch* icrc_batch_ = nullptr;  // during a burst (begin_burst)
   uint32_t send_pkt_ = 0; // packet index in sq_[sq_send_]
+  CreditLimit credits_;  // what the responder's ACKs said
+  uint32_t ssn_ = 0;     // number of the newest message started (24 bits)
   uint32_t next_psn_ = 0; // PSN for the next WQE to start
   uint32_t send_high_ = 0;  // one past the highest PSN ever sent
   uint32_t acked_psn_ = 0;  // last PSN acknowledged (cumulative)
@@ -734,10 +735,7 @@ class QueuePair : public memory::InHugePages {
   uint32_t sr_high_ = 0;       // resend holes below this PSN
   uint32_t sr_point_ = 0;      // episode ends when everything below is acked
 
-  // Receive queue (unused with an SRQ), a ring like sq_.
-  ZeroedArray<RecvWqe> rq_;
-  uint64_t rq_mask_ = 0;
-  RecvWqe& rq_at(uint64_t i) { return rq_[i & rq_mask_]; }
+  // Receive queue progress (its ring is above, with what posters read).
   uint64_t rq_head_ = 0;
   uint64_t rq_tail_ = 0;
   // SRQ: the WQE the message in progress (or the next) uses.
@@ -748,6 +746,8 @@ class QueuePair : public memory::InHugePages {
   // what they published and what the data path has retired.
   alignas(64) std::atomic<uint64_t> sq_posted_{0};
   std::atomic<uint64_t> rq_posted_{0};
+  uint64_t sq_retired_seen_ = 0;  // the posters' copies (sq_has_room)
+  uint64_t rq_retired_seen_ = 0;
   alignas(64) std::atomic<uint64_t> sq_retired_{0};
   std::atomic<uint64_t> rq_retired_{0};
 
