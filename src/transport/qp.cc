@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "droce/transport/device.h"
 #include "droce/transport/requester.h"
@@ -464,6 +465,19 @@ int QueuePair::post_send(const SendWr& wr) { return post_send(std::span(&wr, 1),
 
 int QueuePair::post_recv(const RecvWr& wr) { return post_recv(std::span(&wr, 1), nullptr); }
 
+namespace {
+
+// A WR's SGEs (at most kMaxSge, checked before) on the poster's stack,
+// only as many as it has: an array of Sge would zero all eight first.
+union SgeCopy {
+  explicit SgeCopy(std::span<const Sge> list) {
+    std::uninitialized_copy(list.begin(), list.end(), sges);
+  }
+  Sge sges[kMaxSge];
+};
+
+}  // namespace
+
 // A poster's view of how far the data path has retired: its own copy,
 // refreshed only when the ring looks full. The data path moves the
 // retired index on every call, and reading it on every post would bring
@@ -520,10 +534,12 @@ int QueuePair::write_send_wqe(const SendWr& wr, uint64_t tail) {
                               wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                               wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
-  const Sge* sge = wr.sg_list.data();
-  // Every check reads the caller's WR, not the slot: the slot's line was
-  // last read by the data path's core, and is only written once the WR
-  // is known to be good (nothing is published unless every check passes).
+  // The checks read a copy on this thread's stack, not the slot: the
+  // slot's line was last read by the data path's core, and is written only
+  // once the WR is known to be good (nothing is published unless every
+  // check passes). A copy, so that what was checked is what is queued.
+  SgeCopy copy(wr.sg_list);
+  const Sge* sge = copy.sges;
   uint64_t length = 0;
   unsigned flags = wr.send_flags;
   const bool inline_data = (flags & IBV_SEND_INLINE) && !read_or_atomic;
@@ -583,17 +599,22 @@ int QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* posted) {
   else if (posted_state() == QpState::kReset) rc = EINVAL;
   for (size_t i = 0; rc == 0 && i < wrs.size(); ++i) {
     const RecvWr& wr = wrs[i];
-    uint64_t length = 0;
-    if (wr.sg_list.size() > caps_.max_recv_sge || wr.sg_list.size() > kMaxSge) rc = EINVAL;
+    const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
+    if (n_sge > caps_.max_recv_sge || n_sge > kMaxSge) rc = EINVAL;
     else if (!rq_has_room(tail)) rc = ENOMEM;
-    else if (!device_.check_sges(pd_, wr.sg_list.data(), static_cast<uint32_t>(wr.sg_list.size()),
-                                 IBV_ACCESS_LOCAL_WRITE, &length))
-      rc = EINVAL;
     if (rc != 0) break;
+    // Checked on a copy, as post_send's SGEs are.
+    SgeCopy copy(wr.sg_list);
+    const Sge* sge = copy.sges;
+    uint64_t length = 0;
+    if (!device_.check_sges(pd_, sge, n_sge, IBV_ACCESS_LOCAL_WRITE, &length)) {
+      rc = EINVAL;
+      break;
+    }
     RecvWqe& r = rq_at(tail++);
     r.wr_id = wr.wr_id;
-    r.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-    std::copy(wr.sg_list.begin(), wr.sg_list.end(), r.sge.begin());
+    r.num_sge = n_sge;
+    std::copy(sge, sge + n_sge, r.sge.begin());
     r.length = length;
   }
   if (tail != first) rq_posted_.store(tail, std::memory_order_release);
