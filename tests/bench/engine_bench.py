@@ -176,6 +176,15 @@ for payload, count in ((64, 4096), (4096, 1024)):
                                      "passes_checked": d["passes"]}
     print(f"RX {payload:5d} B WRITE, ring source (no vdev copy): droce {d['mpps']:.2f} Mpps "
           f"({d['placed_gbytes_per_sec']:.2f} GB/s placed)", flush=True)
+# The TX rows run a poster and a worker lcore on CPUs 0 and 1: every line
+# that crosses between them costs this (it moves with the VM's placement).
+handoff = subprocess.run([os.path.join(build, "tests/bench/droce-bench-core-handoff"), "0", "1"],
+                         capture_output=True, text=True, timeout=60)
+if handoff.returncode != 0:
+    raise SystemExit(f"droce-bench-core-handoff failed: {handoff.stderr}")
+handoff_ns = float(handoff.stdout.split(":")[1].split()[0])
+results["core_handoff_ns"] = handoff_ns
+print(f"cache line handoff between CPUs 0 and 1: {handoff_ns:.1f} ns", flush=True)
 for payload in (64, 4096):
     d = droce_tx(payload, f"tx{payload}")
     ref = testpmd("net_null0,no-rx=1", ["--forward-mode=txonly", f"--txpkts={payload + HDR}"],
