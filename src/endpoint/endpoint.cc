@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 #include "droce/wire/packet.h"
 
@@ -109,18 +110,33 @@ void Endpoint::on_interface_events() {
 }
 
 void Endpoint::take_doorbells() {
-  doorbells_.drain([this](uint32_t qpn) {
-    if (QpSlot* s = slot(qpn)) {
-      s->qp->take_posted();  // in ERR this flushes what was posted
-      notify(qpn);
+  doorbells_.drain([this](DoorbellNode& node) {
+    QpSlot* s = slot(node.qpn);
+    if (!s) {
+      DoorbellQueue::rearm(node);  // its QP is gone; the QPN may come back
+      return;
     }
+    s->doorbell = &node;     // held (rings do nothing) until the QP parks
+    s->qp->take_posted();  // in ERR this flushes what was posted
+    notify(node.qpn);
   });
+}
+
+void Endpoint::park(QpSlot& s, uint64_t now) {
+  s.active = false;
+  if (!s.doorbell) return;
+  // Rings from now on queue the QP again; work published before this is
+  // found here (DoorbellQueue::rearm).
+  DoorbellQueue::rearm(*std::exchange(s.doorbell, nullptr));
+  s.qp->take_posted();
+  if (s.qp->has_work(now)) activate(s);
 }
 
 void Endpoint::detach(uint32_t qpn) {
   auto it = slots_.find(qpn);
   if (it == slots_.end()) return;
   QpSlot* s = &it->second;
+  if (s->doorbell) DoorbellQueue::rearm(*s->doorbell);
   std::erase(active_, s);
   for (auto& held : held_) std::erase(held, s);
   // Its entries in the timing wheels and the resolution waits name the
@@ -574,10 +590,15 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
     }
     // A QP that names its peer by address only is resolved when it first
     // has something to send (an idle one asks nobody).
-    if (s->mac != QpSlot::Mac::kGiven && s->mac != QpSlot::Mac::kResolved &&
-        (!s->qp->has_work(now) || !peer_mac_ready(*s, now))) {
-      s->active = false;
-      continue;
+    if (s->mac != QpSlot::Mac::kGiven && s->mac != QpSlot::Mac::kResolved) {
+      if (!s->qp->has_work(now)) {
+        park(*s, now);
+        continue;
+      }
+      if (!peer_mac_ready(*s, now)) {
+        s->active = false;  // the resolution brings it back
+        continue;
+      }
     }
     // The QP's turn: up to tx_frames_per_turn frames, while the port and
     // the caller's buffers have room: runs of new requests where it has
@@ -610,13 +631,14 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
       file_timer(s->qp->qpn(), *s);
       continue;
     }
-    s->active = false;
     if (s->qp->has_work(now) && s->cc->next_allowed_ns() > now) {
+      s->active = false;  // the pacer brings it back
       ++counters_.tx_paced;
       s->cc->mark_waiting(now);
       pacer_.schedule(s->qp->qpn(), s->cc->next_allowed_ns());
     } else {
       s->cc->mark_idle();
+      park(*s, now);
     }
     file_timer(s->qp->qpn(), *s);
   }

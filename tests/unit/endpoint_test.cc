@@ -603,6 +603,55 @@ TEST(Endpoint, OnlyARequestThatQueuesAnAnswerWakesTheResponder) {
   EXPECT_EQ(std::memcmp(a.memory.data(), b.memory.data(), 4 * 4096), 0);
 }
 
+// The doorbell as a poster on another thread uses it (post, then ring): a
+// QP the data path has in hand takes new work without its doorbell being
+// queued; once the QP has run out of work and parked, a ring queues it.
+TEST(Endpoint, APostToAQpInHandQueuesNoDoorbellAndAParkedQpIsRungAgain) {
+  EndpointConfig cfg;
+  Host a(cfg, 4096), b(cfg, 4096);
+  transport::QpInitAttr init;
+  init.type = transport::QpType::kUc;  // no ACKs: a sent WR is done
+  init.pd = a.pd;
+  init.send_cq = init.recv_cq = a.cq;
+  init.caps.max_send_wr = 64;
+  auto* qa = a.device.create_qp(init);
+  auto* qb = b.make_qp();
+  connect(*qa, 1, *qb, 2);
+  a.ep->attach(*qa, fixed_rate(uint64_t{100} << 30));
+  DoorbellNode node;
+  node.qpn = qa->qpn();
+  std::vector<std::vector<uint8_t>> storage(8, std::vector<uint8_t>(4200));
+  std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
+  std::vector<uint32_t> lens(bufs.size());
+  uint64_t now = 0;
+  auto post = [&] {
+    transport::Sge sge{reinterpret_cast<uint64_t>(a.memory.data()), 64, a.mr->lkey()};
+    transport::SendWr wr;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(b.memory.data());
+    wr.rkey = b.mr->rkey();
+    ASSERT_EQ(qa->post_send(wr), 0);
+    a.ep->ring(node);
+  };
+  auto transmit = [&] { return a.ep->transmit(now += 1'000'000, bufs, lens); };
+  post();
+  EXPECT_TRUE(a.ep->doorbells_pending());
+  EXPECT_EQ(transmit(), 1u);
+  post();  // the QP is in hand: the ring queues nothing ...
+  EXPECT_FALSE(a.ep->doorbells_pending());
+  EXPECT_EQ(transmit(), 1u);  // ... and the WR goes all the same
+  EXPECT_EQ(transmit(), 0u);  // nothing left: the QP parks
+  post();                     // so this ring queues it
+  EXPECT_TRUE(a.ep->doorbells_pending());
+  EXPECT_EQ(transmit(), 1u);
+  // A QP destroyed while it holds its doorbell gives the node back (the
+  // engine keeps one node per QPN for the next QP with it).
+  post();
+  a.ep->detach(qa->qpn());
+  EXPECT_FALSE(node.rung.load());
+}
+
 TEST(Endpoint, RoundRobinSharesThePortBetweenQps) {
   // Two QPs on host A each write 512 KiB at the same time over one 10 Gb/s
   // port: both finish at about the same time, near the time for 1 MiB.

@@ -724,16 +724,21 @@ TEST(WorkQueueThreads, PostersOnSeveralThreadsAndOneDataPath) {
 
 // ---- the doorbell
 
+// The data path's discipline (Endpoint::take_doorbells, park): a drained
+// node is held for a while, during which rings queue nothing, then re-armed
+// and the work looked at once more.
 TEST(WorkQueueDoorbell, EveryRingIsSeenAndNoNodeIsQueuedTwice) {
   constexpr int kNodes = 64, kThreads = 3, kRings = 20000;
   std::vector<endpoint::DoorbellNode> nodes(kNodes);
   for (int i = 0; i < kNodes; ++i) nodes[i].qpn = static_cast<uint32_t>(i);
   endpoint::DoorbellQueue q;
   // posted[i]: work published for node i (before its ring); taken[i]: work
-  // the consumer saw when it took node i. The contract: after the last
-  // drain, the consumer has seen every piece of work.
+  // the consumer saw when it last looked at node i. The contract: after the
+  // last drain and re-arming, the consumer has seen every piece of work.
   std::vector<std::atomic<uint64_t>> posted(kNodes);
   std::vector<uint64_t> taken(kNodes, 0);
+  std::vector<int> held;  // drained, not re-armed: each at most once
+  std::vector<int> times_held(kNodes, 0);
   std::atomic<int> running{kThreads};
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t)
@@ -748,14 +753,29 @@ TEST(WorkQueueDoorbell, EveryRingIsSeenAndNoNodeIsQueuedTwice) {
       --running;
     });
   uint64_t deliveries = 0;
-  auto take = [&] {
-    deliveries += q.drain([&](uint32_t i) {
+  bool queued_twice = false;
+  auto take = [&](bool release_all) {
+    deliveries += q.drain([&](endpoint::DoorbellNode& n) {
+      const int i = static_cast<int>(n.qpn);
+      queued_twice |= times_held[i]++ > 0;  // a held node came out again
       taken[i] = posted[i].load(std::memory_order_acquire);
+      held.push_back(i);
     });
+    // Release the older half (all at the end), as QPs run out of work.
+    const size_t keep = release_all ? 0 : held.size() / 2;
+    for (size_t k = 0; k + keep < held.size(); ++k) {
+      const int i = held[k];
+      --times_held[i];
+      endpoint::DoorbellQueue::rearm(nodes[i]);
+      taken[i] = posted[i].load(std::memory_order_acquire);
+    }
+    held.erase(held.begin(), held.end() - static_cast<std::ptrdiff_t>(keep));
   };
-  while (running > 0) take();
+  while (running > 0) take(false);
   for (auto& t : ts) t.join();
-  take();
+  take(true);
+  take(true);  // what rang between the last drain and its re-arming
+  EXPECT_FALSE(queued_twice);
   for (int i = 0; i < kNodes; ++i) EXPECT_EQ(taken[i], posted[i].load()) << i;
   EXPECT_LE(deliveries, uint64_t{kThreads} * kRings);
   EXPECT_FALSE(q.maybe_pending());

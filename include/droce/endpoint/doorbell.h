@@ -5,6 +5,13 @@
 // it is rung before the data path looks, so the queue never holds more
 // entries than there are QPs and needs no bound of its own.
 //
+// A node the data path took stays rung while the data path has the QP in
+// hand (it takes newly posted work itself as it sends), so that posting to
+// a busy QP rings nothing: the poster's exchange then stays on a line only
+// posters write, and the data path's core touches no doorbell line per
+// list of WRs. When the QP has nothing left, the data path re-arms the
+// node and looks for work once more (rearm).
+//
 // The queue is the intrusive multi-producer / single-consumer list of
 // D. Vyukov ("Intrusive MPSC node-based queue", 1024cores.net): a ring is
 // one atomic exchange, taking is wait-free unless a poster is between its
@@ -37,21 +44,24 @@ class DoorbellQueue {
     push(n);
     return true;
   }
-  // The data path's thread: f(qpn) for every node rung since the last
-  // drain, oldest first. A node is re-armed before f runs, so work
-  // published after f began rings again. Returns how many.
+  // The data path's thread: f(node) for every node rung since the last
+  // drain, oldest first. The node stays rung (rings do nothing) until the
+  // data path gives it back to rearm(). Returns how many.
   template <class F>
   size_t drain(F&& f) {
     size_t n = 0;
     while (DoorbellNode* node = pop()) {
-      // An exchange, not a store: it reads the last ring's `true` and so
-      // sees the work that ring published.
-      node->rung.exchange(false, std::memory_order_acq_rel);
-      f(node->qpn);
+      f(*node);
       ++n;
     }
     return n;
   }
+  // The data path's thread, for a node drain() handed out: rings queue it
+  // again from now on. An exchange, not a store: it reads the last ring's
+  // `true`, so the caller's next look at the QP sees the work that ring
+  // published; work published later rings anew. Never for a node that may
+  // be queued (only drain hands one out, and once).
+  static void rearm(DoorbellNode& n) { n.rung.exchange(false, std::memory_order_acq_rel); }
   // Whether anything may be waiting (the data path's idle check).
   bool maybe_pending() const {
     return head_.load(std::memory_order_acquire) != tail_ ||

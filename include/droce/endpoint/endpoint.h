@@ -178,6 +178,9 @@ class Endpoint {
     std::unique_ptr<std::array<wire::IntHop, wire::kIntDefaultMaxHops>> echo;
     uint8_t echo_count = 0;
     static_assert(wire::kIntDefaultMaxHops <= UINT8_MAX);
+    // Its doorbell while drained and not yet re-armed (take_doorbells,
+    // park): posts to the QP ring nothing meanwhile.
+    DoorbellNode* doorbell = nullptr;
     bool active = false;        // in active_ (has or may have work)
     uint8_t priority = 0;       // PFC priority of the QP's traffic
     bool needs_int = false;     // its CC steers by INT (cc::AlgorithmInfo)
@@ -190,6 +193,9 @@ class Endpoint {
   // The slot whose header template `frame` matches (filling `w`), or null.
   QpSlot* predict(std::span<const uint8_t> frame, wire::PredictedWrite& w);
   void activate(QpSlot& s);
+  // Out of active_ with nothing to send: its doorbell, if held, is re-armed
+  // and the QP looked at once more (it goes back in line if work came).
+  void park(QpSlot& s, uint64_t now);
   void file_timer(uint32_t qpn, QpSlot& s);
   uint64_t slot_deadline(const QpSlot& s) const;
   void run_timers(uint64_t now);
