@@ -176,11 +176,11 @@ class Endpoint {
     // Hops of the last INT-stamped packet received, echoed on the next ACK;
     // allocated with the first such packet (most QPs never see INT).
     std::unique_ptr<std::array<wire::IntHop, wire::kIntDefaultMaxHops>> echo;
-    uint8_t echo_count = 0;
-    static_assert(wire::kIntDefaultMaxHops <= UINT8_MAX);
     // Its doorbell while drained and not yet re-armed (take_doorbells,
     // park): posts to the QP ring nothing meanwhile.
     DoorbellNode* doorbell = nullptr;
+    uint8_t echo_count = 0;
+    static_assert(wire::kIntDefaultMaxHops <= UINT8_MAX);
     bool active = false;        // in active_ (has or may have work)
     uint8_t priority = 0;       // PFC priority of the QP's traffic
     bool needs_int = false;     // its CC steers by INT (cc::AlgorithmInfo)
