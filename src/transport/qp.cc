@@ -483,16 +483,11 @@ union SgeCopy {
 // retired index on every call, and reading it on every post would bring
 // its line over from the data path's core each time. (After RESET the
 // copy is ahead of the tail: the difference wraps, and it is refreshed.)
-bool QueuePair::sq_has_room(uint64_t tail) {
-  if (tail - sq_retired_seen_ < caps_.max_send_wr) return true;
-  sq_retired_seen_ = sq_retired_.load(std::memory_order_acquire);
-  return tail - sq_retired_seen_ < caps_.max_send_wr;
-}
-
-bool QueuePair::rq_has_room(uint64_t tail) {
-  if (tail - rq_retired_seen_ < caps_.max_recv_wr) return true;
-  rq_retired_seen_ = rq_retired_.load(std::memory_order_acquire);
-  return tail - rq_retired_seen_ < caps_.max_recv_wr;
+bool QueuePair::ring_has_room(uint64_t tail, uint64_t& seen,
+                              const std::atomic<uint64_t>& retired, uint32_t depth) {
+  if (tail - seen < depth) return true;
+  seen = retired.load(std::memory_order_acquire);
+  return tail - seen < depth;
 }
 
 int QueuePair::post_send(std::span<const SendWr> wrs, size_t* posted) {
@@ -529,10 +524,8 @@ int QueuePair::write_send_wqe(const SendWr& wr, uint64_t tail) {
     default: return EINVAL;
   }
   if (type_ == QpType::kUd && !wr.ud_path) return EINVAL;
-  if (!sq_has_room(tail)) return ENOMEM;
-  const bool read_or_atomic = wr.opcode == IBV_WR_RDMA_READ ||
-                              wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                              wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  if (!ring_has_room(tail, sq_retired_seen_, sq_retired_, caps_.max_send_wr)) return ENOMEM;
+  const bool read_or_atomic = opcode_is_read_or_atomic(wr.opcode);
   const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
   // The checks read a copy on this thread's stack, not the slot: the
   // slot's line was last read by the data path's core, and is written only
@@ -555,8 +548,7 @@ int QueuePair::write_send_wqe(const SendWr& wr, uint64_t tail) {
     const uint32_t local_access = read_or_atomic ? IBV_ACCESS_LOCAL_WRITE : 0;
     if (!device_.check_sges(pd_, sge, n_sge, local_access, &length)) return EINVAL;
   }
-  const bool atomic = read_or_atomic && wr.opcode != IBV_WR_RDMA_READ;
-  if (atomic) {
+  if (opcode_is_atomic(wr.opcode)) {
     if (length < 8) return EINVAL;  // the original value lands here
     length = 8;
   }
@@ -601,7 +593,8 @@ int QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* posted) {
     const RecvWr& wr = wrs[i];
     const auto n_sge = static_cast<uint32_t>(wr.sg_list.size());
     if (n_sge > caps_.max_recv_sge || n_sge > kMaxSge) rc = EINVAL;
-    else if (!rq_has_room(tail)) rc = ENOMEM;
+    else if (!ring_has_room(tail, rq_retired_seen_, rq_retired_, caps_.max_recv_wr))
+      rc = ENOMEM;
     if (rc != 0) break;
     // Checked on a copy, as post_send's SGEs are.
     SgeCopy copy(wr.sg_list);

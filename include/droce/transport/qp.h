@@ -389,8 +389,8 @@ class QueuePair : public memory::InHugePages {
   void enter_error();
   // post_send's per-WR part: checks `wr`, writes slot `tail` unpublished.
   int write_send_wqe(const SendWr& wr, uint64_t tail);
-  bool sq_has_room(uint64_t tail);
-  bool rq_has_room(uint64_t tail);
+  static bool ring_has_room(uint64_t tail, uint64_t& seen, const std::atomic<uint64_t>& retired,
+                            uint32_t depth);
   // A completion did not fit its CQ: the QP goes to ERR at the end of the
   // call that made it (IBA 11.6.2: CQ overflow is an affiliated error of
   // the QPs feeding it).
@@ -746,7 +746,7 @@ class QueuePair : public memory::InHugePages {
   // what they published and what the data path has retired.
   alignas(64) std::atomic<uint64_t> sq_posted_{0};
   std::atomic<uint64_t> rq_posted_{0};
-  uint64_t sq_retired_seen_ = 0;  // the posters' copies (sq_has_room)
+  uint64_t sq_retired_seen_ = 0;  // the posters' copies (ring_has_room)
   uint64_t rq_retired_seen_ = 0;
   alignas(64) std::atomic<uint64_t> sq_retired_{0};
   std::atomic<uint64_t> rq_retired_{0};

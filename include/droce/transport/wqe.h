@@ -80,6 +80,14 @@ struct WorkCompletion {
 inline constexpr uint8_t kWcSlRoceV2Ipv6 = 0x8 | 0x1;
 inline constexpr uint8_t kWcSlRoceV2Ipv4 = 0x8 | 0x2;
 
+// READ and atomic WRs write local memory with what the responder returns.
+constexpr bool opcode_is_atomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+constexpr bool opcode_is_read_or_atomic(ibv_wr_opcode op) {
+  return op == IBV_WR_RDMA_READ || opcode_is_atomic(op);
+}
+
 // A posted send WQE plus the requester/completer progress on it. The first
 // cache line is what post_send writes (a WR's fields, its first SGE); the
 // second is the data path's own (PSNs, progress), so posting slot i and
@@ -115,14 +123,8 @@ struct alignas(64) SendWqe {
   uint64_t last_sent_ns = 0;
   uint64_t acked_bytes_reported = 0;
 
-  bool is_read_or_atomic() const {
-    return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  }
-  bool is_atomic() const {
-    return opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  }
+  bool is_read_or_atomic() const { return opcode_is_read_or_atomic(opcode); }
+  bool is_atomic() const { return opcode_is_atomic(opcode); }
   uint32_t last_psn() const { return wire::psn_add(first_psn, npkts - 1); }
   // The data path takes a WQE: no progress yet.
   void reset_progress() {
