@@ -10,7 +10,8 @@ TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start
     : granularity_(granularity_ns),
       mask_(slots - 1),
       slots_(slots),
-      occupied_((slots + 63) / 64, 0) {
+      occupied_((slots + 63) / 64, 0),
+      far_(granularity_ns * slots) {
   if (granularity_ns == 0 || slots == 0 || (slots & (slots - 1)) != 0)
     throw std::invalid_argument("TimingWheel: slots must be a power of two, granularity > 0");
   current_ = slot_start(start_ns);
@@ -21,8 +22,7 @@ void TimingWheel::schedule(uint32_t id, uint64_t when) {
   ++size_;
   next_valid_ = false;
   if (when - current_ >= span()) {
-    far_.push_back({when, far_seq_++, id});
-    std::push_heap(far_.begin(), far_.end(), Later{});
+    far_.push(id, when);
     return;
   }
   file_near(id, when);
@@ -38,9 +38,8 @@ void TimingWheel::pull_far() {
   // The cursor's slot and those after it cover [current_, current_ + span):
   // a deadline in there has its slot in this lap.
   while (!far_.empty() && far_.front().when - current_ < span()) {
-    std::pop_heap(far_.begin(), far_.end(), Later{});
-    file_near(far_.back().id, far_.back().when);
-    far_.pop_back();
+    file_near(far_.front().id, far_.front().when);
+    far_.pop_front();
   }
 }
 
@@ -114,7 +113,7 @@ uint64_t TimingWheel::scan_next_deadline() const {
   if (size_ == 0) return UINT64_MAX;
   // Every entry on the wheel is of the lap its slot is in from the cursor,
   // so the first occupied slot from the cursor holds the earliest of them;
-  // the heap's top may still be earlier (the cursor moved since it was
+  // the earliest far entry may still be earlier (the cursor moved since it was
   // filed) or the only one.
   const uint64_t far = far_.empty() ? UINT64_MAX : far_.front().when;
   if (size_ == far_.size()) return far;

@@ -4,7 +4,7 @@
 // One slot per `granularity` ns; schedule and pop are O(1), popping due
 // entries touches only the occupied slots that passed (a bitmap skips the
 // empty ones). Entries further out than the
-// wheel's span wait in a heap ordered by deadline and move into their slot
+// wheel's span wait in order of deadline (far_timers.h) and move into their slot
 // once, when the cursor comes within a span of them: a retransmit timer of
 // tens of ms on a wheel of a few ms is filed twice, not once per lap (with
 // 64K QPs, re-filing on every lap was a fifth of the run). Any deadline
@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "droce/endpoint/far_timers.h"
 
 namespace droce::endpoint {
 
@@ -66,10 +68,7 @@ class TimingWheel {
       erased += std::erase_if(slot, [&](const Entry& e) { return gone(e.id); });
       if (slot.empty()) mark(i, false);
     }
-    const size_t far_before = far_.size();
-    std::erase_if(far_, [&](const FarEntry& e) { return gone(e.id); });
-    std::make_heap(far_.begin(), far_.end(), Later{});
-    erased += far_before - far_.size();
+    erased += far_.erase_if(gone);
     size_ -= erased;
     if (erased) next_valid_ = false;
     return erased;
@@ -79,18 +78,6 @@ class TimingWheel {
   struct Entry {
     uint32_t id;
     uint64_t when;
-  };
-  // Beyond the span: a min-heap by deadline, ties in filing order.
-  struct FarEntry {
-    uint64_t when;
-    uint64_t seq;
-    uint32_t id;
-  };
-  // A type, not a function: the heap's comparisons inline.
-  struct Later {
-    bool operator()(const FarEntry& a, const FarEntry& b) const {
-      return a.when != b.when ? a.when > b.when : a.seq > b.seq;
-    }
   };
   uint64_t span() const { return granularity_ * (uint64_t{mask_} + 1); }
   void file_near(uint32_t id, uint64_t when);
@@ -117,8 +104,7 @@ class TimingWheel {
   std::vector<std::vector<Entry>> slots_;
   std::vector<uint64_t> occupied_;  // bit per slot: has entries
   std::vector<Entry> scratch_;
-  std::vector<FarEntry> far_;  // a heap (Later), counted in size_
-  uint64_t far_seq_ = 0;
+  FarTimers far_;  // beyond the span, counted in size_
   // next_deadline()'s answer while next_valid_. The scan depends on the
   // entries, their slots and the cursor; moving the cursor over empty slots
   // leaves its answer as it was (every entry stays in the same lap, slots
