@@ -580,6 +580,10 @@ size_t Endpoint::transmit(uint64_t now, std::span<const std::span<uint8_t>> bufs
          port_free_ns_ <= now + config_.tx_run_ahead_ns) {
     QpSlot* s = active_.front();
     active_.pop_front();
+    // The next QP's lines are asked for now and arrive while this one
+    // sends; the one after it, its slot (QueuePair::prefetch_for_send).
+    if (!active_.empty()) active_.front()->qp->prefetch_for_send();
+    if (active_.size() > 1) __builtin_prefetch(active_[1]);
     if (pause_[s->priority].paused(now)) {
       s->active = false;
       s->cc->mark_idle();  // a pause is not lost time to make up

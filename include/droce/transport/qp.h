@@ -239,9 +239,8 @@ struct QpAttr {
   // message (dropped, resent as holes found only by RTO_high when it ends
   // a burst); with a RETH in every packet each one is placed wherever it
   // lands. IRN puts a RETH in every packet for the same reason (Mittal et
-  // al. SIGCOMM 2018, its RoCE extensions); this is the same on a
-  // standard wire, for 16 bytes a packet. Off by default, as RoCE NICs
-  // segment.
+  // al. SIGCOMM 2018, its RoCE extensions); this is the same on a standard
+  // wire, for 16 bytes a packet. Off by default, as RoCE NICs segment.
   bool write_reth_every_packet = false;
   // End-to-end credits (IBA 9.7.7.2, credits.h): start a SEND or RDMA
   // WRITE with immediate only within the limit the responder's ACKs
@@ -310,8 +309,7 @@ class QueuePair : public memory::InHugePages {
   int post_recv(std::span<const RecvWr> wrs, size_t* posted);
   // The data path: takes what posters published; flushes it in ERR.
   void take_posted();
-  // Device::destroy_qp: every outstanding WR completes with
-  // IBV_WC_WR_FLUSH_ERR.
+  // Device::destroy_qp: every outstanding WR completes with IBV_WC_WR_FLUSH_ERR.
   void destroy();
   // The state as a poster sees it (any thread).
   QpState posted_state() const { return shared_state_.load(std::memory_order_acquire); }
@@ -333,6 +331,8 @@ class QueuePair : public memory::InHugePages {
   // it did not take changed nothing, and the caller parses it and calls
   // on_packet(), which applies the full rules.
   size_t try_predicted_writes(std::span<const wire::PredictedWrite> ws);
+  // Asks for the lines the QP's next turn to send will read (see qp.cc).
+  void prefetch_for_send() const;
   size_t produce(uint64_t now, std::span<uint8_t> buf);
   // produce() for several frames in a row, the shape of the endpoint's
   // transmit loop: begin_burst(), produce_in_burst() per frame (the
