@@ -11,7 +11,8 @@ TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start
       mask_(slots - 1),
       slots_(slots),
       occupied_((slots + 63) / 64, 0),
-      far_(granularity_ns * slots) {
+      // (A zero width is refused below, with the wheel's own message.)
+      far_(std::max<uint64_t>(granularity_ns * slots, 1)) {
   if (granularity_ns == 0 || slots == 0 || (slots & (slots - 1)) != 0)
     throw std::invalid_argument("TimingWheel: slots must be a power of two, granularity > 0");
   current_ = slot_start(start_ns);

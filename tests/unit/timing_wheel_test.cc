@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 namespace droce::endpoint {
 namespace {
@@ -82,6 +83,12 @@ TEST(TimingWheel, ErasedIdsLeaveTheRestInOrder) {
   EXPECT_EQ(w.next_deadline(), UINT64_MAX);
   w.schedule(6, 3020);
   EXPECT_EQ(w.next_deadline(), 3020u);
+}
+
+TEST(TimingWheel, RefusesAZeroGranularityOrSlotsNotAPowerOfTwo) {
+  EXPECT_THROW(TimingWheel(0, 64), std::invalid_argument);
+  EXPECT_THROW(TimingWheel(64, 0), std::invalid_argument);
+  EXPECT_THROW(TimingWheel(64, 48), std::invalid_argument);
 }
 
 TEST(TimingWheel, RandomScheduleMatchesSortedOracle) {

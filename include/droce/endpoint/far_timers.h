@@ -4,8 +4,8 @@
 // each a vector in filing order that is sorted once, when it comes to the
 // front. Retransmit timers are filed in nearly increasing order, so most
 // buckets are sorted already and are only read front to back: with 64K QPs
-// each filing such a timer, the binary heap this replaces cost a sift
-// through ~16 scattered levels per entry taken, a tenth of the run.
+// each filing such a timer, a binary heap cost a sift through ~16
+// scattered levels per entry taken (7.7 % of the QP-scale bench's profile).
 #pragma once
 #include <algorithm>
 #include <cstddef>
