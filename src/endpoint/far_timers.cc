@@ -5,6 +5,11 @@
 
 namespace droce::endpoint {
 
+namespace {
+// The order within a bucket; ties keep their places (filing order).
+bool earlier(const FarTimers::Entry& x, const FarTimers::Entry& y) { return x.when < y.when; }
+}  // namespace
+
 FarTimers::FarTimers(uint64_t width_ns) : width_(width_ns) {
   if (width_ns == 0) throw std::invalid_argument("FarTimers: bucket width must be > 0");
 }
@@ -18,15 +23,13 @@ void FarTimers::push(uint32_t id, uint64_t when) {
   }
   ++size_;
   const Entry e{when, id};
-  if (b.next == b.entries.size() || when >= b.entries.back().when) {
+  if (b.entries.empty() || when >= b.entries.back().when) {
     b.entries.push_back(e);  // in order: a later deadline, or the first
   } else if (b.next != 0) {
     // The front bucket, being taken: it stays sorted, the newcomer after
     // every entry due at the same time (filed before it).
     const auto first = b.entries.begin() + static_cast<std::ptrdiff_t>(b.next);
-    b.entries.insert(std::upper_bound(first, b.entries.end(), e,
-                                      [](const Entry& x, const Entry& y) { return x.when < y.when; }),
-                     e);
+    b.entries.insert(std::upper_bound(first, b.entries.end(), e, earlier), e);
   } else {
     b.entries.push_back(e);
     b.sorted = false;
@@ -38,7 +41,7 @@ FarTimers::Bucket& FarTimers::front_bucket() const {
   if (!b.sorted) {
     // Stable: equal deadlines stay in filing order.
     std::stable_sort(b.entries.begin() + static_cast<std::ptrdiff_t>(b.next), b.entries.end(),
-                     [](const Entry& x, const Entry& y) { return x.when < y.when; });
+                     earlier);
     b.sorted = true;
   }
   return b;

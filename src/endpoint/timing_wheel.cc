@@ -38,8 +38,10 @@ void TimingWheel::file_near(uint32_t id, uint64_t when) {
 void TimingWheel::pull_far() {
   // The cursor's slot and those after it cover [current_, current_ + span):
   // a deadline in there has its slot in this lap.
-  while (!far_.empty() && far_.front().when - current_ < span()) {
-    file_near(far_.front().id, far_.front().when);
+  while (!far_.empty()) {
+    const FarTimers::Entry& e = far_.front();  // one look at the front bucket
+    if (e.when - current_ >= span()) break;
+    file_near(e.id, e.when);
     far_.pop_front();
   }
 }
