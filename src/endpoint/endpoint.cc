@@ -78,10 +78,10 @@ void Endpoint::on_interface_events() {
     if (e.kind == IpInterface::Event::Kind::kChanged) {
       // A neighbour moved (a new MAC advertised with Override): the QPs
       // that took its old address from the cache follow it.
-      for (auto& [qpn, s] : slots_) {
+      slots_.for_each([&e](uint32_t, QpSlot& s) {
         if (s.mac == QpSlot::Mac::kResolved && s.qp->attr().path.dst_ip == e.ip)
           s.qp->set_dest_mac(e.mac);
-      }
+      });
     }
     auto it = waiting_.find(e.ip);
     if (it == waiting_.end()) continue;
@@ -133,19 +133,17 @@ void Endpoint::park(QpSlot& s, uint64_t now) {
 }
 
 void Endpoint::detach(uint32_t qpn) {
-  auto it = slots_.find(qpn);
-  if (it == slots_.end()) return;
-  QpSlot* s = &it->second;
+  QpSlot* s = slots_.find(qpn);
+  if (!s) return;
   if (s->doorbell) DoorbellQueue::rearm(*s->doorbell);
   std::erase(active_, s);
   for (auto& held : held_) std::erase(held, s);
   // Its entries in the timing wheels and the resolution waits name the
   // QPN: they find no slot and are dropped when they come up.
-  if (last_slot_ == s) last_slot_ = nullptr;
   // The next burst starts its matching from the last predicted slot: not
   // from one that is gone (verbs programs destroy QPs while others run).
   if (rx_last_predicted_ == s) rx_last_predicted_ = nullptr;
-  slots_.erase(it);
+  slots_.erase(qpn);
   // Its wheel entries would wait for their time (an RTO tens of ms out)
   // and be scanned meanwhile: an application that opens and closes QPs
   // all the time (an all-to-all over connections per transfer) left
@@ -159,16 +157,7 @@ void Endpoint::detach(uint32_t qpn) {
   }
 }
 
-Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) {
-  // Bursts mostly hold frames of one QP: remember the last hit (map nodes
-  // never move; detach forgets a removed one).
-  if (qpn == last_qpn_ && last_slot_) return last_slot_;
-  auto it = slots_.find(qpn);
-  if (it == slots_.end()) return nullptr;
-  last_qpn_ = qpn;
-  last_slot_ = &it->second;
-  return last_slot_;
-}
+Endpoint::QpSlot* Endpoint::slot(uint32_t qpn) { return slots_.find(qpn); }
 
 CcBinding* Endpoint::cc_of(uint32_t qpn) {
   QpSlot* s = slot(qpn);

@@ -470,19 +470,29 @@ TEST(Endpoint, EveryFrameOfABurstIsCountedOnceByItsFate) { expect_every_frame_ac
 // it answers with must be the same (the burst path only reorders work
 // inside the burst, never its effects).
 // Payloads of 64 B (bursts of 32 frames) and 4 KiB (groups bounded by
-// kRxBatchBytes).
-void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
+// kRxBatchBytes). With `many_qps`, the responder has hundreds of other QPs
+// attached, over several pages of its QPN table, and the unknown QPN is
+// one just detached (its page is there, its item not), not one no page
+// covers.
+void expect_burst_matches_frame_by_frame(uint32_t payload_len, bool many_qps) {
   struct Side {
     uint32_t payload_len;
     EndpointConfig cfg;
     Host resp{cfg, 512 * 4096};
     Host peer{cfg, 64};
     transport::QueuePair* qp = nullptr;
-    explicit Side(uint32_t p) : payload_len(p) {
+    uint32_t unknown_qpn = 0x777;
+    Side(uint32_t p, bool many_qps) : payload_len(p) {
       qp = resp.make_qp();
       auto* q = peer.make_qp();
       connect(*qp, 1, *q, 2);
       resp.ep->attach(*qp, fixed_rate(1'000'000'000));
+      for (int i = 0; many_qps && i < 300; ++i) {
+        transport::QueuePair* idle = resp.make_qp();
+        resp.ep->attach(*idle, fixed_rate(1'000'000'000));
+        unknown_qpn = idle->qpn();
+      }
+      if (many_qps) resp.ep->detach(unknown_qpn);
     }
     // 80 frames (more than one kRxBatch): in-order WRITEs with every 4th
     // asking for an ACK, and among them each kind of frame the fast path
@@ -508,7 +518,7 @@ void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
       for (int i = 0; i < 80; ++i) {
         switch (i) {
           case 5: { auto f = write(psn, qp->qpn()); f.back() ^= 1; out.push_back(f); break; }
-          case 9: out.push_back(write(psn, 0x777)); break;            // unknown QPN
+          case 9: out.push_back(write(psn, unknown_qpn)); break;      // unknown QPN
           case 17: out.push_back(pfc_frame(3, 100)); break;
           case 30: { std::vector<uint8_t> arp(60, 0); arp[12] = 0x08; arp[13] = 0x06;
                      out.push_back(arp); break; }
@@ -529,7 +539,7 @@ void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
       return out;
     }
   };
-  Side one(payload_len), burst(payload_len);
+  Side one(payload_len, many_qps), burst(payload_len, many_qps);
   for (const auto& f : one.frames()) one.resp.ep->receive(f, 0);
   const auto frames = burst.frames();
   std::vector<std::span<const uint8_t>> views(frames.begin(), frames.end());
@@ -558,8 +568,62 @@ void expect_burst_matches_frame_by_frame(uint32_t payload_len) {
 }
 
 TEST(Endpoint, ReceiveBurstMatchesFrameByFrame) {
-  expect_burst_matches_frame_by_frame(64);
-  expect_burst_matches_frame_by_frame(4096);
+  expect_burst_matches_frame_by_frame(64, false);
+  expect_burst_matches_frame_by_frame(4096, false);
+}
+
+TEST(Endpoint, ReceiveBurstMatchesFrameByFrameWithManyQpsAttached) {
+  expect_burst_matches_frame_by_frame(64, true);
+  expect_burst_matches_frame_by_frame(4096, true);
+}
+
+// Hundreds of QPs over several pages of the endpoints' QPN tables, each
+// with a WRITE in flight, every frame received in bursts on both sides:
+// every byte placed, every WR completed once.
+TEST(Endpoint, ManyQpsWriteByteExactWithBurstsBothWays) {
+  EndpointConfig cfg;
+  cfg.port_rate_bytes_per_sec = 0;
+  constexpr size_t kQps = 300, kBytes = 64;
+  Host a(cfg, kQps * kBytes), b(cfg, kQps * kBytes);
+  for (size_t i = 0; i < a.memory.size(); ++i) a.memory[i] = static_cast<uint8_t>(i * 13 + 5);
+  for (size_t i = 0; i < kQps; ++i) {
+    auto* qa = a.make_qp();
+    auto* qb = b.make_qp();
+    connect(*qa, 1, *qb, 2);
+    a.ep->attach(*qa, fixed_rate(1'000'000'000));
+    b.ep->attach(*qb, fixed_rate(1'000'000'000));
+    ASSERT_EQ(post_write(a, *qa, b, i * kBytes, kBytes, i, IBV_SEND_SIGNALED), 0);
+  }
+  std::vector<std::vector<uint8_t>> storage(32, std::vector<uint8_t>(4200));
+  std::vector<std::span<uint8_t>> bufs(storage.begin(), storage.end());
+  std::vector<uint32_t> lens(bufs.size());
+  auto deliver = [&](Endpoint& from, Endpoint& to, uint64_t now) {
+    const size_t n = from.transmit(now, bufs, lens);
+    std::vector<std::span<const uint8_t>> in;
+    for (size_t i = 0; i < n; ++i) in.emplace_back(bufs[i].data(), lens[i]);
+    to.receive_burst(in, now);
+    return n;
+  };
+  std::vector<bool> completed(kQps);
+  size_t completions = 0;
+  for (uint64_t now = 0; now < 1000 && completions < kQps; ++now) {
+    deliver(*a.ep, *b.ep, now);
+    deliver(*b.ep, *a.ep, now);
+    transport::WorkCompletion wcs[32];
+    for (int n; (n = a.cq->poll(wcs)) > 0;) {
+      for (int k = 0; k < n; ++k) {
+        ASSERT_EQ(wcs[k].status, IBV_WC_SUCCESS);
+        ASSERT_LT(wcs[k].wr_id, kQps);
+        ASSERT_FALSE(completed[wcs[k].wr_id]) << "completed twice: " << wcs[k].wr_id;
+        completed[wcs[k].wr_id] = true;
+        ++completions;
+      }
+    }
+  }
+  EXPECT_EQ(completions, kQps);
+  EXPECT_EQ(a.memory, b.memory);
+  EXPECT_EQ(b.ep->counters().rx_delivered, kQps);
+  EXPECT_EQ(b.ep->counters().rx_unknown_qpn, 0u);
 }
 
 // A received request that queues no answer (no AckReq: the ACK is

@@ -18,6 +18,7 @@
 #include "droce/endpoint/counters.h"
 #include "droce/endpoint/doorbell.h"
 #include "droce/endpoint/ip_interface.h"
+#include "droce/endpoint/qpn_table.h"
 #include "droce/endpoint/timing_wheel.h"
 #include "droce/transport/device.h"
 #include "droce/transport/qp.h"
@@ -233,10 +234,8 @@ class Endpoint {
   transport::Device& device_;
   EndpointConfig config_;
   EndpointCounters counters_;
-  std::unordered_map<uint32_t, QpSlot> slots_;
+  QpnTable<QpSlot> slots_;  // slots never move while attached
   DoorbellQueue doorbells_;
-  uint32_t last_qpn_ = 0;
-  QpSlot* last_slot_ = nullptr;  // slots_[last_qpn_], see slot()
   std::deque<QpSlot*> active_;   // round robin over QPs with work
   TimingWheel pacer_;            // QPs waiting for their CC rate
   TimingWheel timers_;           // QPs with a transport or CC timer
