@@ -22,6 +22,7 @@
 // on every QP) and every WR must complete: the bench exits 1 otherwise.
 #include <fmt/format.h>
 #include <infiniband/opcode.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,45 @@ uint64_t resident_bytes() {
   const int n = std::fscanf(f, "%llu %llu", &size, &resident);
   std::fclose(f);
   return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// The reference a frame's time at N QPs is held against: one read of a
+// random 64-byte line in a buffer as large as the N QP pairs' state, the
+// reads independent of each other (as a frame's misses may overlap) and
+// the buffer in huge pages where the kernel grants them (as the QPs are):
+// what touching one more line of some QP's state costs at best. The
+// median of three passes of 4M reads. The buffer and the addresses are
+// mapped and unmapped here, not taken from the heap, which would keep
+// them for the next N's QPs and hide their memory from resident_bytes().
+double random_line_ns(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20, kReads = size_t{1} << 22;
+  const size_t size = std::max((bytes + kHuge - 1) / kHuge, size_t{1}) * kHuge;
+  const size_t mapped = size + kHuge + kReads * sizeof(uint32_t);
+  void* map = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return 0;
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) & ~(kHuge - 1);
+  auto* words = reinterpret_cast<uint64_t*>(base);
+  auto* at = reinterpret_cast<uint32_t*>(base + size);
+  madvise(words, size, MADV_HUGEPAGE);
+  std::memset(words, 1, size);
+  // Drawn before the clock starts: drawing them in the loop would be a
+  // chain of its own that the reads wait on.
+  uint64_t x = 1;
+  for (size_t i = 0; i < kReads; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;  // Knuth's MMIX LCG
+    at[i] = static_cast<uint32_t>((x >> 33) % (size / 64));
+  }
+  std::vector<double> ns;
+  uint64_t sum = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const uint64_t t0 = now_ns();
+    for (size_t i = 0; i < kReads; ++i) sum += words[size_t{at[i]} * 8];
+    ns.push_back(static_cast<double>(now_ns() - t0) / kReads);
+  }
+  munmap(map, mapped);
+  if (sum == 0) return 0;  // every word is non-zero: keeps the reads
+  std::sort(ns.begin(), ns.end());
+  return ns[1];
 }
 
 wire::PathSpec path(bool from_sender) {
@@ -394,22 +434,26 @@ int main(int argc, char** argv) {
       "RC RDMA WRITE {} B, round robin over N QP pairs; per data frame, the median of {} "
       "runs of {} s, each after one of the first N\n",
       o.payload, o.rounds, o.seconds);
-  fmt::print("{:>9} {:>9} {:>7} {:>7} {:>9} {:>7} {:>7} {:>13} {:>13}\n", "QPs", "send ns", "Mpps",
-             "vs 1", "recv ns", "Mpps", "vs 1", "idle QP B", "without ring");
+  fmt::print("{:>9} {:>9} {:>7} {:>7} {:>9} {:>7} {:>7} {:>13} {:>13} {:>8} {:>11}\n", "QPs",
+             "send ns", "Mpps", "vs 1", "recv ns", "Mpps", "vs 1", "idle QP B", "without ring",
+             "line ns", "lines s/r");
   bool ok = true;
   std::unique_ptr<Pair> first;
   for (uint32_t n : o.qps) {
+    const uint64_t before = resident_bytes();
     auto p = std::make_unique<Pair>(n, o.payload);
     const Row r = measure(*p, first.get(), o);
+    const double line_ns = random_line_ns(resident_bytes() - before);
     ok = ok && r.ok;
     // Below a thousand QPs the resident memory moves by whole pages: no
     // per-QP figure.
     const std::string idle = n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes());
     const std::string bare =
         n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes() - p->idle_queue_bytes());
-    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13}\n", n,
-               r.tx_ns, 1e3 / r.tx_ns, r.tx_vs_first, r.rx_ns, 1e3 / r.rx_ns, r.rx_vs_first, idle,
-               bare);
+    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13} {:>8.1f} "
+               "{:>5.0f}/{:<5.0f}\n",
+               n, r.tx_ns, 1e3 / r.tx_ns, r.tx_vs_first, r.rx_ns, 1e3 / r.rx_ns, r.rx_vs_first,
+               idle, bare, line_ns, r.tx_ns / line_ns, r.rx_ns / line_ns);
     std::fflush(stdout);
     if (!first) first = std::move(p);
   }
@@ -417,6 +461,10 @@ int main(int argc, char** argv) {
       "'vs 1': the rate against the first N of the list, run beside it. 'idle QP B':\n"
       "resident memory per responder QP with one send and one receive slot, the\n"
       "endpoint's per-QP state included ('without ring': less its work queues,\n"
-      "QueuePair::queue_bytes).\n");
+      "QueuePair::queue_bytes). 'line ns': one read of a random line, independent\n"
+      "reads, in a buffer the size of the N pairs' state; 'lines s/r': a frame's\n"
+      "send and receive time in such reads. A frame's path touches its QPs' state\n"
+      "(tens of lines); once that state is out of cache each line costs about\n"
+      "'line ns', however many overlap.\n");
   return ok ? 0 : 1;
 }
