@@ -82,6 +82,34 @@ constexpr Layout kLayouts[] = {{false, false}, {false, true}, {true, false}, {tr
 constexpr uint8_t kWriteOps[] = {IBV_OPCODE_RDMA_WRITE_ONLY, IBV_OPCODE_RDMA_WRITE_FIRST,
                                  IBV_OPCODE_RDMA_WRITE_MIDDLE, IBV_OPCODE_RDMA_WRITE_LAST};
 
+// A template keeps only its bytes; the mask it is compared under is its
+// layout's (wire::detail::Layout::kMask). That holds only if which bits a
+// template fixes never depends on the path's values: built from paths with
+// every value varied, each mask must equal its layout's.
+TEST(RxTemplate, WhichBitsAreFixedDependsOnTheLayoutAlone) {
+  uint32_t seed = 1;
+  auto next = [&seed] { return seed = seed * 1664525u + 1013904223u; };
+  for (const Layout l : kLayouts) {
+    const auto& want = l.v6 ? (l.vlan ? wire::detail::Layout<true, true>::kMask.bytes
+                                      : wire::detail::Layout<true, false>::kMask.bytes)
+                            : (l.vlan ? wire::detail::Layout<false, true>::kMask.bytes
+                                      : wire::detail::Layout<false, false>::kMask.bytes);
+    for (int i = 0; i < 200; ++i) {
+      wire::PathSpec p = our_path(l.v6, l.vlan);
+      p.vlan_id = static_cast<uint16_t>(next());
+      for (uint8_t& b : p.src_ip.bytes) b = static_cast<uint8_t>(next());
+      for (uint8_t& b : p.dst_ip.bytes) b = static_cast<uint8_t>(next());
+      const uint8_t base = next() % 2 ? uint8_t{IBV_OPCODE_RC} : uint8_t{IBV_OPCODE_UC};
+      const auto bytes = wire::detail::write_template_bytes(
+          p, next() & 0xFFFFFF, base, static_cast<uint16_t>(next()));
+      ASSERT_EQ(bytes.mask, want) << "v6 " << l.v6 << " vlan " << l.vlan << " path " << i;
+      // The bytes a template keeps are already under the mask.
+      for (size_t k = 0; k < bytes.expect.size(); ++k)
+        ASSERT_EQ(bytes.expect[k] & ~want[k], 0) << k;
+    }
+  }
+}
+
 TEST(RxTemplate, MatchesTheQpsWritesInEveryLayout) {
   for (const Layout l : kLayouts) {
     for (uint8_t base : {uint8_t{IBV_OPCODE_RC}, uint8_t{IBV_OPCODE_UC}}) {

@@ -16,6 +16,9 @@
 // (icrc_check below, icrc_check_many).
 #pragma once
 
+#include <infiniband/opcode.h>
+
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -32,17 +35,106 @@
 namespace droce::wire {
 
 struct RxTemplate {
-  // Bytes from the frame's start through the BTH's destination QP, and the
-  // mask of those that must equal `expect` (per packet fields masked out).
+  // Bytes from the frame's start through the BTH's destination QP that
+  // must equal those of a matching frame, under its layout's mask (Layout
+  // below: which bits vary per packet depends on the layout alone, so the
+  // mask is not the QP's). On a line of its own, so that a frame's compare
+  // reads one line of the QP's state (two for IPv6).
   static constexpr size_t kMaxBytes = 80;  // VLAN + IPv6 + UDP + BTH = 78
-  alignas(16) uint8_t expect[kMaxBytes] = {};
-  alignas(16) uint8_t mask[kMaxBytes] = {};
+  alignas(64) uint8_t expect[kMaxBytes] = {};
   uint8_t words = 0;         // 8-byte words compared; 0: matches nothing
   uint8_t l3_offset = 0;     // IP header
   uint8_t bth_offset = 0;
   bool ipv6 = false;
   uint8_t write_only = 0;  // the RDMA WRITE ONLY opcode of the transport
 };
+
+namespace detail {
+
+// A template's bytes and the mask of those that are fixed, as built from
+// a path (make_write_template keeps the bytes; the masks of the four
+// layouts are constants, Layout::kMask).
+struct TemplateBytes {
+  std::array<uint8_t, RxTemplate::kMaxBytes> expect{};
+  std::array<uint8_t, RxTemplate::kMaxBytes> mask{};
+  uint8_t words = 0, l3_offset = 0, bth_offset = 0;
+  bool ipv6 = false;
+  uint8_t write_only = 0;
+
+  // The `n` bytes at `at` must be `bytes`.
+  constexpr void fixed(size_t at, const uint8_t* bytes, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      expect[at + i] = bytes[i];
+      mask[at + i] = 0xFF;
+    }
+  }
+  constexpr void fixed_be16(size_t at, uint16_t v) {
+    uint8_t b[2] = {};
+    store_be16(b, v);
+    fixed(at, b, 2);
+  }
+  // Bits of one byte that must equal `value` (the others vary per packet).
+  constexpr void fixed_bits(size_t at, uint8_t bits, uint8_t value) {
+    mask[at] = bits;
+    expect[at] = static_cast<uint8_t>(value & bits);
+  }
+};
+
+constexpr TemplateBytes write_template_bytes(const PathSpec& path, uint32_t qpn,
+                                             uint8_t opcode_base, uint16_t pkey) {
+  TemplateBytes t;
+  // Ethernet: MACs are not compared (parse() does not; a router rewrites
+  // them). The EtherType, and with a tag its VID, fix the layout.
+  size_t at = 12;
+  if (path.vlan) {
+    t.fixed_be16(at, kEtherTypeVlan);
+    t.fixed_bits(at + 2, 0x0F, static_cast<uint8_t>(path.vlan_id >> 8));  // PCP, DEI vary
+    t.fixed_bits(at + 3, 0xFF, static_cast<uint8_t>(path.vlan_id));
+    at += kVlanTagSize;
+  }
+  const bool v6 = path.src_ip.v6;
+  t.fixed_be16(at, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+  at += 2;
+  t.l3_offset = static_cast<uint8_t>(at);
+  t.ipv6 = v6;
+  // IP: the peer's address as source, ours as destination, UDP; lengths,
+  // TOS/traffic class, TTL, ID and the checksum vary (checked in match).
+  if (v6) {
+    t.fixed_bits(at, 0xF0, 0x60);
+    t.fixed_bits(at + 6, 0xFF, kIpProtoUdp);
+    t.fixed(at + 8, path.dst_ip.bytes, 16);
+    t.fixed(at + 24, path.src_ip.bytes, 16);
+    at += kIpv6Size;
+  } else {
+    t.fixed_bits(at, 0xFF, 0x45);  // version 4, no options
+    // Flags and fragment offset: DF and the reserved bit may be anything,
+    // MF and the offset must be zero (RoCEv2 is never fragmented).
+    t.fixed_bits(at + 6, 0x3F, 0);
+    t.fixed_bits(at + 7, 0xFF, 0);
+    t.fixed_bits(at + 9, 0xFF, kIpProtoUdp);
+    t.fixed(at + 12, path.dst_ip.bytes, 4);
+    t.fixed(at + 16, path.src_ip.bytes, 4);
+    at += kIpv4Size;
+  }
+  // UDP: any source port (the peer's entropy), RoCEv2's destination port.
+  t.fixed_be16(at + 2, kRoceV2Port);
+  at += kUdpSize;
+  // BTH (IBA 9.2): the opcode's transport bits (the operation, one of four,
+  // is checked in match), pad count 0 and TVer 0 (SE and M vary), P_Key,
+  // destination QP. FECN/BECN and the reserved bits, AckReq and the PSN vary.
+  t.bth_offset = static_cast<uint8_t>(at);
+  t.fixed_bits(at, 0xE0, opcode_base);
+  t.write_only = static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY);
+  t.fixed_bits(at + 1, 0x3F, 0);
+  t.fixed_be16(at + 2, pkey);
+  uint8_t q[3] = {};
+  store_be24(q, qpn);
+  t.fixed(at + 5, q, 3);
+  t.words = static_cast<uint8_t>((at + kBthSize + 7) / 8);
+  return t;
+}
+
+}  // namespace detail
 
 // The template for RDMA WRITE requests without immediate (ONLY, FIRST,
 // MIDDLE, LAST) to QP `qpn` of transport `opcode_base` (IBV_OPCODE_RC or
@@ -100,18 +192,21 @@ constexpr bool predictable_opcode(uint8_t opcode) {
 
 namespace detail {
 
-// The masked compare of the first kBytes bytes: 64 (every IPv4 layout) or
-// 80 (IPv6), straight through, since a loop over the exact word count cost
-// as much as the rest of the match. Bytes past the template are masked
-// out; the caller has checked the frame is longer than the compare reads.
-template <size_t kBytes>
+// The masked compare of the first L::kCompared bytes: 64 (every IPv4
+// layout) or 80 (IPv6), straight through, since a loop over the exact
+// word count cost as much as the rest of the match. Bytes past the
+// template are masked out; the caller has checked the frame is longer
+// than the compare reads.
+template <class L>
 [[gnu::always_inline]] inline bool headers_equal(const RxTemplate& t, const uint8_t* f) {
+  constexpr size_t kBytes = L::kCompared;
   static_assert(kBytes == 64 || kBytes == 80);
+  const uint8_t* m = L::kMask.bytes.data();
 #if defined(__SSE2__)
   const auto chunk = [&](size_t at) {
     const __m128i have = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f + at));
     const __m128i want = _mm_load_si128(reinterpret_cast<const __m128i*>(t.expect + at));
-    const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(t.mask + at));
+    const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(m + at));
     return _mm_and_si128(_mm_xor_si128(have, want), mask);
   };
   __m128i diff = _mm_or_si128(_mm_or_si128(chunk(0), chunk(16)), _mm_or_si128(chunk(32), chunk(48)));
@@ -123,7 +218,7 @@ template <size_t kBytes>
     uint64_t have, want, mask;
     std::memcpy(&have, f + 8 * i, 8);
     std::memcpy(&want, t.expect + 8 * i, 8);
-    std::memcpy(&mask, t.mask + 8 * i, 8);
+    std::memcpy(&mask, m + 8 * i, 8);
     diff |= (have ^ want) & mask;
   }
   return diff == 0;
@@ -169,6 +264,18 @@ struct Layout {
   static constexpr size_t kCompared = kIpv6 ? 80 : 64;  // bytes headers_equal reads
   static constexpr size_t kThroughDestQp = kBth + 8;   // the template's bytes end there
   static_assert(kBth + kBthSize <= kCompared);
+  // The mask of every template of this layout: the bits that are fixed
+  // depend on the layout, not on the path's values.
+  static constexpr PathSpec kPath = [] {
+    PathSpec p;
+    p.vlan = kVlan;
+    p.src_ip.v6 = p.dst_ip.v6 = kIpv6;
+    return p;
+  }();
+  struct Mask {
+    alignas(16) std::array<uint8_t, RxTemplate::kMaxBytes> bytes;
+  };
+  static constexpr Mask kMask{write_template_bytes(kPath, 0, 0, 0).mask};
 };
 
 // rx_template_match for a template of layout L (t.l3_offset == L::kL3,
@@ -190,7 +297,7 @@ template <class L>
     if (!predictable_opcode(bth[0])) return false;
     shape = write_shape(bth[0]);
   }
-  if (!headers_equal<L::kCompared>(t, f.data())) return false;
+  if (!headers_equal<L>(t, f.data())) return false;
   const size_t payload_off = L::kBth + kBthSize + (shape.reth ? kRethSize : 0);
   const uint8_t* l3 = f.data() + L::kL3;
   size_t l3_end;
