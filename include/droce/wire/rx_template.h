@@ -38,8 +38,8 @@ struct RxTemplate {
   // Bytes from the frame's start through the BTH's destination QP that
   // must equal those of a matching frame, under its layout's mask (Layout
   // below: which bits vary per packet depends on the layout alone, so the
-  // mask is not the QP's). On a line of its own, so that a frame's compare
-  // reads one line of the QP's state (two for IPv6).
+  // mask is not the QP's). From a line boundary: an IPv4 frame's compare
+  // reads one line of them, and the fields below are on the next.
   static constexpr size_t kMaxBytes = 80;  // VLAN + IPv6 + UDP + BTH = 78
   alignas(64) uint8_t expect[kMaxBytes] = {};
   uint8_t words = 0;         // 8-byte words compared; 0: matches nothing
