@@ -450,8 +450,8 @@ int main(int argc, char** argv) {
     const std::string idle = n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes());
     const std::string bare =
         n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes() - p->idle_queue_bytes());
-    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13} {:>8.1f} "
-               "{:>5.0f}/{:<5.0f}\n",
+    fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13} "
+               "{:>8.1f} {:>5.0f}/{:<5.0f}\n",
                n, r.tx_ns, 1e3 / r.tx_ns, r.tx_vs_first, r.rx_ns, 1e3 / r.rx_ns, r.rx_vs_first,
                idle, bare, line_ns, r.tx_ns / line_ns, r.rx_ns / line_ns);
     std::fflush(stdout);

@@ -209,7 +209,8 @@ template <class L>
     const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(m + at));
     return _mm_and_si128(_mm_xor_si128(have, want), mask);
   };
-  __m128i diff = _mm_or_si128(_mm_or_si128(chunk(0), chunk(16)), _mm_or_si128(chunk(32), chunk(48)));
+  __m128i diff =
+      _mm_or_si128(_mm_or_si128(chunk(0), chunk(16)), _mm_or_si128(chunk(32), chunk(48)));
   if constexpr (kBytes == 80) diff = _mm_or_si128(diff, chunk(64));
   return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
 #else
