@@ -1,7 +1,5 @@
 #include "droce/wire/rx_template.h"
 
-#include <infiniband/opcode.h>
-
 #include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -78,7 +78,11 @@ double random_line_ns(size_t bytes) {
   const size_t size = std::max((bytes + kHuge - 1) / kHuge, size_t{1}) * kHuge;
   const size_t mapped = size + kHuge + kReads * sizeof(uint32_t);
   void* map = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) return 0;
+  if (map == MAP_FAILED) {
+    fmt::print(stderr, "droce-bench-qp-scale: no {} MiB for the random-line reference\n",
+               mapped >> 20);
+    return 0;
+  }
   const uintptr_t base = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) & ~(kHuge - 1);
   auto* words = reinterpret_cast<uint64_t*>(base);
   auto* at = reinterpret_cast<uint32_t*>(base + size);
@@ -444,6 +448,8 @@ int main(int argc, char** argv) {
     auto p = std::make_unique<Pair>(n, o.payload);
     const Row r = measure(*p, first.get(), o);
     const double line_ns = random_line_ns(resident_bytes() - before);
+    const std::string lines = line_ns == 0 ? "-" : fmt::format("{:.0f}/{:.0f}", r.tx_ns / line_ns,
+                                                                r.rx_ns / line_ns);
     ok = ok && r.ok;
     // Below a thousand QPs the resident memory moves by whole pages: no
     // per-QP figure.
@@ -451,9 +457,9 @@ int main(int argc, char** argv) {
     const std::string bare =
         n < 1000 ? "-" : fmt::format("{:.0f}", p->idle_bytes() - p->idle_queue_bytes());
     fmt::print("{:>9} {:>9.1f} {:>7.2f} {:>6.2f}x {:>9.1f} {:>7.2f} {:>6.2f}x {:>13} {:>13} "
-               "{:>8.1f} {:>5.0f}/{:<5.0f}\n",
+               "{:>8.1f} {:>11}\n",
                n, r.tx_ns, 1e3 / r.tx_ns, r.tx_vs_first, r.rx_ns, 1e3 / r.rx_ns, r.rx_vs_first,
-               idle, bare, line_ns, r.tx_ns / line_ns, r.rx_ns / line_ns);
+               idle, bare, line_ns, lines);
     std::fflush(stdout);
     if (!first) first = std::move(p);
   }
