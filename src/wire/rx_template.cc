@@ -9,15 +9,7 @@ namespace droce::wire {
 
 RxTemplate make_write_template(const PathSpec& path, uint32_t qpn, uint8_t opcode_base,
                                uint16_t pkey) {
-  const detail::TemplateBytes b = detail::write_template_bytes(path, qpn, opcode_base, pkey);
-  RxTemplate t;
-  std::memcpy(t.expect, b.expect.data(), sizeof t.expect);
-  t.words = b.words;
-  t.l3_offset = b.l3_offset;
-  t.bth_offset = b.bth_offset;
-  t.ipv6 = b.ipv6;
-  t.write_only = b.write_only;
-  return t;
+  return detail::write_template_bytes(path, qpn, opcode_base, pkey).tmpl;
 }
 
 namespace detail {

@@ -104,8 +104,8 @@ TEST(RxTemplate, WhichBitsAreFixedDependsOnTheLayoutAlone) {
           p, next() & 0xFFFFFF, base, static_cast<uint16_t>(next()));
       ASSERT_EQ(bytes.mask, want) << "v6 " << l.v6 << " vlan " << l.vlan << " path " << i;
       // The bytes a template keeps are already under the mask.
-      for (size_t k = 0; k < bytes.expect.size(); ++k)
-        ASSERT_EQ(bytes.expect[k] & ~want[k], 0) << k;
+      for (size_t k = 0; k < want.size(); ++k)
+        ASSERT_EQ(bytes.tmpl.expect[k] & ~want[k], 0) << k;
     }
   }
 }

@@ -51,20 +51,17 @@ struct RxTemplate {
 
 namespace detail {
 
-// A template's bytes and the mask of those that are fixed, as built from
-// a path (make_write_template keeps the bytes; the masks of the four
-// layouts are constants, Layout::kMask).
+// A template and the mask of the bytes it fixes, as built from a path
+// (make_write_template keeps the template; the masks of the four layouts
+// are constants, Layout::kMask).
 struct TemplateBytes {
-  std::array<uint8_t, RxTemplate::kMaxBytes> expect{};
+  RxTemplate tmpl;
   std::array<uint8_t, RxTemplate::kMaxBytes> mask{};
-  uint8_t words = 0, l3_offset = 0, bth_offset = 0;
-  bool ipv6 = false;
-  uint8_t write_only = 0;
 
   // The `n` bytes at `at` must be `bytes`.
   constexpr void fixed(size_t at, const uint8_t* bytes, size_t n) {
     for (size_t i = 0; i < n; ++i) {
-      expect[at + i] = bytes[i];
+      tmpl.expect[at + i] = bytes[i];
       mask[at + i] = 0xFF;
     }
   }
@@ -76,7 +73,7 @@ struct TemplateBytes {
   // Bits of one byte that must equal `value` (the others vary per packet).
   constexpr void fixed_bits(size_t at, uint8_t bits, uint8_t value) {
     mask[at] = bits;
-    expect[at] = static_cast<uint8_t>(value & bits);
+    tmpl.expect[at] = static_cast<uint8_t>(value & bits);
   }
 };
 
@@ -95,8 +92,8 @@ constexpr TemplateBytes write_template_bytes(const PathSpec& path, uint32_t qpn,
   const bool v6 = path.src_ip.v6;
   t.fixed_be16(at, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
   at += 2;
-  t.l3_offset = static_cast<uint8_t>(at);
-  t.ipv6 = v6;
+  t.tmpl.l3_offset = static_cast<uint8_t>(at);
+  t.tmpl.ipv6 = v6;
   // IP: the peer's address as source, ours as destination, UDP; lengths,
   // TOS/traffic class, TTL, ID and the checksum vary (checked in match).
   if (v6) {
@@ -122,15 +119,15 @@ constexpr TemplateBytes write_template_bytes(const PathSpec& path, uint32_t qpn,
   // BTH (IBA 9.2): the opcode's transport bits (the operation, one of four,
   // is checked in match), pad count 0 and TVer 0 (SE and M vary), P_Key,
   // destination QP. FECN/BECN and the reserved bits, AckReq and the PSN vary.
-  t.bth_offset = static_cast<uint8_t>(at);
+  t.tmpl.bth_offset = static_cast<uint8_t>(at);
   t.fixed_bits(at, 0xE0, opcode_base);
-  t.write_only = static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY);
+  t.tmpl.write_only = static_cast<uint8_t>(opcode_base | IBV_OPCODE_RDMA_WRITE_ONLY);
   t.fixed_bits(at + 1, 0x3F, 0);
   t.fixed_be16(at + 2, pkey);
   uint8_t q[3] = {};
   store_be24(q, qpn);
   t.fixed(at + 5, q, 3);
-  t.words = static_cast<uint8_t>((at + kBthSize + 7) / 8);
+  t.tmpl.words = static_cast<uint8_t>((at + kBthSize + 7) / 8);
   return t;
 }
 
