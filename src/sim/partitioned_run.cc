@@ -9,7 +9,8 @@
 // enter: they must all be in) and at run.duration. Then the partitions
 // exchange the frames that crossed, each with the earliest time it may
 // arrive, and T for the next window is the least of those and of every
-// partition's next event: an idle stretch is skipped in one step.
+// partition's next event: an idle stretch is skipped in one step, its
+// sample instants taken by each partition on its own.
 //
 // Stopping when the work is done (every flow, or a collective's
 // transfers). One process stops right after the event that completed the
@@ -228,7 +229,12 @@ bool Simulator::Impl::run_windows(uint64_t until, const std::function<uint64_t()
     const uint64_t next = exchange_frames();
     events_left = next != kNever;
     self.now_ = e;
-    if (sample_next == e) {
+    // Nothing runs in any partition before `next`, so every instant
+    // before it (the window's end, and an idle stretch's, such as a wait
+    // for a retransmit timeout) is sampled here and now: a window and an
+    // exchange each would only confirm that nothing happened.
+    while (sample_next < next && sample_next <= until) {
+      self.now_ = sample_next;
       sample();
       sample_next = events.at(id_sampler);
       schedule(id_sampler, kNever);
@@ -243,9 +249,33 @@ bool Simulator::Impl::run_windows(uint64_t until, const std::function<uint64_t()
 // its queues (8 words each), the flows it keeps (index and 7 words each),
 // per flow the retransmits of its QPs here and whether its sink memory
 // here matched (2: not here), per link direction the bytes it delivered
-// (0: not here), then the sample rows' values (flows 4,
-// queues 1, links 2 words each; every partition has the same rows, with
-// zeros for what it does not run).
+// (0: not here), then the time series this partition recorded (each is
+// recorded where what it reads runs, and empty elsewhere): per flow its
+// sent, done and CC rate series, per queue one, per link direction two,
+// each as its count of changes and (instant, value) pairs. Only changes
+// go, not rows: a long quiet stretch (a wait for a retransmit timeout)
+// sampled every few microseconds costs nothing here.
+namespace {
+
+void put_series(std::vector<uint64_t>& w, const ChangeSeries& s) {
+  w.push_back(s.changes().size());
+  for (const auto& [k, v] : s.changes()) w.insert(w.end(), {k, v});
+}
+
+// A series another partition recorded (none of them were recorded here).
+void take_series(const uint64_t*& w, ChangeSeries& s) {
+  const uint64_t n = *w++;
+  if (n == 0) return;
+  ChangeSeries::Changes c(n);
+  for (auto& [k, v] : c) {
+    k = static_cast<uint32_t>(*w++);
+    v = *w++;
+  }
+  s.adopt(std::move(c));
+}
+
+}  // namespace
+
 std::vector<uint64_t> Simulator::Impl::report() const {
   std::vector<uint64_t> w;
   Summary s;
@@ -275,14 +305,11 @@ std::vector<uint64_t> Simulator::Impl::report() const {
                                                           : 0);  // never asked
   for (size_t l = 0; l < dirs.size(); ++l)
     w.push_back(owns_dir(l) ? dirs[l]->link.counters().delivered_bytes : 0);
-  for (const FlowSample& r : self.flow_samples())
-    w.insert(w.end(), {r.tx_bytes, r.tx_rate_bps, r.done_bytes, r.cc_rate_bps});
-  for (const QueueSample& r : self.queue_samples()) w.push_back(r.bytes);
-  for (const LinkSample& r : self.link_samples()) {
-    uint64_t u;
-    std::memcpy(&u, &r.utilisation, sizeof u);
-    w.insert(w.end(), {r.bytes, u});
-  }
+  for (size_t f = 0; f < flows.size(); ++f)
+    for (const ChangeSeries* c : {&flow_tx[f], &flow_done[f], &flow_cc[f]}) put_series(w, *c);
+  for (const ChangeSeries& c : queue_len) put_series(w, c);
+  for (size_t l = 0; l < dirs.size(); ++l)
+    for (const ChangeSeries* c : {&link_bytes[l], &link_busy[l]}) put_series(w, *c);
   w.insert(w.begin(), w.size() + 1);  // its own length first
   return w;
 }
@@ -309,19 +336,11 @@ void Simulator::Impl::merge_report(const uint64_t*& w) {
   for (size_t f = 0; f < flows.size(); ++f, ++w)
     if (*w != 2) merged->sink_matches[f] = static_cast<uint8_t>(*w);
   for (size_t l = 0; l < dirs.size(); ++l) merged->link_delivered_bytes[l] += *w++;
-  for (FlowSample& r : self.flow_samples_) {
-    r.tx_bytes += *w++;
-    r.tx_rate_bps += *w++;
-    r.done_bytes += *w++;
-    r.cc_rate_bps += *w++;
-  }
-  for (QueueSample& r : self.queue_samples_) r.bytes += *w++;
-  for (LinkSample& r : self.link_samples_) {
-    r.bytes += *w++;
-    double u;
-    std::memcpy(&u, w++, sizeof u);
-    r.utilisation += u;
-  }
+  for (size_t f = 0; f < flows.size(); ++f)
+    for (ChangeSeries* c : {&flow_tx[f], &flow_done[f], &flow_cc[f]}) take_series(w, *c);
+  for (ChangeSeries& c : queue_len) take_series(w, c);
+  for (size_t l = 0; l < dirs.size(); ++l)
+    for (ChangeSeries* c : {&link_bytes[l], &link_busy[l]}) take_series(w, *c);
   w = next;
 }
 
@@ -337,13 +356,13 @@ void Simulator::Impl::merge_reports(PartitionComm& comm) {
   }
   const std::span<const uint8_t> in = comm.exchange(out);
   if (part != 0) return;
-  // Its own report too (which rebuilds its rows), added to zeros like
-  // every other.
+  // Its own report too, added to zeros like every other. The rows are
+  // rebuilt from the merged series when next asked for.
   mine = report();
-  for (FlowSample& r : self.flow_samples_)
-    r.tx_bytes = r.tx_rate_bps = r.done_bytes = r.cc_rate_bps = 0;
-  for (QueueSample& r : self.queue_samples_) r.bytes = 0;
-  for (LinkSample& r : self.link_samples_) r.bytes = 0, r.utilisation = 0;
+  self.flow_samples_.clear();
+  self.queue_samples_.clear();
+  self.link_samples_.clear();
+  flow_rows = queue_rows = link_rows = Replay{};
   std::vector<uint64_t> words(in.size() / sizeof(uint64_t));
   std::memcpy(words.data(), in.data(), words.size() * sizeof(uint64_t));
   merged = std::make_unique<Merged>();

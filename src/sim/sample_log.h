@@ -28,6 +28,16 @@ class ChangeSeries {
   }
   uint64_t last() const { return last_; }
 
+  // (instant, value) in instant order.
+  using Changes = std::vector<std::pair<uint32_t, uint64_t>>;
+  const Changes& changes() const { return changes_; }
+  // The series as another process recorded it (a partitioned run's merge:
+  // each series is recorded by the one partition that runs what it reads).
+  void adopt(Changes changes) {
+    changes_ = std::move(changes);
+    last_ = changes_.empty() ? 0 : changes_.back().second;
+  }
+
   // Replays a series instant by instant (instants must not go backwards).
   class Reader {
    public:
@@ -47,7 +57,7 @@ class ChangeSeries {
 
  private:
   uint64_t last_ = 0;
-  std::vector<std::pair<uint32_t, uint64_t>> changes_;
+  Changes changes_;
 };
 
 }  // namespace droce::sim

@@ -49,9 +49,25 @@ fs::path scratch(const std::string& name) {
   return d;
 }
 
+// A ThreadComm that counts the frame exchanges (one per window).
+class CountingComm : public ThreadComm {
+ public:
+  CountingComm(Rendezvous& r, uint32_t index, uint64_t* exchanges)
+      : ThreadComm(r, index), exchanges_(exchanges) {}
+  std::span<const uint8_t> exchange(const std::vector<std::vector<uint8_t>>& out) override {
+    if (exchanges_) ++*exchanges_;
+    return ThreadComm::exchange(out);
+  }
+
+ private:
+  uint64_t* exchanges_;
+};
+
 // Runs `sc` in one Simulator and split `k` ways, and expects the same
-// outputs from both; returns the one process's summary.
-Summary expect_same_outputs(const Scenario& sc, uint32_t k, const std::string& name) {
+// outputs from both; returns the one process's summary. With `exchanges`,
+// the first partition's exchanges are counted there.
+Summary expect_same_outputs(const Scenario& sc, uint32_t k, const std::string& name,
+                            uint64_t* exchanges = nullptr) {
   Simulator one(sc);
   one.run();
   const auto want = outputs_of(one, scratch(name + "-one"));
@@ -63,7 +79,7 @@ Summary expect_same_outputs(const Scenario& sc, uint32_t k, const std::string& n
   std::vector<uint64_t> ends(k);
   for (uint32_t p = 0; p < k; ++p)
     threads.emplace_back([&, p] {
-      ThreadComm comm(r, p);
+      CountingComm comm(r, p, p == 0 ? exchanges : nullptr);
       ends[p] = sims[p]->run_partitioned(comm);
     });
   for (auto& t : threads) t.join();
@@ -198,6 +214,25 @@ TEST(SimPartition, LinksThatGoDownAreTheSame) {
   EXPECT_GT(s.link_losses, 0u) << "frames were lost to the outages";
   EXPECT_GT(s.flows_completed, 0u);
   expect_same_outputs(sc, 4, "outage4");
+}
+
+// Flows in two bursts 2 ms apart, sampled every 2 us: between them nothing
+// happens anywhere, and the partitions sample that stretch's thousand
+// instants without a window each (one exchange per window would be one
+// per instant at least). The rows are the same as one process's.
+TEST(SimPartition, AQuietStretchIsSampledWithoutWindows) {
+  std::string text = leaf_spine("", "", "cc = \"dcqcn\"");
+  for (int h = 0; h < 16; h += 4)
+    text += "[[flows]]\nname = \"late" + std::to_string(h) + "\"\nsrc = \"h" +
+            std::to_string(h) + "\"\ndst = \"h" + std::to_string((h + 9) % 16) +
+            "\"\nstart = \"2500us\"\n";
+  const Scenario sc = parse_scenario(text);
+  uint64_t exchanges = 0;
+  const Summary s = expect_same_outputs(sc, 2, "quiet2", &exchanges);
+  EXPECT_EQ(s.flows_completed, 36u);
+  const uint64_t instants = s.end_ns / sc.run.csv_interval_ns;
+  EXPECT_GT(instants, 1200u);
+  EXPECT_LT(exchanges, instants / 2) << "windows in the quiet stretch";
 }
 
 // A [collective] in one Simulator and split `k` ways (as droce-sim runs
