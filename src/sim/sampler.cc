@@ -68,6 +68,19 @@ void Simulator::Impl::build_series() {
   link_busy.resize(dirs.size());
 }
 
+namespace {
+
+// Room for `more` rows at once: a long run's rows are gigabytes, and
+// growing to them row by row copied each one several times. Never less
+// than doubling, for callers that ask after every instant.
+template <class Row>
+void reserve_rows(std::vector<Row>& rows, size_t more) {
+  const size_t need = rows.size() + more;
+  if (need > rows.capacity()) rows.reserve(std::max(need, 2 * rows.capacity()));
+}
+
+}  // namespace
+
 // The public rows, rebuilt from the changes up to the latest instant:
 // what recording a full row per value at each sample gave.
 const std::vector<FlowSample>& Simulator::flow_samples() const {
@@ -76,6 +89,7 @@ const std::vector<FlowSample>& Simulator::flow_samples() const {
   const size_t F = m.flows.size();
   r.a.resize(F), r.b.resize(F), r.c.resize(F), r.prev_a.resize(F);
   const uint64_t iv = m.sc.run.csv_interval_ns;
+  reserve_rows(flow_samples_, (m.sample_times.size() - r.instants) * F);
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
     for (size_t f = 0; f < F; ++f) {
@@ -94,6 +108,8 @@ const std::vector<QueueSample>& Simulator::queue_samples() const {
   Impl& m = *impl_;
   Impl::Replay& r = m.queue_rows;
   r.a.resize(m.queue_len.size());
+  reserve_rows(queue_samples_, (m.sample_times.size() - r.instants) * m.port_was_empty.size() *
+                                   m.tracked_tcs.size());
   size_t epoch = 0;  // tracked_from entry in force
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
@@ -121,6 +137,7 @@ const std::vector<LinkSample>& Simulator::link_samples() const {
   const size_t L = m.dirs.size();
   r.a.resize(L), r.b.resize(L), r.prev_a.resize(L), r.prev_b.resize(L);
   const uint64_t iv = m.sc.run.csv_interval_ns;
+  reserve_rows(link_samples_, (m.sample_times.size() - r.instants) * L);
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
     for (size_t l = 0; l < L; ++l) {
