@@ -27,6 +27,13 @@ void prefetch_headers(const fabric::Packet& p) {
   __builtin_prefetch(b + n - 4, 0, 3);
 }
 
+// What a switch reads first of a frame: Ethernet, IP, UDP and the BTH.
+void prefetch_switch_headers(const fabric::Packet& p) {
+  const uint8_t* b = p.bytes.data();
+  __builtin_prefetch(b, 0, 3);
+  __builtin_prefetch(b + 64, 0, 3);
+}
+
 }  // namespace
 
 void Simulator::Impl::reschedule_host(uint32_t h) {
@@ -90,6 +97,7 @@ void Simulator::Impl::run_link(uint32_t l) {
   dir.link.advance(self.now_, [&](fabric::Packet&& p, uint64_t arrival) {
     ++self.events_;
     if (to.kind == Kind::kSwitch) {
+      if (const fabric::Packet* next = dir.link.next_arrival()) prefetch_switch_headers(*next);
       sws[to.index].sw->receive(to.port, std::move(p), arrival);
     } else {
       if (const fabric::Packet* next = dir.link.next_arrival()) prefetch_headers(*next);
