@@ -25,16 +25,42 @@ std::string_view to_string(CollectiveSpec::Pattern p) {
   return p == CollectiveSpec::Pattern::kRing ? "ring" : "all_to_all";
 }
 
-int Scenario::host_index(std::string_view name) const {
-  for (size_t i = 0; i < hosts.size(); ++i)
-    if (hosts[i].name == name) return static_cast<int>(i);
+namespace {
+
+// Through the index while it covers every node (names are unique), else a
+// search.
+template <class Node>
+int node_index(const std::vector<Node>& nodes, const Scenario::NameIndex& index,
+               std::string_view name) {
+  if (index.size() == nodes.size()) {
+    const auto it = index.find(name);
+    return it == index.end() ? -1 : it->second;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].name == name) return static_cast<int>(i);
   return -1;
 }
 
+template <class Node>
+void index_nodes(const std::vector<Node>& nodes, Scenario::NameIndex& index) {
+  index.clear();
+  index.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].name, static_cast<int>(i));
+}
+
+}  // namespace
+
+int Scenario::host_index(std::string_view name) const {
+  return node_index(hosts, host_names, name);
+}
+
 int Scenario::switch_index(std::string_view name) const {
-  for (size_t i = 0; i < switches.size(); ++i)
-    if (switches[i].name == name) return static_cast<int>(i);
-  return -1;
+  return node_index(switches, switch_names, name);
+}
+
+void Scenario::index_names() {
+  index_nodes(hosts, host_names);
+  index_nodes(switches, switch_names);
 }
 
 namespace {
@@ -66,6 +92,7 @@ Scenario parse_scenario(std::string_view text, const std::string& name) {
   for (const SwitchSpec& s : sc.switches) p.names.insert(s.name);
   read_hosts(p);
   read_switches(p);
+  sc.index_names();
   read_links(p);
   read_flows(p);
   read_outages(p);

@@ -132,6 +132,32 @@ hosts = 10
   EXPECT_NE(m.find("topology.hosts"), std::string::npos) << m;
 }
 
+// Nodes are found by name through the index parse_scenario makes, and
+// nodes added after it by a search; a name that is no node's gives -1.
+TEST(SimScenario, NodesAreFoundByName) {
+  Scenario s = parse_scenario(R"(
+[topology]
+kind = "leaf_spine"
+leaves = 3
+spines = 2
+hosts_per_leaf = 4
+)");
+  ASSERT_EQ(s.host_names.size(), 12u) << "indexed when parsed";
+  for (size_t h = 0; h < s.hosts.size(); ++h)
+    EXPECT_EQ(s.host_index(s.hosts[h].name), static_cast<int>(h));
+  for (size_t w = 0; w < s.switches.size(); ++w)
+    EXPECT_EQ(s.switch_index(s.switches[w].name), static_cast<int>(w));
+  EXPECT_EQ(s.host_index("leaf0"), -1);
+  EXPECT_EQ(s.switch_index("h0"), -1);
+  EXPECT_EQ(s.host_index("h12"), -1);
+  s.hosts.push_back(HostSpec{"h12", 0, 0});
+  EXPECT_EQ(s.host_index("h12"), 12) << "added after the index";
+  EXPECT_EQ(s.host_index("h3"), 3);
+  s.index_names();
+  EXPECT_EQ(s.host_index("h12"), 12);
+  EXPECT_EQ(s.host_index("nobody"), -1);
+}
+
 TEST(SimScenario, LinkDownIntervals) {
   // kCustom ends inside links[1] (b - s), so these keys are that link's.
   const Scenario s = parse_scenario(std::string(kCustom) + R"(down = [

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "droce/cc/params.h"
@@ -172,8 +173,22 @@ struct Scenario {
   std::optional<CollectiveSpec> collective;
   bool ecmp = true;
 
+  // -1 when there is no such node.
   int host_index(std::string_view name) const;
   int switch_index(std::string_view name) const;
+  // Indexes the hosts and switches by name, so that the two lookups above
+  // take constant time: every link, flow and check looks its nodes up, and
+  // searching the names was a third of a 1024-host run's set-up.
+  // parse_scenario does it once the nodes are read; nodes added after that
+  // are found by a search until this is called again.
+  void index_names();
+
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using NameIndex = std::unordered_map<std::string, int, NameHash, std::equal_to<>>;
+  NameIndex host_names, switch_names;  // made by index_names
 };
 
 // Throws ScenarioError (file, line, key) on any mistake: unknown key,
