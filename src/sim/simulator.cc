@@ -42,10 +42,7 @@ void Simulator::Impl::build_hosts() {
     for (int i : {sc.host_index(f.src), sc.host_index(f.dst)})
       if (i >= 0) cqes[static_cast<size_t>(i)] += 2 * f.max_outstanding + 8;
   for (size_t h = 0; h < sc.hosts.size(); ++h) {
-    auto host = std::make_unique<Host>();
-    // MR keys from the run's seed: the same scenario and seed give the
-    // same keys, so the same bytes on the wire.
-    host->device.seed_mr_keys(mix(sc.run.seed, 0x4D4B0000 + h));
+    auto host = std::make_unique<Host>(mix(sc.run.seed, 0x4D4B0000 + h));
     host->mac = {0x02, 0x00, 0x00, 0x00, static_cast<uint8_t>(h >> 8), static_cast<uint8_t>(h)};
     host->ip = wire::IpAddress::v4(0x0A000001u + static_cast<uint32_t>(h));
     endpoint::EndpointConfig ec;

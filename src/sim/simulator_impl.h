@@ -60,6 +60,9 @@ struct Simulator::Impl {
   Simulator& self;  // the public state: flows_, now_, events_, handlers
 
   struct Host {
+    // MR keys from the run's seed: the same scenario and seed give the
+    // same keys, so the same bytes on the wire.
+    explicit Host(uint64_t mr_key_seed) : device(mr_key_seed) {}
     transport::Device device;
     std::unique_ptr<endpoint::Endpoint> ep;
     transport::ProtectionDomain* pd = nullptr;
