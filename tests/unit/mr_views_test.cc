@@ -85,11 +85,18 @@ TEST(MrViews, ReadersNeverSeeHalfARegistration) {
       }
     });
   }
-  // The writer goes on until the readers have made their passes, so the
-  // checks overlap the writes: mostly one region straight over the other
-  // (each write then leaves a region in place for the readers to find),
-  // every eighth time a deregistration in between.
-  for (uint64_t i = 0; i < 100000 || passes.load() < 20000; ++i) {
+  // The writer goes on until the readers have made their passes and found
+  // a region at least once, so the checks overlap the writes: mostly one
+  // region straight over the other (each write then leaves a region in
+  // place for the readers to find), every eighth time a deregistration in
+  // between. On a loaded machine a reader may be descheduled for the
+  // writer's first 100,000 writes or meet a write in progress at every
+  // check for a while; a bound keeps a check that always refuses from
+  // running forever.
+  const auto readers_done = [&] {
+    return passes.load() >= 20000 && seen_a.load() + seen_b.load() > 0;
+  };
+  for (uint64_t i = 0; i < 100000 || (!readers_done() && i < 200'000'000); ++i) {
     if (i % 8 == 0) views.clear(i % 2 ? b.lkey() : a.lkey());
     views.publish(i % 2 ? a : b);
   }
