@@ -283,6 +283,9 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
   // accepted it), or receive() at its place in the order for everything
   // else (PFC, INT, a failed check, a predicted frame the QP turns down),
   // which parses again and counts the exact reason.
+  if (!rx_burst_) rx_burst_ = std::make_unique<RxBurstScratch>();
+  auto& rx_batch = rx_burst_->parsed;
+  auto& rx_predicted = rx_burst_->predicted;
   std::array<QpSlot*, kRxBatch> predicted;
   std::array<bool, kRxBatch> parsed;
   // At the first frame of a run of frames one template call matched, the
@@ -302,7 +305,7 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
     // Each frame that passes its header checks queues its ICRC check; the
     // ICRCs then run in one pass (independent CRC chains the CPU overlaps).
     // A frame failing its check goes to receive(), which counts it.
-    auto& checks = rx_icrc_checks_;
+    auto& checks = rx_burst_->checks;
     std::array<uint8_t, kRxBatch> checked;  // frame index of checks[j]
     size_t k = 0, parsed_count = 0;
     // Frames in a row for the QP of the previous predicted frame (of this
@@ -315,7 +318,7 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
       if (last) {
         const size_t m = wire::rx_template_match_run(last->qp->rx_template(),
                                                      frames.subspan(i, n - i),
-                                                     &rx_predicted_[i], &checks[k]);
+                                                     &rx_predicted[i], &checks[k]);
         if (m > 0) run_length[i] = static_cast<uint8_t>(m);
         for (const size_t end = i + m; i < end; ++i) {
           predicted[i] = last;
@@ -323,18 +326,18 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
         }
         if (i == n) break;
       }
-      QpSlot* s = config_.header_prediction ? predict(frames[i], rx_predicted_[i]) : nullptr;
+      QpSlot* s = config_.header_prediction ? predict(frames[i], rx_predicted[i]) : nullptr;
       predicted[i] = s;
       if (s) {
         last = s;
         run_length[i] = 1;
-        checks[k] = wire::icrc_check(s->qp->rx_template(), frames[i], rx_predicted_[i]);
+        checks[k] = wire::icrc_check(s->qp->rx_template(), frames[i], rx_predicted[i]);
       } else if (!wire::is_pfc(frames[i]) &&
-                 wire::parse(frames[i], rx_batch_[i], {.verify_icrc = false}) ==
+                 wire::parse(frames[i], rx_batch[i], {.verify_icrc = false}) ==
                      wire::ParseError::kOk) {
         parsed[i] = true;
         ++parsed_count;
-        checks[k] = wire::icrc_check(frames[i], rx_batch_[i]);
+        checks[k] = wire::icrc_check(frames[i], rx_batch[i]);
       } else {
         continue;
       }
@@ -352,7 +355,7 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
           predicted[i] = nullptr;
           parsed[i] = false;
         } else if (parsed[i]) {
-          rx_batch_[i].icrc_checked = true;
+          rx_batch[i].icrc_checked = true;
         }
       }
     }
@@ -370,10 +373,10 @@ void Endpoint::receive_burst(std::span<const std::span<const uint8_t>> frames, u
         size_t end = i + 1;
         if (all_good && run_length[i] > 0) end = i + run_length[i];
         while (end < n && predicted[end] == s) ++end;
-        took = s->qp->try_predicted_writes(std::span(rx_predicted_).subspan(i, end - i));
+        took = s->qp->try_predicted_writes(std::span(rx_predicted).subspan(i, end - i));
         counters_.rx_delivered += took;
       } else if (parsed[i]) {
-        s = deliver_to_qp(rx_batch_[i], now, 0, false);
+        s = deliver_to_qp(rx_batch[i], now, 0, false);
         took = 1;
       }
       if (took == 0) {

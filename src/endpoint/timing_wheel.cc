@@ -9,7 +9,6 @@ namespace droce::endpoint {
 TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start_ns)
     : granularity_(granularity_ns),
       mask_(slots - 1),
-      slots_(slots),
       occupied_((slots + 63) / 64, 0),
       // (A zero width is refused below, with the wheel's own message.)
       far_(std::max<uint64_t>(granularity_ns * slots, 1)) {
@@ -19,6 +18,7 @@ TimingWheel::TimingWheel(uint64_t granularity_ns, uint32_t slots, uint64_t start
 }
 
 void TimingWheel::schedule(uint32_t id, uint64_t when) {
+  if (slots_.empty()) slots_.resize(size_t{mask_} + 1);
   if (when < current_) when = current_;
   ++size_;
   next_valid_ = false;
