@@ -8,6 +8,10 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 namespace droce::apps {
@@ -21,6 +25,25 @@ inline int cli_exit(const CLI::App& cli, const CLI::ParseError& e, std::string_v
   fmt::print(stderr, "{}: {}\n", app, e.what());
   fmt::print(stderr, "run '{} {}' for the options\n", app, help);
   return 2;
+}
+
+// Writes `text` to `path`, which `option` named, whole. Otherwise (no such
+// directory, a full disk, a file size limit) prints "<app>: <option>:
+// <path>: <why>" and returns false: an output cut short is never left
+// behind a successful exit.
+inline bool write_whole_file(std::string_view app, std::string_view option,
+                             const std::string& path, std::string_view text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    fmt::print(stderr, "{}: {}: {}: cannot write: {}\n", app, option, path, std::strerror(errno));
+    return false;
+  }
+  const bool whole = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !whole) {
+    fmt::print(stderr, "{}: {}: {}: could not be written whole\n", app, option, path);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace droce::apps

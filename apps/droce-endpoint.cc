@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "app_options.h"
+#include "cli_error.h"
 #include "droce/cc/registry.h"
 #include "droce/endpoint_config/completion_log.h"
 #include "droce/endpoint_config/config.h"
@@ -417,10 +418,10 @@ int finish(engine::Engine& eng, const Options& o, Regions& regions, const Comple
   const engine::Snapshot fin = eng.stats();
   fmt::print("--- droce-endpoint counters\n{}", engine::format_counters(fin));
   fmt::print("completions {} (errors {})\n", done.total, done.errors);
-  if (!o.json_out.empty()) {
-    std::ofstream f(o.json_out);
-    f << engine::to_json(fin) << "\n";
-  }
+  bool json_written = true;
+  if (!o.json_out.empty())
+    json_written = apps::write_whole_file("droce-endpoint", "--json", o.json_out,
+                                          engine::to_json(fin) + "\n");
   const auto missing = eng.mbufs_missing();
   for (size_t i = 0; i < missing.size(); ++i) {
     if (missing[i] != 0) {
@@ -431,6 +432,7 @@ int finish(engine::Engine& eng, const Options& o, Regions& regions, const Comple
     }
   }
   if (rc == droce::kExitOk) fmt::print("mbufs: all pools full at shutdown\n");
+  if (!json_written) rc = droce::kExitFailure;
   return rc;
 }
 

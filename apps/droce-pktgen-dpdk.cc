@@ -190,7 +190,9 @@ int run_stream_mode(StreamRunConfig& sr, std::vector<std::string> stream_specs,
   sr.rx_port = port_id(rx_port, "--rx-port");
   const StreamRunResult r = run_streams(sr);
   fmt::print("{}", stream_report(sr, r));
-  if (!json.empty()) std::ofstream(json) << stream_report_json(sr, r) << "\n";
+  if (!json.empty() &&
+      !apps::write_whole_file("droce-pktgen-dpdk", "--json", json, stream_report_json(sr, r) + "\n"))
+    return 1;
   return 0;
 }
 

@@ -91,6 +91,12 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
     if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
     return o;
   };
+  // A file the disk or a file size limit cut short is an error, never a
+  // truncated output and a successful exit.
+  auto close = [&](std::ofstream& o, const char* name) {
+    o.close();
+    if (!o) throw std::runtime_error(dir + "/" + name + ": could not be written whole");
+  };
   {
     auto o = open("iterations.csv");
     pktgen::CsvWriter w(o, {"iteration", "bytes", "warmup", "start_ns", "end_ns", "jct_ns", "wrong"});
@@ -101,12 +107,14 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
                                   it.warmup ? 1.0 : 0.0, static_cast<double>(it.start_ns),
                                   static_cast<double>(it.end_ns), static_cast<double>(it.jct_ns()),
                                   static_cast<double>(it.wrong)});
+    close(o, "iterations.csv");
   }
   {
     auto o = open("transfers.csv");
     pktgen::CsvWriter w(o, {"bytes", "step", "latency_ns"});
     for (const auto& [bytes, run] : runs)
       for (const auto& [step, ns] : run.transfer_latencies) w.row(std::vector<uint64_t>{bytes, step, ns});
+    close(o, "transfers.csv");
   }
   {
     // Each rank's transmit throughput: its host link (hK->...) per interval.
@@ -123,6 +131,7 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
                        static_cast<double>(x.bytes) * 8 / static_cast<double>(interval_ns),
                        x.utilisation);
     }
+    close(o, "throughput.csv");
   }
   {
     auto o = open("queues.csv");
@@ -130,6 +139,7 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
     for (const sim::QueueSample& q : s.queue_samples())
       o << q.time_ns << ",s" << q.sw << ',' << q.port << ',' << s.port_peer(q.sw, q.port) << ','
         << int{q.tc} << ',' << q.bytes << '\n';
+    close(o, "queues.csv");
   }
 }
 
@@ -658,6 +668,8 @@ int run_all(Args& a) {
         std::ofstream o(a.json_file);
         if (!o) throw std::runtime_error(a.json_file + ": cannot write");
         o << j.dump(2) << "\n";
+        o.close();
+        if (!o) throw std::runtime_error(a.json_file + ": could not be written whole");
         out << "# wrote " << a.json_file << "\n";
       }
     }

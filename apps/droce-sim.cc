@@ -286,8 +286,10 @@ int main(int argc, char** argv) {
       if (sc.collective) {
         std::FILE* f = std::fopen((o.out + "/collective.json").c_str(), "w");
         if (!f) throw std::runtime_error(o.out + "/collective.json: cannot write");
-        fmt::print(f, "{}", sim::collective_json(*s, sc, *sc.collective, coll));
-        std::fclose(f);
+        const std::string text = sim::collective_json(*s, sc, *sc.collective, coll);
+        const bool whole = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        if (std::fclose(f) != 0 || !whole)
+          throw std::runtime_error(o.out + "/collective.json: could not be written whole");
       }
     } catch (const std::exception& e) {
       fmt::print(stderr, "droce-sim: --out: {}\n", e.what());

@@ -193,6 +193,12 @@ void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
     if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
     return o;
   };
+  // A file the disk or a file size limit cut short is an error, never a
+  // truncated output and a successful exit.
+  auto close = [&](std::ofstream& o, const std::string& name) {
+    o.close();
+    if (!o) throw std::runtime_error(dir + "/" + name + ": could not be written whole");
+  };
   char buf[256];
   if (files.flows) {
     auto o = open("flows.csv");
@@ -200,6 +206,7 @@ void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
     for (const FlowSample& s : flow_samples())
       o << s.time_ns << ',' << m.flows[s.flow].spec->name << ',' << s.tx_bytes << ','
         << s.tx_rate_bps << ',' << s.done_bytes << ',' << s.cc_rate_bps << '\n';
+    close(o, "flows.csv");
   }
   {
     auto o = open("queues.csv");
@@ -207,6 +214,7 @@ void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
     for (const QueueSample& s : queue_samples())
       o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
         << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
+    close(o, "queues.csv");
   }
   if (files.links) {
     auto o = open("links.csv");
@@ -215,6 +223,7 @@ void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
       std::snprintf(buf, sizeof buf, "%.6f", s.utilisation);
       o << s.time_ns << ',' << m.dirs[s.link]->name << ',' << s.bytes << ',' << buf << '\n';
     }
+    close(o, "links.csv");
   }
   {
     auto o = open("fct.csv");
@@ -226,8 +235,11 @@ void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
         << ',' << st.finish_ns << ',' << st.fct_ns() << ','
         << (st.failed ? "failed" : st.done() ? "done" : "running") << '\n';
     }
+    close(o, "fct.csv");
   }
-  open("summary.json") << summary_json();
+  auto o = open("summary.json");
+  o << summary_json();
+  close(o, "summary.json");
 }
 
 }  // namespace droce::sim

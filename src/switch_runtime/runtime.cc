@@ -328,6 +328,7 @@ nlohmann::json Runtime::finish(uint64_t now) {
   if (!s_.json.empty()) {
     std::ofstream f(s_.json);
     f << j.dump(2) << "\n";
+    f.close();  // a write the disk refused shows here, not before
     if (!f) fmt::print(stderr, "droce-switch: warning: cannot write '{}'\n", s_.json);
   }
   return j;

@@ -165,6 +165,23 @@ r = run(["--ranks", "2", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0", "--cc", "
 check(r.returncode == 0, "hpcc --int off still completes")
 check(r.stderr.count("steers by INT") == 1, "hpcc --int off: one warning that INT is missing")
 
+# Outputs cut short (here by a file size limit, as a full disk would) are an
+# error naming the file, never truncated files and exit 0.
+def limit_file_size():
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+
+with tempfile.TemporaryDirectory() as d:
+    r = subprocess.run([EXE, "--ranks", "16", "-b", "64K", "-e", "64K", "--csv",
+                        os.path.join(d, "csv"), "-q"], capture_output=True, text=True,
+                       timeout=120, preexec_fn=limit_file_size)
+    check(r.returncode != 0 and "transfers.csv: could not be written whole" in r.stderr,
+          f"--csv cut short by a file size limit: exit {r.returncode}, "
+          f"stderr {r.stderr.strip()[-200:]!r}")
+
 # The plotter on a directory that is not there says so, without a traceback.
 plotter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                        "pktgen-plot")

@@ -29,6 +29,13 @@ for f in flows.csv queues.csv links.csv fct.csv summary.json; do
   [ -s "${TMPDIR:-/tmp}/droce-sim-cli.$$/$f" ] || { echo "FAIL missing $f"; fail=1; }
 done
 rm -rf "${TMPDIR:-/tmp}/droce-sim-cli.$$"
+# Outputs cut short (a file size limit here, as a full disk would) are an
+# error naming the file, exit 2, never truncated files and exit 0.
+out=$(trap '' XFSZ; ulimit -f 1; "$sim" "$good" --duration 1s --seed 7 --csv-interval 20us \
+      --out "${TMPDIR:-/tmp}/droce-sim-cut.$$" 2>&1); rc=$?
+[ $rc -eq 2 ] || { echo "FAIL outputs cut short: exit $rc, want 2: $out"; fail=1; }
+case $out in *"could not be written whole"*) ;; *) echo "FAIL outputs cut short: '$out'"; fail=1;; esac
+rm -rf "${TMPDIR:-/tmp}/droce-sim-cut.$$"
 "$sim" "$good" --duration soon >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL --duration soon not refused"; fail=1; }
 # The table's "verified" column says why a flow was or was not checked.
 scn="${TMPDIR:-/tmp}/droce-sim-verify.$$.toml"
