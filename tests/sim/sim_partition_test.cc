@@ -128,6 +128,17 @@ std::string leaf_spine(const std::string& run, const std::string& link, const st
   return s;
 }
 
+// More [[flows]] for leaf_spine(): from every `step`th host to the host 9
+// further on (another leaf), named `prefix` and the host's number, each
+// with `keys`.
+std::string flows_from_every(int step, const std::string& prefix, const std::string& keys) {
+  std::string s;
+  for (int h = 0; h < 16; h += step)
+    s += "[[flows]]\nname = \"" + prefix + std::to_string(h) + "\"\nsrc = \"h" +
+         std::to_string(h) + "\"\ndst = \"h" + std::to_string((h + 9) % 16) + "\"\n" + keys;
+  return s;
+}
+
 TEST(SimPartition, ShippedLeafSpineAllToAllIsTheSameSplitTwoAndThreeWays) {
   const Scenario sc = load_scenario(DROCE_EXAMPLES_DIR "/cc/leaf-spine-a2a.toml");
   const Summary s = expect_same_outputs(sc, 2, "a2a2");
@@ -172,12 +183,10 @@ TEST(SimPartition, LossJitterAndSelectiveRepeatAreTheSame) {
 TEST(SimPartition, SendsBetweenPartitionsAreTheSame) {
   // SENDs from every host to one on another leaf: each sink keeps its
   // receive buffers posted itself, so the two ends may run apart.
-  std::string text = leaf_spine("", "loss = 0.002", "timeout = 8\nverify = true");
-  for (int h = 0; h < 16; h += 2)
-    text += "[[flows]]\nname = \"s" + std::to_string(h) + "\"\nsrc = \"h" +
-            std::to_string(h) + "\"\ndst = \"h" + std::to_string((h + 9) % 16) +
-            "\"\nopcode = \"send\"\nbytes = \"200KiB\"\nmessage = \"20000B\"\n";
-  const Scenario sc = parse_scenario(text);
+  const Scenario sc =
+      parse_scenario(leaf_spine("", "loss = 0.002", "timeout = 8\nverify = true") +
+                     flows_from_every(2, "s", "opcode = \"send\"\nbytes = \"200KiB\"\n"
+                                              "message = \"20000B\"\n"));
   const Summary s = expect_same_outputs(sc, 2, "send2");
   EXPECT_EQ(s.flows_verified, 40u);
   expect_same_outputs(sc, 4, "send4");
@@ -221,12 +230,8 @@ TEST(SimPartition, LinksThatGoDownAreTheSame) {
 // instants without a window each (one exchange per window would be one
 // per instant at least). The rows are the same as one process's.
 TEST(SimPartition, AQuietStretchIsSampledWithoutWindows) {
-  std::string text = leaf_spine("", "", "cc = \"dcqcn\"");
-  for (int h = 0; h < 16; h += 4)
-    text += "[[flows]]\nname = \"late" + std::to_string(h) + "\"\nsrc = \"h" +
-            std::to_string(h) + "\"\ndst = \"h" + std::to_string((h + 9) % 16) +
-            "\"\nstart = \"2500us\"\n";
-  const Scenario sc = parse_scenario(text);
+  const Scenario sc = parse_scenario(leaf_spine("", "", "cc = \"dcqcn\"") +
+                                     flows_from_every(4, "late", "start = \"2500us\"\n"));
   uint64_t exchanges = 0;
   const Summary s = expect_same_outputs(sc, 2, "quiet2", &exchanges);
   EXPECT_EQ(s.flows_completed, 36u);
