@@ -665,11 +665,8 @@ int run_all(Args& a) {
       if (a.json_file == "-") {
         std::cout << j.dump(2) << "\n";
       } else {
-        std::ofstream o(a.json_file);
-        if (!o) throw std::runtime_error(a.json_file + ": cannot write");
-        o << j.dump(2) << "\n";
-        o.close();
-        if (!o) throw std::runtime_error(a.json_file + ": could not be written whole");
+        if (!apps::write_whole_file("droce-pktgen", "--json", a.json_file, j.dump(2) + "\n"))
+          return 1;
         out << "# wrote " << a.json_file << "\n";
       }
     }

@@ -283,18 +283,14 @@ int main(int argc, char** argv) {
   if (!o.out.empty()) {
     try {
       s->write_outputs(o.out, o.files);
-      if (sc.collective) {
-        std::FILE* f = std::fopen((o.out + "/collective.json").c_str(), "w");
-        if (!f) throw std::runtime_error(o.out + "/collective.json: cannot write");
-        const std::string text = sim::collective_json(*s, sc, *sc.collective, coll);
-        const bool whole = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-        if (std::fclose(f) != 0 || !whole)
-          throw std::runtime_error(o.out + "/collective.json: could not be written whole");
-      }
     } catch (const std::exception& e) {
       fmt::print(stderr, "droce-sim: --out: {}\n", e.what());
       return 2;
     }
+    if (sc.collective &&
+        !apps::write_whole_file("droce-sim", "--out", o.out + "/collective.json",
+                                sim::collective_json(*s, sc, *sc.collective, coll)))
+      return 2;
   }
   if (o.json) {
     fmt::print("{}", s->summary_json());
