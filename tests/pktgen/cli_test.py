@@ -167,19 +167,27 @@ check(r.stderr.count("steers by INT") == 1, "hpcc --int off: one warning that IN
 
 # Outputs cut short (here by a file size limit, as a full disk would) are an
 # error naming the file, never truncated files and exit 0.
-def limit_file_size():
-    import resource
-    import signal
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail instead
-    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+def limit_file_size(limit):
+    def apply():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
 
 
 with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([EXE, "--ranks", "16", "-b", "64K", "-e", "64K", "--csv",
                         os.path.join(d, "csv"), "-q"], capture_output=True, text=True,
-                       timeout=120, preexec_fn=limit_file_size)
+                       timeout=120, preexec_fn=limit_file_size(65536))
     check(r.returncode != 0 and "transfers.csv: could not be written whole" in r.stderr,
           f"--csv cut short by a file size limit: exit {r.returncode}, "
+          f"stderr {r.stderr.strip()[-200:]!r}")
+    r = subprocess.run([EXE, "--ranks", "2", "-b", "4K", "-e", "4K", "--json",
+                        os.path.join(d, "r.json"), "-q"], capture_output=True, text=True,
+                       timeout=120, preexec_fn=limit_file_size(512))
+    check(r.returncode == 1 and "--json: " in r.stderr and "could not be written whole" in r.stderr,
+          f"--json cut short by a file size limit: exit {r.returncode}, "
           f"stderr {r.stderr.strip()[-200:]!r}")
 
 # The plotter on a directory that is not there says so, without a traceback.
