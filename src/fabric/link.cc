@@ -68,7 +68,7 @@ void Link::transmit(Packet&& packet, uint64_t departure_time, bool up, bool arri
       // the flipped bit itself (CRC-32 catches every single-bit error).
       const auto [first, last] = packet.unheld_range();
       if (at >= first && at < last) at = packet.size() - 1;
-      packet.bytes[at] ^= static_cast<uint8_t>(1u << (bit % 8));
+      packet.bytes[packet.held_offset(at)] ^= static_cast<uint8_t>(1u << (bit % 8));
       ++counters_.corrupted;
     }
   }

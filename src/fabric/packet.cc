@@ -2,6 +2,8 @@
 #include "droce/fabric/packet.h"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace droce::fabric {
 
@@ -55,8 +57,7 @@ bool classify_frame(std::span<const uint8_t> frame, FrameInfo& out) {
   return true;
 }
 
-MarkResult mark_ce(std::span<uint8_t> frame, uint16_t l3_offset,
-                   uint8_t ip_version) {
+MarkResult mark_ce(std::span<uint8_t> frame, uint16_t l3_offset, uint8_t ip_version) {
   uint8_t* ip = frame.data() + l3_offset;
   if (ip_version == 4) {
     if (frame.size() < size_t{l3_offset} + kIpv4Size) return MarkResult::kNotIp;
@@ -84,6 +85,26 @@ MarkResult mark_ce(std::span<uint8_t> frame, uint16_t l3_offset,
     return MarkResult::kMarked;
   }
   return MarkResult::kNotIp;
+}
+
+void elide(std::span<const uint8_t> frame, wire::UnheldPayload unheld, Packet& out) {
+  const auto [first, last] = wire::unheld_range(frame.size(), unheld);
+  out.unheld = unheld;
+  out.elided = static_cast<uint16_t>(last - first);
+  out.bytes.resize(frame.size() - out.elided);
+  std::memcpy(out.bytes.data(), frame.data(), first);
+  std::memcpy(out.bytes.data() + first, frame.data() + last, frame.size() - last);
+}
+
+std::span<const uint8_t> restore(const Packet& p, std::span<uint8_t> room) {
+  const size_t len = p.size();
+  if (room.size() < len)
+    throw std::length_error("fabric::restore: room for " + std::to_string(len) + " bytes needed");
+  const auto [first, last] = p.unheld_range();
+  const size_t split = p.elided ? first : len;  // held bytes before the gap
+  std::memcpy(room.data(), p.bytes.data(), split);
+  std::memcpy(room.data() + last, p.bytes.data() + split, p.bytes.size() - split);
+  return room.first(len);
 }
 
 }  // namespace droce::fabric

@@ -363,6 +363,7 @@ void Switch::switch_l2(uint16_t port, Packet&& pkt, const FrameInfo& info, uint6
       copy.l3_offset = pkt.l3_offset;
       copy.tag = pkt.tag;
       copy.unheld = pkt.unheld;
+      copy.elided = pkt.elided;
       enqueue(out, std::move(copy), now);
     }
     refresh_next(out);
@@ -517,10 +518,10 @@ void Switch::stamp_int(uint16_t p, Packet& pkt, uint64_t t) {
   const IntConfig& ic = cfg_.int_cfg;
   if (!ic.enabled || pkt.ip_version == 0) return;
   wire::IntLocation loc;
-  if (wire::int_locate(pkt.bytes, loc) != wire::IntError::kOk || loc.echo) return;
+  if (wire::int_locate(pkt.bytes, loc, pkt.elided) != wire::IntError::kOk || loc.echo) return;
   if (ic.data_only) {
     const size_t bth = loc.bth_offset();
-    if (bth >= pkt.size()) return;
+    if (bth >= pkt.bytes.size()) return;
     const wire::OpClass cls = wire::opcode_info(pkt.bytes[bth]).op_class;
     if (cls != wire::OpClass::kRequest && cls != wire::OpClass::kResponse) return;
   }
@@ -533,9 +534,10 @@ void Switch::stamp_int(uint16_t p, Packet& pkt, uint64_t t) {
   hop.tx_bytes = port.tx_total;
   hop.qlen_bytes = static_cast<uint32_t>(std::min<uint64_t>(port.bytes, UINT32_MAX));
   hop.rate_mbps = static_cast<uint32_t>(port.cfg.rate_bps / 1'000'000);
-  size_t len = pkt.size();
+  size_t len = pkt.bytes.size();
   pkt.bytes.resize(len + wire::kIntHeaderSize + wire::kIntHopSize);
-  const wire::IntError e = wire::int_push_hop(pkt.bytes, len, hop, ic.max_hops, pkt.unheld);
+  const wire::IntError e =
+      wire::int_push_hop(pkt.bytes, len, hop, ic.max_hops, pkt.unheld, pkt.elided);
   pkt.bytes.resize(len);
   if (e == wire::IntError::kOk) {
     ++port.counters.int_stamped;

@@ -21,7 +21,7 @@ namespace {
 // the same link is handed over.
 void prefetch_headers(const fabric::Packet& p, bool with_icrc) {
   const uint8_t* b = p.bytes.data();
-  const size_t n = p.size();
+  const size_t n = p.bytes.size();  // an elided frame's ICRC too
   if (n < 4) return;
   __builtin_prefetch(b, 0, 3);
   __builtin_prefetch(b + 64, 0, 3);
@@ -47,11 +47,7 @@ void Simulator::Impl::run_host(uint32_t h) {
     // The endpoint writes into pooled packets (staging) directly.
     const size_t n = host.ep->transmit(now, spans, lens, unheld);
     for (size_t i = 0; i < n; ++i) {
-      fabric::Packet p = std::move(staging[i]);
-      p.bytes.resize(lens[i]);
-      p.unheld = unheld[i];
-      staging[i] = take();
-      spans[i] = staging[i].bytes;
+      fabric::Packet p = sent_frame(i, unheld[i]);
       // The endpoint paces its port at `rate`: each frame starts once
       // the previous one has left, so it ends one frame time after now.
       const uint64_t wire = lens[i] + fabric::kEthWireOverhead;
@@ -95,7 +91,8 @@ void Simulator::Impl::run_link(uint32_t l) {
     if (!to_host) {
       sws[to.index].sw->receive(to.port, std::move(p), arrival);
     } else {
-      hosts[to.index]->ep->receive(p.bytes, arrival, p.unheld);
+      const std::span<const uint8_t> frame = p.elided ? fabric::restore(p, whole) : p.bytes;
+      hosts[to.index]->ep->receive(frame, arrival, p.unheld);
       give(std::move(p));
     }
   });

@@ -89,7 +89,7 @@ void Simulator::Impl::stash(uint32_t l, const fabric::Packet& p, uint64_t start,
   uint8_t* out = b.data() + at;
   std::memcpy(out, &h, sizeof h);
   std::memcpy(out + sizeof h, p.bytes.data(), first);
-  std::memcpy(out + sizeof h + first, p.bytes.data() + last, after);
+  std::memcpy(out + sizeof h + first, p.bytes.data() + p.held_offset(last), after);
   store64(b.data() + 8, load64(b.data() + 8) + 1);
   outbound_arrival = std::min(outbound_arrival, end + dir_min_delay[l]);
 }
@@ -143,13 +143,15 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
       CrossingFrame h;
       std::memcpy(&h, p, sizeof h);
       p += sizeof h;
-      fabric::Packet pk = take();
-      pk.bytes.resize(h.len);
-      pk.unheld = {h.unheld_len, h.unheld_gap};
-      const auto [first, last] = pk.unheld_range();
-      std::memcpy(pk.bytes.data(), p, first);
-      std::memcpy(pk.bytes.data() + last, p + first, h.len - last);
-      p += first + (h.len - last);
+      // Elided when its payload is unheld, as when it was sent.
+      const wire::UnheldPayload unheld{h.unheld_len, h.unheld_gap};
+      const auto [first, last] = wire::unheld_range(h.len, unheld);
+      fabric::Packet pk = first != last ? take_held() : take();
+      pk.bytes.resize(h.len - (last - first));
+      std::memcpy(pk.bytes.data(), p, pk.bytes.size());
+      p += pk.bytes.size();
+      pk.unheld = unheld;
+      pk.elided = static_cast<uint16_t>(last - first);
       pk.enqueue_time = h.enqueue_time;
       pk.tag = h.tag;
       pk.accounted = h.accounted;

@@ -183,6 +183,7 @@ void Simulator::Impl::prefill_pool() {
   const uint64_t prefill = std::min<uint64_t>(buffered / (min_mtu + 64), 8192);
   pool.reserve(prefill);
   for (uint64_t i = 0; i < prefill; ++i) pool.push_back(fresh());
+  whole.assign(kBufBytes, 0);  // defined bytes, as fresh() gives
   for (size_t i = 0; i < kTxBatch; ++i) {
     staging[i] = take();
     spans[i] = staging[i].bytes;

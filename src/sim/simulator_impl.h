@@ -39,6 +39,11 @@ namespace droce::sim {
 // Room for a 4096-byte MTU frame with IPv6 headers, extension headers and
 // an echoed INT stack on an ACK.
 inline constexpr size_t kBufBytes = 4096 + 512;
+// Room for what an elided frame holds (fabric::elide): headers up to an
+// IPv6 RETH, an INT stack of five hops, and the ICRC. Five cache lines: an
+// odd number, so that the headers of frames side by side spread over the
+// cache's sets.
+inline constexpr size_t kHeldBytes = 320;
 // Messages larger than this are not kept whole: offsets wrap in a window
 // of this size and the flow is not verified.
 inline constexpr uint64_t kVerifyWindow = 64ull << 20;
@@ -186,6 +191,10 @@ struct Simulator::Impl {
   bool stopped = false;
 
   std::vector<fabric::Packet> pool;
+  // Buffers of elided frames (kHeldBytes or more), and the room an elided
+  // frame is restored in for the endpoint that receives it.
+  std::vector<fabric::Packet> held_pool;
+  fabric::FrameBytes whole;
   std::array<fabric::Packet, kTxBatch> staging;
   std::array<std::span<uint8_t>, kTxBatch> spans;
   std::array<uint32_t, kTxBatch> lens{};
@@ -351,11 +360,44 @@ struct Simulator::Impl {
     pool.pop_back();
     return p;
   }
+  // A packet for an elided frame; elide() sizes and fills it.
+  fabric::Packet take_held() {
+    fabric::Packet p;
+    if (held_pool.empty()) {
+      p.bytes.reserve(kHeldBytes);
+    } else {
+      p = std::move(held_pool.back());
+      held_pool.pop_back();
+    }
+    return p;
+  }
   void give(fabric::Packet&& p) {
-    if (p.bytes.capacity() < kBufBytes) return;  // e.g. a switch's PFC frame
-    p.bytes.resize(kBufBytes);
     p.unheld = {};
-    pool.push_back(std::move(p));
+    p.elided = 0;
+    if (p.bytes.capacity() >= kBufBytes) {
+      p.bytes.resize(kBufBytes);
+      pool.push_back(std::move(p));
+    } else if (p.bytes.capacity() >= kHeldBytes) {
+      held_pool.push_back(std::move(p));
+    }  // else e.g. a switch's PFC frame
+  }
+  // Frame i of a transmit burst (staging), as it goes on the wire: elided
+  // when its payload is unheld, the staging buffer then kept for the next
+  // burst; else in the staging buffer itself, replaced by a pooled one.
+  fabric::Packet sent_frame(size_t i, wire::UnheldPayload unheld) {
+    const std::span<const uint8_t> frame(spans[i].data(), lens[i]);
+    const auto [first, last] = wire::unheld_range(frame.size(), unheld);
+    if (first != last) {
+      fabric::Packet p = take_held();
+      fabric::elide(frame, unheld, p);
+      return p;
+    }
+    fabric::Packet p = std::move(staging[i]);
+    p.bytes.resize(lens[i]);
+    p.unheld = unheld;
+    staging[i] = take();
+    spans[i] = staging[i].bytes;
+    return p;
   }
 
   // Never later than an event already filed (a spurious wake-up is harmless,

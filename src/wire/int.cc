@@ -111,7 +111,7 @@ void write_header(uint8_t* p, uint16_t original_port, uint8_t max_hops,
 
 }  // namespace
 
-IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
+IntError int_locate(std::span<const uint8_t> frame, IntLocation& out, size_t elided) {
   out = IntLocation{};
   const uint8_t* f = frame.data();
   const size_t len = frame.size();
@@ -141,7 +141,10 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
   } else {
     return IntError::kNotIp;
   }
-  if (l3_end > len || l3_end < l4 + kUdpSize) return IntError::kTruncated;
+  // An elided frame's headers count bytes its buffer leaves out; what is
+  // read here must still be in the buffer.
+  if (l3_end > len + elided || l3_end < l4 + kUdpSize || l4 + kUdpSize > len)
+    return IntError::kTruncated;
   out.l4_offset = static_cast<uint16_t>(l4);
   out.l3_end = static_cast<uint32_t>(l3_end);
   const uint16_t dport = load_be16(f + l4 + 2);
@@ -149,7 +152,7 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
   if (dport != kIntUdpPort) return IntError::kNotRoce;
 
   const size_t shim = l4 + kUdpSize;
-  if (l3_end < shim + kIntHeaderSize) return IntError::kTruncated;
+  if (l3_end < shim + kIntHeaderSize || len < shim + kIntHeaderSize) return IntError::kTruncated;
   const uint8_t* s = f + shim;
   const uint32_t md0 = load_be32(s + kIntShimSize);
   const uint32_t int_len = uint32_t{s[1]} * 4;
@@ -158,7 +161,7 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
       load_be16(s + kIntShimSize + 6) != kIntDomainId || int_len < kIntHeaderSize ||
       (int_len - kIntHeaderSize) % kIntHopSize != 0)
     return IntError::kBadHeader;
-  if (l3_end < shim + int_len) return IntError::kTruncated;
+  if (l3_end < shim + int_len || len < shim + int_len) return IntError::kTruncated;
   out.has_int = true;
   out.int_length = int_len;
   out.hop_count = static_cast<uint8_t>((int_len - kIntHeaderSize) / kIntHopSize);
@@ -170,10 +173,11 @@ IntError int_locate(std::span<const uint8_t> frame, IntLocation& out) {
 }
 
 IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len, const IntHop& hop,
-                      uint8_t max_hops, UnheldPayload unheld) {
+                      uint8_t max_hops, UnheldPayload unheld, size_t elided) {
   if (frame_len > buf.size()) return IntError::kTruncated;
   IntLocation loc;
-  if (auto e = int_locate(buf.first(frame_len), loc); e != IntError::kOk) return e;
+  if (auto e = int_locate(buf.first(frame_len), loc, elided); e != IntError::kOk) return e;
+  if (elided) unheld = {};  // not in the buffer: all of it moves
   uint8_t* f = buf.data();
   const size_t shim = loc.l4_offset + kUdpSize;
   if (!loc.has_int) {

@@ -61,11 +61,38 @@ struct Packet {
   // Payload the frame carries as a length only (wire/icrc.h): its bytes in
   // the buffer are unspecified and nothing reads them.
   wire::UnheldPayload unheld{};
+  // Bytes of the unheld payload that `bytes` leaves out: 0, or unheld.len
+  // for an elided frame (elide below), whose buffer holds only what is
+  // before and after its payload. Header fields, and size(), still count
+  // the payload: the frame is as long on the wire either way.
+  uint16_t elided = 0;
 
-  size_t size() const { return bytes.size(); }
-  // Where the unheld payload is in `bytes` (wire::unheld_range).
+  // The frame's length on the wire (without FCS).
+  size_t size() const { return bytes.size() + elided; }
+  // Where the unheld payload is in the frame, in wire offsets
+  // (wire::unheld_range); in `bytes` too unless the frame is elided.
   std::pair<size_t, size_t> unheld_range() const { return wire::unheld_range(size(), unheld); }
+  // Where the frame's byte at wire offset `at` (not in the unheld payload)
+  // is in `bytes`.
+  size_t held_offset(size_t at) const {
+    return elided && at >= unheld_range().second ? at - elided : at;
+  }
 };
+
+// Elided frames: a frame whose payload is all unheld needs a buffer for
+// its headers and ICRC only, where the whole frame takes kilobytes. The
+// simulator keeps tens of thousands of frames in flight, and their
+// buffers' first touch (the kernel zeroing their pages) was a tenth of a
+// 1024-host run. Switches and links work on elided frames as they are;
+// an endpoint receives the whole frame (restore).
+//
+// Puts `frame` (a whole frame whose unheld payload is `unheld`) into `out`
+// elided, or whole when its unheld payload does not lie in it.
+void elide(std::span<const uint8_t> frame, wire::UnheldPayload unheld, Packet& out);
+// The whole frame of `p` in `room` (at least p.size() bytes): its held
+// bytes where they belong; the bytes of the unheld payload are left as
+// they were (unspecified, as nothing reads them).
+std::span<const uint8_t> restore(const Packet& p, std::span<uint8_t> room);
 
 // A packet leaving a switch port or a link.
 struct Departure {

@@ -95,15 +95,19 @@ struct IntLocation {
 
 // Finds the IP/UDP headers and any INT header of `frame` (Ethernet, optional
 // 802.1Q tag, IPv4 without fragments or IPv6). Does not verify checksums.
-IntError int_locate(std::span<const uint8_t> frame, IntLocation& out);
+// `elided`: bytes of the frame's unheld payload that `frame` leaves out
+// (fabric::Packet::elided), which the IP length counts.
+IntError int_locate(std::span<const uint8_t> frame, IntLocation& out, size_t elided = 0);
 
 // Adds `hop` on top of the stack. A plain RoCEv2 frame first gets the INT
 // header with `max_hops` as its hop budget. On kStackFull the E bit is set
 // and the frame keeps its length. `frame_len` is updated. The frame's
 // unheld payload (icrc.h), if it has one, is not moved: its bytes are
-// unspecified wherever they are.
+// unspecified wherever they are. `elided` as for int_locate: `frame_len`
+// is then what the buffer holds.
 IntError int_push_hop(std::span<uint8_t> buf, size_t& frame_len, const IntHop& hop,
-                      uint8_t max_hops = kIntDefaultMaxHops, UnheldPayload unheld = {});
+                      uint8_t max_hops = kIntDefaultMaxHops, UnheldPayload unheld = {},
+                      size_t elided = 0);
 
 // Copies the records into `out` in path order (out[0] = first switch) and
 // sets `count`; fails with kTooManyHops if `out` is too small.
