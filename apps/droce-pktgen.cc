@@ -22,13 +22,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cli_error.h"
@@ -38,6 +37,7 @@
 #include "droce/pktgen/config.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/schedule.h"
+#include "droce/sim/output_file.h"
 #include "droce/sim/scenario.h"
 #include "droce/sim/simulator.h"
 #include "droce/sim/topology.h"
@@ -84,22 +84,11 @@ int exec_dpdk(char** argv, const std::string& mode) {
 
 void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks, uint64_t interval_ns,
                 const std::vector<std::pair<uint64_t, pktgen::SizeRun>>& runs) {
-  namespace fs = std::filesystem;
-  fs::create_directories(dir);
-  auto open = [&](const char* name) {
-    std::ofstream o(fs::path(dir) / name, std::ios::binary);
-    if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
-    return o;
-  };
-  // A file the disk or a file size limit cut short is an error, never a
-  // truncated output and a successful exit.
-  auto close = [&](std::ofstream& o, const char* name) {
-    o.close();
-    if (!o) throw std::runtime_error(dir + "/" + name + ": could not be written whole");
-  };
+  std::filesystem::create_directories(dir);
   {
-    auto o = open("iterations.csv");
-    pktgen::CsvWriter w(o, {"iteration", "bytes", "warmup", "start_ns", "end_ns", "jct_ns", "wrong"});
+    sim::OutputFile o(dir, "iterations.csv");
+    pktgen::CsvWriter w(o.stream(), {"iteration", "bytes", "warmup", "start_ns", "end_ns",
+                                     "jct_ns", "wrong"});
     for (const auto& [bytes, run] : runs)
       for (const auto& it : run.iterations)
         // wrong is -1 for iterations that were not checked.
@@ -107,40 +96,40 @@ void write_csvs(const std::string& dir, const sim::Simulator& s, uint32_t ranks,
                                   it.warmup ? 1.0 : 0.0, static_cast<double>(it.start_ns),
                                   static_cast<double>(it.end_ns), static_cast<double>(it.jct_ns()),
                                   static_cast<double>(it.wrong)});
-    close(o, "iterations.csv");
+    o.close();
   }
   {
-    auto o = open("transfers.csv");
-    pktgen::CsvWriter w(o, {"bytes", "step", "latency_ns"});
+    sim::OutputFile o(dir, "transfers.csv");
+    pktgen::CsvWriter w(o.stream(), {"bytes", "step", "latency_ns"});
     for (const auto& [bytes, run] : runs)
       for (const auto& [step, ns] : run.transfer_latencies) w.row(std::vector<uint64_t>{bytes, step, ns});
-    close(o, "transfers.csv");
+    o.close();
   }
   {
     // Each rank's transmit throughput: its host link (hK->...) per interval.
-    std::map<size_t, uint32_t> rank_of_link;
-    for (size_t l = 0; l < s.num_links(); ++l)
-      for (uint32_t r = 0; r < ranks; ++r)
-        if (s.link_name(l).rfind(fmt::format("h{}->", r), 0) == 0) rank_of_link[l] = r;
-    auto o = open("throughput.csv");
-    o << "time_ns,rank,tx_bytes,tx_gbps,utilisation\n";
-    for (const sim::LinkSample& x : s.link_samples()) {
-      auto it = rank_of_link.find(x.link);
-      if (it == rank_of_link.end()) continue;
-      o << fmt::format("{},{},{},{:.3f},{:.4f}\n", x.time_ns, it->second, x.bytes,
-                       static_cast<double>(x.bytes) * 8 / static_cast<double>(interval_ns),
-                       x.utilisation);
+    std::unordered_map<std::string, uint32_t> rank_of_host;
+    for (uint32_t r = 0; r < ranks; ++r) rank_of_host.emplace(fmt::format("h{}", r), r);
+    std::vector<int64_t> rank_of_link(s.num_links(), -1);
+    for (size_t l = 0; l < s.num_links(); ++l) {
+      const std::string& name = s.link_name(l);
+      const auto it = rank_of_host.find(name.substr(0, name.find("->")));
+      if (it != rank_of_host.end()) rank_of_link[l] = it->second;
     }
-    close(o, "throughput.csv");
+    sim::OutputFile o(dir, "throughput.csv");
+    o.text("time_ns,rank,tx_bytes,tx_gbps,utilisation\n");
+    s.each_link_sample([&](const sim::LinkSample& x) {
+      if (rank_of_link[x.link] < 0) return;
+      o.row("{},{},{},{:.3f},{:.4f}", x.time_ns, rank_of_link[x.link], x.bytes,
+            static_cast<double>(x.bytes) * 8 / static_cast<double>(interval_ns), x.utilisation);
+    });
+    o.close();
   }
-  {
-    auto o = open("queues.csv");
-    o << "time_ns,switch,port,peer,tc,bytes\n";
-    for (const sim::QueueSample& q : s.queue_samples())
-      o << q.time_ns << ",s" << q.sw << ',' << q.port << ',' << s.port_peer(q.sw, q.port) << ','
-        << int{q.tc} << ',' << q.bytes << '\n';
-    close(o, "queues.csv");
-  }
+  sim::OutputFile o(dir, "queues.csv");
+  o.text("time_ns,switch,port,peer,tc,bytes\n");
+  s.each_queue_sample([&](const sim::QueueSample& q) {
+    o.row("{},s{},{},{},{},{}", q.time_ns, q.sw, q.port, s.port_peer(q.sw, q.port), q.tc, q.bytes);
+  });
+  o.close();
 }
 
 // One CC's run of the whole sweep.

@@ -2,12 +2,11 @@
 // retransmissions, queues), summary.json and the CSV files of
 // write_outputs (docs/SIM.md "Outputs").
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "droce/sim/output_file.h"
 #include "simulator_impl.h"
 
 namespace droce::sim {
@@ -188,58 +187,51 @@ std::string Simulator::summary_json() const {
 void Simulator::write_outputs(const std::string& dir, OutputFiles files) const {
   const Impl& m = *impl_;
   std::filesystem::create_directories(dir);
-  auto open = [&](const std::string& name) {
-    std::ofstream o(std::filesystem::path(dir) / name, std::ios::binary);
-    if (!o) throw std::runtime_error(dir + "/" + name + ": cannot write");
-    return o;
-  };
-  // A file the disk or a file size limit cut short is an error, never a
-  // truncated output and a successful exit.
-  auto close = [&](std::ofstream& o, const std::string& name) {
-    o.close();
-    if (!o) throw std::runtime_error(dir + "/" + name + ": could not be written whole");
-  };
-  char buf[256];
+  // The series straight from the changes the runner kept, one row at a
+  // time: the row vectors of a long run would be gigabytes.
   if (files.flows) {
-    auto o = open("flows.csv");
-    o << "time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n";
-    for (const FlowSample& s : flow_samples())
-      o << s.time_ns << ',' << m.flows[s.flow].spec->name << ',' << s.tx_bytes << ','
-        << s.tx_rate_bps << ',' << s.done_bytes << ',' << s.cc_rate_bps << '\n';
-    close(o, "flows.csv");
+    OutputFile o(dir, "flows.csv");
+    o.text("time_ns,flow,tx_bytes,tx_rate_bps,done_bytes,cc_rate_bps\n");
+    each_flow_sample([&](const FlowSample& s) {
+      o.row("{},{},{},{},{},{}", s.time_ns, m.flows[s.flow].spec->name, s.tx_bytes, s.tx_rate_bps,
+            s.done_bytes, s.cc_rate_bps);
+    });
+    o.close();
   }
   {
-    auto o = open("queues.csv");
-    o << "time_ns,switch,port,peer,tc,bytes\n";
-    for (const QueueSample& s : queue_samples())
-      o << s.time_ns << ',' << m.sc.switches[s.sw].name << ',' << s.port << ','
-        << m.sws[s.sw].peer[s.port] << ',' << int{s.tc} << ',' << s.bytes << '\n';
-    close(o, "queues.csv");
+    OutputFile o(dir, "queues.csv");
+    o.text("time_ns,switch,port,peer,tc,bytes\n");
+    each_queue_sample([&](const QueueSample& s) {
+      o.row("{},{},{},{},{},{}", s.time_ns, m.sc.switches[s.sw].name, s.port,
+            m.sws[s.sw].peer[s.port], s.tc, s.bytes);
+    });
+    o.close();
   }
   if (files.links) {
-    auto o = open("links.csv");
-    o << "time_ns,link,bytes,utilisation\n";
-    for (const LinkSample& s : link_samples()) {
-      std::snprintf(buf, sizeof buf, "%.6f", s.utilisation);
-      o << s.time_ns << ',' << m.dirs[s.link]->name << ',' << s.bytes << ',' << buf << '\n';
-    }
-    close(o, "links.csv");
+    OutputFile o(dir, "links.csv");
+    o.text("time_ns,link,bytes,utilisation\n");
+    each_link_sample([&](const LinkSample& s) {
+      o.row("{},{},{},{:.6f}", s.time_ns, m.dirs[s.link]->name, s.bytes, s.utilisation);
+    });
+    o.close();
   }
   {
-    auto o = open("fct.csv");
-    o << "flow,src,dst,bytes,start_ns,finish_ns,fct_ns,status\n";
+    OutputFile o(dir, "fct.csv");
+    o.text("flow,src,dst,bytes,start_ns,finish_ns,fct_ns,status\n");
     for (size_t f = 0; f < flows_.size(); ++f) {
       const FlowState& st = flows_[f];
       const FlowSpec& fs = *m.flows[f].spec;
-      o << fs.name << ',' << fs.src << ',' << fs.dst << ',' << fs.bytes << ',' << st.start_ns
-        << ',' << st.finish_ns << ',' << st.fct_ns() << ','
-        << (st.failed ? "failed" : st.done() ? "done" : "running") << '\n';
+      o.row("{},{},{},{},{},{},{},{}", fs.name, fs.src, fs.dst, fs.bytes, st.start_ns, st.finish_ns,
+            st.fct_ns(),
+            st.failed   ? "failed"
+            : st.done() ? "done"
+                        : "running");
     }
-    close(o, "fct.csv");
+    o.close();
   }
-  auto o = open("summary.json");
-  o << summary_json();
-  close(o, "summary.json");
+  OutputFile o(dir, "summary.json");
+  o.text(summary_json());
+  o.close();
 }
 
 }  // namespace droce::sim

@@ -82,34 +82,32 @@ void reserve_rows(std::vector<Row>& rows, size_t more) {
 }  // namespace
 
 // The public rows, rebuilt from the changes up to the latest instant:
-// what recording a full row per value at each sample gave.
-const std::vector<FlowSample>& Simulator::flow_samples() const {
-  Impl& m = *impl_;
-  Impl::Replay& r = m.flow_rows;
+// what recording a full row per value at each sample gave. Each replay
+// goes on from where `r` stopped and hands the rows to `sink`: the row
+// vectors (kept, so each call adds only the new instants) or a caller's
+// visitor (from the start, nothing kept).
+template <class Sink>
+void Simulator::Impl::replay_flows(Replay& r, Sink&& sink) const {
+  const Impl& m = *this;
   const size_t F = m.flows.size();
   r.a.resize(F), r.b.resize(F), r.c.resize(F), r.prev_a.resize(F);
   const uint64_t iv = m.sc.run.csv_interval_ns;
-  reserve_rows(flow_samples_, (m.sample_times.size() - r.instants) * F);
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
     for (size_t f = 0; f < F; ++f) {
       const uint64_t tx = r.a[f].at(m.flow_tx[f], k);
-      flow_samples_.push_back(FlowSample{m.sample_times[k], static_cast<uint32_t>(f), tx,
-                                         (tx - r.prev_a[f]) * 8 * 1'000'000'000ull / iv,
-                                         r.b[f].at(m.flow_done[f], k),
-                                         r.c[f].at(m.flow_cc[f], k)});
+      sink(FlowSample{m.sample_times[k], static_cast<uint32_t>(f), tx,
+                      (tx - r.prev_a[f]) * 8 * 1'000'000'000ull / iv, r.b[f].at(m.flow_done[f], k),
+                      r.c[f].at(m.flow_cc[f], k)});
       r.prev_a[f] = tx;
     }
   }
-  return flow_samples_;
 }
 
-const std::vector<QueueSample>& Simulator::queue_samples() const {
-  Impl& m = *impl_;
-  Impl::Replay& r = m.queue_rows;
+template <class Sink>
+void Simulator::Impl::replay_queues(Replay& r, Sink&& sink) const {
+  const Impl& m = *this;
   r.a.resize(m.queue_len.size());
-  reserve_rows(queue_samples_, (m.sample_times.size() - r.instants) * m.port_was_empty.size() *
-                                   m.tracked_tcs.size());
   size_t epoch = 0;  // tracked_from entry in force
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
@@ -121,36 +119,69 @@ const std::vector<QueueSample>& Simulator::queue_samples() const {
       for (uint16_t p = 0; p < ports; ++p) {
         for (uint8_t c : tcs) {
           const size_t q = qh + p * fabric::kNumClasses + c;
-          queue_samples_.push_back(QueueSample{m.sample_times[k], static_cast<uint32_t>(s), p, c,
-                                               r.a[q].at(m.queue_len[q], k)});
+          sink(QueueSample{m.sample_times[k], static_cast<uint32_t>(s), p, c,
+                           r.a[q].at(m.queue_len[q], k)});
         }
       }
       qh += ports * fabric::kNumClasses;
     }
   }
-  return queue_samples_;
 }
 
-const std::vector<LinkSample>& Simulator::link_samples() const {
-  Impl& m = *impl_;
-  Impl::Replay& r = m.link_rows;
+template <class Sink>
+void Simulator::Impl::replay_links(Replay& r, Sink&& sink) const {
+  const Impl& m = *this;
   const size_t L = m.dirs.size();
   r.a.resize(L), r.b.resize(L), r.prev_a.resize(L), r.prev_b.resize(L);
   const uint64_t iv = m.sc.run.csv_interval_ns;
-  reserve_rows(link_samples_, (m.sample_times.size() - r.instants) * L);
   for (; r.instants < m.sample_times.size(); ++r.instants) {
     const uint32_t k = r.instants;
     for (size_t l = 0; l < L; ++l) {
       const uint64_t bytes = r.a[l].at(m.link_bytes[l], k);
       const uint64_t busy = r.b[l].at(m.link_busy[l], k);
-      link_samples_.push_back(LinkSample{
-          m.sample_times[k], static_cast<uint32_t>(l), bytes - r.prev_a[l],
-          static_cast<double>(busy - r.prev_b[l]) / static_cast<double>(iv)});
+      sink(LinkSample{m.sample_times[k], static_cast<uint32_t>(l), bytes - r.prev_a[l],
+                      static_cast<double>(busy - r.prev_b[l]) / static_cast<double>(iv)});
       r.prev_a[l] = bytes;
       r.prev_b[l] = busy;
     }
   }
+}
+
+const std::vector<FlowSample>& Simulator::flow_samples() const {
+  Impl& m = *impl_;
+  reserve_rows(flow_samples_, (m.sample_times.size() - m.flow_rows.instants) * m.flows.size());
+  m.replay_flows(m.flow_rows, [&](const FlowSample& s) { flow_samples_.push_back(s); });
+  return flow_samples_;
+}
+
+const std::vector<QueueSample>& Simulator::queue_samples() const {
+  Impl& m = *impl_;
+  reserve_rows(queue_samples_, (m.sample_times.size() - m.queue_rows.instants) *
+                                   m.port_was_empty.size() * m.tracked_tcs.size());
+  m.replay_queues(m.queue_rows, [&](const QueueSample& s) { queue_samples_.push_back(s); });
+  return queue_samples_;
+}
+
+const std::vector<LinkSample>& Simulator::link_samples() const {
+  Impl& m = *impl_;
+  reserve_rows(link_samples_, (m.sample_times.size() - m.link_rows.instants) * m.dirs.size());
+  m.replay_links(m.link_rows, [&](const LinkSample& s) { link_samples_.push_back(s); });
   return link_samples_;
+}
+
+void Simulator::each_flow_sample(const std::function<void(const FlowSample&)>& visit) const {
+  Impl::Replay r;
+  impl_->replay_flows(r, visit);
+}
+
+void Simulator::each_queue_sample(const std::function<void(const QueueSample&)>& visit) const {
+  Impl::Replay r;
+  impl_->replay_queues(r, visit);
+}
+
+void Simulator::each_link_sample(const std::function<void(const LinkSample&)>& visit) const {
+  Impl::Replay r;
+  impl_->replay_links(r, visit);
 }
 
 }  // namespace droce::sim

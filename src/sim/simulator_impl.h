@@ -188,6 +188,14 @@ struct Simulator::Impl {
     std::vector<uint64_t> prev_a, prev_b;
   };
   Replay flow_rows, queue_rows, link_rows;
+  // The rows from where `r` stopped to the latest instant, each to `sink`
+  // (sampler.cc).
+  template <class Sink>
+  void replay_flows(Replay& r, Sink&& sink) const;
+  template <class Sink>
+  void replay_queues(Replay& r, Sink&& sink) const;
+  template <class Sink>
+  void replay_links(Replay& r, Sink&& sink) const;
   bool stopped = false;
 
   std::vector<fabric::Packet> pool;

@@ -54,12 +54,14 @@ struct FlowSample {
   uint64_t tx_rate_bps;    // over the last interval
   uint64_t done_bytes;     // bytes of completed messages
   uint64_t cc_rate_bps;    // the sender's CC rate at the sample
+  friend bool operator==(const FlowSample&, const FlowSample&) = default;
 };
 struct QueueSample {
   uint64_t time_ns;
   uint32_t sw, port;
   uint8_t tc;
   uint64_t bytes;
+  friend bool operator==(const QueueSample&, const QueueSample&) = default;
 };
 struct LinkSample {
   uint64_t time_ns;
@@ -67,6 +69,7 @@ struct LinkSample {
   uint64_t bytes;          // frame bytes delivered in the interval
   double utilisation;      // time the sender was serialising frames (+24 B wire
                            // overhead each) / the interval
+  friend bool operator==(const LinkSample&, const LinkSample&) = default;
 };
 
 // Options of a QP pair made by Simulator::connect (the programmatic
@@ -218,6 +221,12 @@ class Simulator {
   const std::vector<FlowSample>& flow_samples() const;
   const std::vector<QueueSample>& queue_samples() const;
   const std::vector<LinkSample>& link_samples() const;
+  // The same rows one at a time, from the first instant, none of them
+  // kept: what the CSV files are written from (a long run's rows are
+  // gigabytes).
+  void each_flow_sample(const std::function<void(const FlowSample&)>& visit) const;
+  void each_queue_sample(const std::function<void(const QueueSample&)>& visit) const;
+  void each_link_sample(const std::function<void(const LinkSample&)>& visit) const;
   // Called after each sample is recorded (live plots, early stops).
   void set_sample_hook(std::function<void(uint64_t now)> hook) { hook_ = std::move(hook); }
 
