@@ -5,22 +5,14 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "droce/sim/output_file.h"
+#include "sim_test_util.h"
 
 namespace droce::sim {
 namespace {
-
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string message_of(auto&& f) {
   try {
@@ -50,7 +42,7 @@ TEST(OutputFile, RowsTextAndStreamLandInOrder) {
     }
     o.close();
   }
-  EXPECT_EQ(read_all(dir / "x.csv"), expected);
+  EXPECT_EQ(testing::slurp(dir / "x.csv"), expected);
   std::filesystem::remove_all(dir);
 }
 
