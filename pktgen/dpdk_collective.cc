@@ -20,6 +20,7 @@
 #include "droce/oob/rank_group.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/verify.h"
+#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -82,10 +83,10 @@ class Runner {
   std::vector<uint32_t> pending_deps_;
   std::vector<uint8_t> known_;
   std::vector<uint64_t> posted_ns_;
-  std::vector<std::vector<uint32_t>> dependents_;  // my transfers waiting on id
-  std::vector<std::vector<uint32_t>> needers_;     // ranks needing id done
-  uint64_t to_learn_ = 0;        // transfers I must learn of this iteration
-  uint64_t sends_out_ = 0;       // signaled sends not completed
+  IndexLists dependents_;                       // my transfers waiting on id
+  std::vector<std::vector<uint32_t>> needers_;  // ranks needing id done
+  uint64_t to_learn_ = 0;                       // transfers I must learn of this iteration
+  uint64_t sends_out_ = 0;                      // signaled sends not completed
   std::vector<WorkCompletion> wc_ = std::vector<WorkCompletion>(256);
   std::vector<engine::PortIndex> wc_port_ = std::vector<engine::PortIndex>(256);
   std::vector<uint64_t> iter_times_;
@@ -347,11 +348,14 @@ int Runner::run() {
       throw droce::ConfigError("--pattern", err);
     if (s.transfers.size() > kIdMask)
       throw droce::ConfigError("--chunk", "more than 2^24 transfers per iteration");
-    dependents_.assign(s.transfers.size(), {});
+    dependents_ = IndexLists::build(s.transfers.size(), [&](auto&& emit) {
+      for (const Transfer& t : s.transfers)
+        if (t.src == r_)
+          for (uint32_t d : t.depends_on) emit(d, t.id);
+    });
     needers_.assign(s.transfers.size(), {});
     for (const Transfer& t : s.transfers)
       for (uint32_t d : t.depends_on) {
-        if (t.src == r_) dependents_[d].push_back(t.id);
         auto& nd = needers_[d];
         if (std::find(nd.begin(), nd.end(), t.src) == nd.end()) nd.push_back(t.src);
       }

@@ -264,32 +264,43 @@ void SimExecutor::plan_receiver_trigger(const Schedule& s) {
   if (total >= kCreditBit)
     throw std::invalid_argument("the receiver trigger tells transfers apart by a 31-bit id; this "
                                 "schedule has " + std::to_string(total));
-  after_arrival_.assign(total, {});
+  // Where transfer t learns that d is done, and who acts on it: t's source
+  // (released) or t's destination (a credit step).
+  enum Where : uint8_t { kSentHere, kArrivedHere, kSentThere, kArrivedThere };
+  const auto where = [&](const Transfer& t, uint32_t d) {
+    const Transfer& w = s.transfers[d];
+    if (w.src == t.src) return kSentHere;
+    if (w.dst == t.src) return kArrivedHere;
+    if (w.src == t.dst) return kSentThere;
+    if (w.dst == t.dst) return kArrivedThere;
+    throw std::invalid_argument(
+        "transfer " + std::to_string(t.id) + " waits for transfer " + std::to_string(d) +
+        " between two other ranks, which neither of its ranks sees (receiver trigger)");
+  };
   credits_at_start_.assign(total, 0);
   for (QpSide* side : sides_) side->recv_expected = 0;
   for (const Transfer& t : s.transfers) {
     uint32_t here = 0, there = 0;
-    for (uint32_t d : t.depends_on) {
-      const Transfer& w = s.transfers[d];
-      if (w.src == t.src) {
-        dependents_[d].push_back(t.id), ++here;
-      } else if (w.dst == t.src) {
-        after_arrival_[d].push_back(t.id), ++here;
-      } else if (w.src == t.dst) {
-        dependents_[d].push_back(t.id | kCreditBit), ++there;
-      } else if (w.dst == t.dst) {
-        after_arrival_[d].push_back(t.id | kCreditBit), ++there;
-      } else {
-        throw std::invalid_argument(
-            "transfer " + std::to_string(t.id) + " waits for transfer " + std::to_string(d) +
-            " between two other ranks, which neither of its ranks sees (receiver trigger)");
-      }
-    }
+    for (uint32_t d : t.depends_on) ++(where(t, d) <= kArrivedHere ? here : there);
     credits_at_start_[t.id] = there;
     remaining_at_start_[t.id] = here + (there > 0);
     ++side_of_[t.id]->peer->recv_expected;
     if (there > 0) ++side_of_[t.id]->recv_expected;
   }
+  // What d's completion at its sender, and its arrival, release.
+  const auto lists = [&](Where sent_or_arrived) {
+    return IndexLists::build(total, [&](auto&& emit) {
+      for (const Transfer& t : s.transfers)
+        for (uint32_t d : t.depends_on) {
+          const Where w = where(t, d);
+          const bool sent = w == kSentHere || w == kSentThere;
+          if (sent != (sent_or_arrived == kSentHere)) continue;
+          emit(d, w == kSentHere || w == kArrivedHere ? t.id : t.id | kCreditBit);
+        }
+    });
+  };
+  dependents_ = lists(kSentHere);
+  after_arrival_ = lists(kArrivedHere);
 }
 
 void SimExecutor::start_iteration() {
@@ -297,6 +308,9 @@ void SimExecutor::start_iteration() {
   credit_left_ = credits_at_start_;
   completed_ = 0;
   iteration_latencies_.clear();
+  // Every local transfer completes once: no regrowth (a copy of what it
+  // holds, and up to twice the memory) at a million transfers.
+  if (timed_) iteration_latencies_.reserve(local_total_);
   if (receiver())
     for (QpSide* side : sides_) {
       side->recv_posted = side->recv_done = 0;
@@ -390,15 +404,14 @@ SizeRun SimExecutor::run(const Schedule& s) {
   const size_t total = s.transfers.size();
   side_of_.assign(total, nullptr);
   for (const Transfer& t : s.transfers) side_of_[t.id] = &side_for(t.src, t.dst, t.channel);
-  dependents_.assign(total, {});
   remaining_at_start_.assign(total, 0);
   if (receiver()) {
     plan_receiver_trigger(s);
   } else {
-    for (const Transfer& t : s.transfers) {
-      for (uint32_t d : t.depends_on) dependents_[d].push_back(t.id);
+    dependents_ = dependents_of(s);
+    after_arrival_ = {};
+    for (const Transfer& t : s.transfers)
       remaining_at_start_[t.id] = static_cast<uint32_t>(t.depends_on.size());
-    }
   }
   local_total_ = 0;
   for (const Transfer& t : s.transfers) local_total_ += local(t.src);
@@ -447,6 +460,8 @@ SizeRun SimExecutor::run(const Schedule& s) {
     }
     if (timed_) {
       result.stats.record_iteration(rec.jct_ns());
+      if (result.transfer_latencies.empty())  // the same count each iteration
+        result.transfer_latencies.reserve(iteration_latencies_.size() * (iterations - it));
       for (const Latency& l : iteration_latencies_) {
         result.stats.record_transfer(l.step, l.ns);
         result.transfer_latencies.emplace_back(l.step, l.ns);

@@ -46,6 +46,7 @@
 #include "droce/pktgen/schedule.h"
 #include "droce/pktgen/verify.h"
 #include "droce/sim/simulator.h"
+#include "index_lists.h"
 
 namespace droce::pktgen {
 
@@ -180,7 +181,7 @@ class SimExecutor {
   // What each transfer's completion at its sender releases (the sender
   // trigger: every dependent); with the receiver trigger, also what its
   // arrival releases. Entries with kCreditBit count down a credit instead.
-  std::vector<std::vector<uint32_t>> dependents_, after_arrival_;
+  IndexLists dependents_, after_arrival_;
   std::vector<uint32_t> remaining_, remaining_at_start_;
   std::vector<uint32_t> credit_left_, credits_at_start_;  // receiver trigger
   uint64_t local_total_ = 0;  // transfers this partition posts (all, unsplit)

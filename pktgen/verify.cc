@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "droce/pktgen/rng.h"
+#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -146,11 +147,8 @@ ReferenceResult run_reference(const Schedule& s, VerifyBuffers& buffers,
                               const ReferenceOptions& options) {
   const size_t n = s.transfers.size();
   std::vector<uint32_t> missing(n);
-  std::vector<std::vector<uint32_t>> dependents(n);
-  for (const auto& t : s.transfers) {
-    missing[t.id] = static_cast<uint32_t>(t.depends_on.size());
-    for (uint32_t d : t.depends_on) dependents[d].push_back(t.id);
-  }
+  for (const auto& t : s.transfers) missing[t.id] = static_cast<uint32_t>(t.depends_on.size());
+  const IndexLists dependents = dependents_of(s);
   std::vector<uint32_t> ready;
   for (const auto& t : s.transfers) {
     if (missing[t.id] == 0) ready.push_back(t.id);
