@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -237,12 +238,15 @@ void SimExecutor::register_buffers(const Schedule& s, uint64_t max_bytes) {
     }
   } else {
     const uint64_t w = std::max(kMinWindow, 2 * max_bytes);
-    plain_.resize(n);
+    plain_.reserve(n);
     for (uint32_t r = 0; r < n; ++r) {
       window_[r] = std::min(w, std::max<uint64_t>(s.layout[r].total_bytes(), 4));
-      plain_[r].reset(static_cast<uint8_t*>(std::calloc(window_[r], 1)));
-      if (!plain_[r]) throw std::runtime_error("rank " + std::to_string(r) + ": out of memory");
-      base_[r] = plain_[r].get();
+      try {
+        plain_.emplace_back(window_[r]);
+      } catch (const std::bad_alloc&) {
+        throw std::runtime_error("rank " + std::to_string(r) + ": out of memory");
+      }
+      base_[r] = plain_[r].data();
     }
   }
   for (uint32_t r = 0; r < n; ++r) {

@@ -35,7 +35,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -46,6 +45,7 @@
 #include "droce/pktgen/schedule.h"
 #include "droce/pktgen/verify.h"
 #include "droce/sim/simulator.h"
+#include "droce/transport/zeroed_array.h"
 #include "index_lists.h"
 
 namespace droce::pktgen {
@@ -169,12 +169,12 @@ class SimExecutor {
   // Per run() / iteration.
   const Schedule* s_ = nullptr;
   std::unique_ptr<VerifyBuffers> verify_;
-  // Buffers without verify: zeroed by calloc, so pages nothing writes
-  // are never touched (their MRs carry virtual payload: no byte moves).
-  struct FreeBytes {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> plain_;
+  // Buffers without verify: anonymous pages (memory/zeroed_memory.h)
+  // that nothing writes (their MRs carry virtual payload: no byte moves),
+  // so they take no memory. calloc gave heap memory it had to clear once
+  // glibc's mmap threshold had risen past their size: 8192 ranks' windows
+  // then took a gigabyte.
+  std::vector<transport::ZeroedArray<uint8_t>> plain_;
   std::vector<uint8_t*> base_;
   std::vector<uint64_t> window_;  // usable bytes of base_[r]
   std::vector<transport::MemoryRegion*> mr_;

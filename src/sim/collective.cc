@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 
+#include "droce/transport/zeroed_array.h"
 #include "droce/wire/headers.h"
 
 namespace droce::sim {
@@ -84,12 +85,15 @@ class Runner {
     slices_ = spec.pattern == Pattern::kRing ? spec.slices : 1;
     const QpOptions o = qp_options(spec.qp);
     for (size_t r = 0; r < n_; ++r) {
-      buf_.emplace_back(static_cast<uint8_t*>(std::calloc(spec.bytes, 1)));
-      if (!buf_.back()) throw ScenarioError("collective: out of memory");
+      try {
+        buf_.emplace_back(spec.bytes);
+      } catch (const std::bad_alloc&) {
+        throw ScenarioError("collective: out of memory");
+      }
       // Addresses from the rank, not the heap: the same in every process
       // of a partitioned run.
       transport::MemoryRegion* mr =
-          sim_.reg_mr(spec.ranks[r], buf_.back().get(), spec.bytes, (uint64_t{r} + 1) << 40);
+          sim_.reg_mr(spec.ranks[r], buf_.back().data(), spec.bytes, (uint64_t{r} + 1) << 40);
       if (!mr) throw ScenarioError("collective: memory registration refused");
       mr->set_virtual_payload(true);
       mr_.push_back(mr);
@@ -324,9 +328,6 @@ class Runner {
     if (done_ == res_->transfers && !comm_) sim_.pause();
   }
 
-  struct FreeBytes {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   bool windowed() const { return spec_.pattern == Pattern::kAllToAll && spec_.window; }
 
   static constexpr uint64_t kRecvTag = uint64_t{1} << 63;  // a receive WR's wr_id
@@ -342,7 +343,11 @@ class Runner {
   uint64_t chunk_ = 0;
   uint32_t steps_ = 0;
   uint32_t slices_ = 1;  // ring: WRITEs a step
-  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> buf_;
+  // Windows from anonymous pages (memory/zeroed_memory.h): virtual payload
+  // never writes them, so they take no memory. calloc gave heap memory it
+  // had to clear once glibc's mmap threshold had risen past their size, and
+  // 8192 ranks' windows then took gigabytes.
+  std::vector<transport::ZeroedArray<uint8_t>> buf_;
   std::vector<transport::MemoryRegion*> mr_;
   std::map<std::pair<size_t, size_t>, QpPairRef> conns_;
   std::vector<uint32_t> sent_, posted_;
