@@ -98,9 +98,7 @@ TEST(ZeroedArray, AReusedLargeBlockIsClearedWithoutTouchingIt) {
   // all_zero read every page: the middle ones read the shared zero page, so
   // count before reading instead, on a fresh reuse.
   std::memset(again.data(), 0xef, n);
-  {
-    ZeroedArray<uint8_t> gone(std::move(again));
-  }
+  { ZeroedArray<uint8_t> gone(std::move(again)); }
   ZeroedArray<uint8_t> third(n);
   ASSERT_EQ(third.data(), first);
   EXPECT_LE(resident_pages(third.data(), n), 2u);  // the two ends, written with zeros
