@@ -1,8 +1,9 @@
 // Lists of 32-bit values, one per index, kept in one array (compressed
-// sparse rows). A schedule has millions of transfers and each keeps a list
-// of one or two others to release; a std::vector per transfer took 24
-// bytes and a heap block of at least 32 for that, here it is the values
-// and one offset.
+// sparse rows): what each transfer's completion releases, and the
+// transfers touching each rank while a schedule's dependencies are derived.
+// A schedule has millions of transfers and each releases one or two
+// others; a std::vector per transfer took 24 bytes and a heap block of at
+// least 32 for that, here it is the values and one offset.
 #pragma once
 
 #include <cstdint>

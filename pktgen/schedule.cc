@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "droce/pktgen/rng.h"
+#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -177,23 +178,17 @@ class RankDependencies {
 // Fills every transfer's depends_on (sorted, unique, without itself).
 void derive_dependencies(Schedule& s) {
   const uint32_t ranks = static_cast<uint32_t>(s.layout.size());
-  // The transfers touching each rank, in id order (counted, then placed).
-  std::vector<uint32_t> first(ranks + 1, 0);
-  for (const auto& t : s.transfers) {
-    ++first[t.src + 1];
-    if (t.dst != t.src) ++first[t.dst + 1];
-  }
-  for (uint32_t r = 0; r < ranks; ++r) first[r + 1] += first[r];
-  std::vector<uint32_t> touching(first[ranks]);
-  std::vector<uint32_t> placed(first.begin(), first.end() - 1);
-  for (const auto& t : s.transfers) {
-    touching[placed[t.src]++] = t.id;
-    if (t.dst != t.src) touching[placed[t.dst]++] = t.id;
-  }
+  // The transfers touching each rank, in id order.
+  const IndexLists touching = IndexLists::build(ranks, [&](auto&& emit) {
+    for (const auto& t : s.transfers) {
+      emit(t.src, t.id);
+      if (t.dst != t.src) emit(t.dst, t.id);
+    }
+  });
   for (uint32_t r = 0; r < ranks; ++r) {
     RankDependencies rank(s.layout[r].total_bytes());
-    for (uint32_t i = first[r]; i < first[r + 1]; ++i) {
-      Transfer& t = s.transfers[touching[i]];
+    for (uint32_t id : touching[r]) {
+      Transfer& t = s.transfers[id];
       rank.add(t, r, t.depends_on);
     }
   }
