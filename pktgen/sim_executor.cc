@@ -291,20 +291,20 @@ void SimExecutor::plan_receiver_trigger(const Schedule& s) {
     ++side_of_[t.id]->peer->recv_expected;
     if (there > 0) ++side_of_[t.id]->recv_expected;
   }
-  // What d's completion at its sender, and its arrival, release.
-  const auto lists = [&](Where sent_or_arrived) {
+  // What d's completion at its sender (`on_sent`), or else its arrival,
+  // releases.
+  const auto lists = [&](bool on_sent) {
     return IndexLists::build(total, [&](auto&& emit) {
       for (const Transfer& t : s.transfers)
         for (uint32_t d : t.depends_on) {
           const Where w = where(t, d);
-          const bool sent = w == kSentHere || w == kSentThere;
-          if (sent != (sent_or_arrived == kSentHere)) continue;
+          if ((w == kSentHere || w == kSentThere) != on_sent) continue;
           emit(d, w == kSentHere || w == kArrivedHere ? t.id : t.id | kCreditBit);
         }
     });
   };
-  dependents_ = lists(kSentHere);
-  after_arrival_ = lists(kArrivedHere);
+  dependents_ = lists(true);
+  after_arrival_ = lists(false);
 }
 
 void SimExecutor::start_iteration() {
