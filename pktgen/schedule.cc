@@ -40,8 +40,12 @@ uint64_t split_point(uint64_t count, uint64_t parts, uint64_t i) {
 // Turns messages into channel- and chunk-sized transfers.
 class Builder {
  public:
+  // Makes the transfers into `out`.
   Builder(const ScheduleParams& p, uint64_t chunk_bytes, std::vector<Transfer>& out)
-      : p_(p), chunk_(chunk_bytes), out_(out) {}
+      : p_(p), chunk_(chunk_bytes), out_(&out) {}
+  // Only counts them (schedule_size), with a bit per pair of ranks.
+  Builder(const ScheduleParams& p, uint64_t chunk_bytes, ScheduleSize& size)
+      : p_(p), chunk_(chunk_bytes), size_(&size), paired_(uint64_t{p.ranks} * p.ranks / 64 + 1) {}
 
   // fifo_slots > 0: the receiver lands the chunks of each channel in a ring
   // of that many chunk-sized slots at dst_off (chunk j in slot j mod
@@ -57,9 +61,13 @@ class Builder {
       const uint64_t hi = split_point(elems, p_.channels, ch + 1) * kElem;
       if (hi == lo) continue;
       const uint64_t piece = chunk_ == 0 ? hi - lo : chunk_;
+      if (size_) {
+        count(src, dst, (hi - lo + piece - 1) / piece);
+        continue;
+      }
       for (uint64_t off = lo; off < hi; off += piece) {
         Transfer t;
-        t.id = static_cast<uint32_t>(out_.size());
+        t.id = static_cast<uint32_t>(out_->size());
         t.src = src;
         t.dst = dst;
         t.channel = ch;
@@ -73,15 +81,26 @@ class Builder {
         t.bytes = std::min(piece, hi - off);
         t.with_imm = off + piece >= hi;
         t.imm = t.with_imm ? (step << 8) | (ch & 0xFF) : 0;
-        out_.push_back(std::move(t));
+        out_->push_back(std::move(t));
       }
     }
   }
 
  private:
+  void count(uint32_t src, uint32_t dst, uint64_t transfers) {
+    size_->transfers += transfers;
+    const uint64_t bit = uint64_t{std::min(src, dst)} * p_.ranks + std::max(src, dst);
+    uint64_t& word = paired_[bit / 64];
+    const uint64_t mask = uint64_t{1} << (bit % 64);
+    if (!(word & mask)) ++size_->rank_pairs;
+    word |= mask;
+  }
+
   const ScheduleParams& p_;
   uint64_t chunk_;
-  std::vector<Transfer>& out_;
+  std::vector<Transfer>* out_ = nullptr;
+  ScheduleSize* size_ = nullptr;
+  std::vector<uint64_t> paired_;  // counting: bit lo * ranks + hi per pair seen
 };
 
 // Derives dependencies from the byte ranges each transfer reads and writes,
@@ -628,9 +647,10 @@ std::string chunk_label(Pattern pattern, uint64_t chunk_bytes) {
   return "whole step";
 }
 
-Schedule make_schedule(const ScheduleParams& p) {
-  if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
-  Schedule s;
+namespace {
+
+// The schedule's parameters, chunk and every rank's buffer layout.
+void lay_out(const ScheduleParams& p, Schedule& s) {
   s.params = p;
   s.chunk_bytes = effective_chunk_bytes(p);
   uint64_t staging_slots = 0, recv_bytes = 0;
@@ -666,7 +686,9 @@ Schedule make_schedule(const ScheduleParams& p) {
     l.recv_bytes = recv_bytes;
     if (p.pattern == Pattern::kIncast && r == p.root) l.recv_bytes = (p.ranks - 1) * p.bytes;
   }
-  Builder b(p, s.chunk_bytes, s.transfers);
+}
+
+void build_pattern(const ScheduleParams& p, Schedule& s, Builder& b) {
   switch (p.pattern) {
     case Pattern::kRingAllReduce:
     case Pattern::kAllGather:
@@ -689,8 +711,28 @@ Schedule make_schedule(const ScheduleParams& p) {
       build_permutation(p, s, b);
       break;
   }
+}
+
+}  // namespace
+
+Schedule make_schedule(const ScheduleParams& p) {
+  if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
+  Schedule s;
+  lay_out(p, s);
+  Builder b(p, s.chunk_bytes, s.transfers);
+  build_pattern(p, s, b);
   derive_dependencies(s);
   return s;
+}
+
+ScheduleSize schedule_size(const ScheduleParams& p) {
+  if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
+  Schedule s;
+  lay_out(p, s);
+  ScheduleSize size;
+  Builder b(p, s.chunk_bytes, size);
+  build_pattern(p, s, b);
+  return size;
 }
 
 std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s) {

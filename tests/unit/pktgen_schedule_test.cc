@@ -1,5 +1,6 @@
 #include "droce/pktgen/schedule.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -558,6 +559,42 @@ TEST(PktgenSchedule, RingChunksPipeline) {
     });
     EXPECT_TRUE(has_prev) << t.id;
   }
+}
+
+// schedule_size counts what make_schedule makes: every pattern, odd and
+// even rank counts, several channels (some left empty by small sizes),
+// whole steps and chunks, the tree's default chunk.
+TEST(PktgenSchedule, SizeCountsWhatMakeScheduleMakes) {
+  for (Pattern p : kAllPatterns) {
+    for (uint32_t n : {2u, 3u, 5u, 8u, 13u}) {
+      for (uint32_t channels : {1u, 3u}) {
+        for (uint64_t chunk : {uint64_t{0}, uint64_t{8}, uint64_t{1024}}) {
+          for (uint64_t bytes : {uint64_t{4} * n, uint64_t{4} * n * 40, uint64_t{4} * n * 1024}) {
+            ScheduleParams params;
+            params.pattern = p;
+            params.ranks = n;
+            params.bytes = bytes;
+            params.channels = channels;
+            params.chunk_bytes = chunk;
+            params.root = n - 1;
+            const Schedule s = make_schedule(params);
+            std::set<std::pair<uint32_t, uint32_t>> pairs;
+            for (const auto& t : s.transfers)
+              pairs.emplace(std::min(t.src, t.dst), std::max(t.src, t.dst));
+            const ScheduleSize size = schedule_size(params);
+            const std::string what = fmt::format("{} n={} channels={} chunk={} bytes={}",
+                                                 to_string(p), n, channels, chunk, bytes);
+            EXPECT_EQ(size.transfers, s.transfers.size()) << what;
+            EXPECT_EQ(size.rank_pairs, pairs.size()) << what;
+          }
+        }
+      }
+    }
+  }
+  ScheduleParams bad;
+  bad.ranks = 3;
+  bad.bytes = 40;
+  EXPECT_THROW(schedule_size(bad), std::invalid_argument);
 }
 
 TEST(PktgenSchedule, RefusesBadParams) {

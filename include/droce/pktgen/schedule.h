@@ -185,6 +185,16 @@ std::string check_params(const ScheduleParams& params);
 // message when params are not usable.
 Schedule make_schedule(const ScheduleParams& params);
 
+// How large make_schedule(params) would be, counted without making it
+// (no transfer is stored), so that a run that cannot fit in memory is
+// refused before it starts.
+struct ScheduleSize {
+  uint64_t transfers = 0;
+  uint64_t rank_pairs = 0;  // distinct unordered {src, dst} among the transfers
+};
+// Throws as make_schedule does.
+ScheduleSize schedule_size(const ScheduleParams& params);
+
 // Transfers grouped by source rank in posting order (ascending id), for
 // executors that run one ordered op list per rank.
 std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s);
