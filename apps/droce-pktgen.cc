@@ -43,6 +43,7 @@
 #include "droce/sim/topology.h"
 #include "droce/sim_mpi/mpi_comm.h"
 #include "pktgen_sim/testbed.h"
+#include "replay_memory.h"
 #include "sim_executor.h"
 
 #ifndef DROCE_SOURCE_ROOT
@@ -349,6 +350,7 @@ struct Args {
   std::string cc_profile;
   bool plot_pngs = false, list_profiles = false;
   std::string json_file, csv_dir;
+  std::string max_memory;
   CLI::Option* cc_opt = nullptr;
 };
 
@@ -409,6 +411,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--csv", a.csv_dir, "write time series CSVs into DIR (DIR/CC/ for several --cc)");
   app.add_flag("--plot", a.plot_pngs, "PNG plots into the --csv DIR (matplotlib)");
   app.add_flag("-q,--quiet", st.quiet, "no progress lines on stderr");
+  app.add_option("--max-memory", a.max_memory,
+                 "refuse a run that needs more memory per process (default: this machine's, "
+                 "shared by its processes of the run)");
 }
 
 // Sizes, ranks, rates, times, loss, MTU, recovery.
@@ -566,8 +571,48 @@ int check_stragglers_and_backgrounds(Args& a) {
   return kGoOn;
 }
 
+// A run whose schedule, executor state and QPs cannot fit in memory
+// (pktgen/replay_memory.h) is refused before any of it is made.
+int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
+  const pktgen::CollectiveConfig& c = a.cfg.collective;
+  uint64_t limit = 0;
+  if (!a.max_memory.empty()) {
+    if (!parse_size(a.max_memory, limit) || limit == 0)
+      return fail("--max-memory", "'" + a.max_memory + "' is not a size");
+  } else {
+    limit = pktgen::memory_for_this_process(sim_mpi::launched_local_size());
+    // Every process must come to the same answer, or one would stop while
+    // the others wait for it.
+    if (a.st.comm) {
+      const std::vector<uint64_t> all = a.st.comm->allgather(std::span(&limit, 1));
+      limit = *std::min_element(all.begin(), all.end());
+    }
+  }
+  const pktgen::Pattern pattern = *pktgen::pattern_from_string(c.pattern);
+  const pktgen::ScheduleSize size = pktgen::schedule_size(
+      {pattern, c.ranks, top_size, c.channels, c.chunk_bytes, c.root, c.seed});
+  const uint64_t need = pktgen::replay_memory_floor(size, c.channels, c.iters, hosts);
+  if (need <= limit) return kGoOn;
+  const auto amount = [](uint64_t bytes) {
+    return bytes >= (uint64_t{1} << 30)
+               ? fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30))
+               : fmt::format("{} MiB", bytes >> 20);
+  };
+  const uint32_t here = sim_mpi::launched_local_size();
+  const std::string whose = !a.max_memory.empty() ? "--max-memory"
+                            : here > 1 ? fmt::format("this machine's, shared by {} processes", here)
+                                       : "this machine's";
+  return fail("--ranks",
+              fmt::format("{} over {} ranks at {} B is {} transfers between {} rank pairs: at "
+                          "least {} per process, where it may have {} ({}). Fewer ranks, --iters "
+                          "or --channels fit; droce-sim's [collective] runs ring and all-to-all "
+                          "at thousands of ranks without storing a schedule (docs/SIM.md)",
+                          pktgen::to_string(pattern), c.ranks, top_size, size.transfers,
+                          size.rank_pairs, amount(need), amount(limit), whose));
+}
+
 // The topology, built and checked once before anything runs, and the
-// memory --verify needs.
+// memory the run and --verify need.
 int check_testbed(Args& a) {
   [[maybe_unused]] pktgen::PktgenConfig& cfg = a.cfg;
   [[maybe_unused]] pktgen::CollectiveConfig& c = cfg.collective;
@@ -587,8 +632,10 @@ int check_testbed(Args& a) {
   // a generated one is valid by construction (its sizes are checked
   // above), and building 1024 hosts only to drop them cost a tenth of a
   // short run.
+  uint64_t hosts = 0;
   try {
     const sim::Scenario sc = make_testbed(st, qo, false);
+    hosts = sc.hosts.size();
     if (sc.hosts.size() < c.ranks)
       return fail("--topology", fmt::format("{} has {} hosts, --ranks asks for {}", a.topology,
                                             sc.hosts.size(), c.ranks));
@@ -600,10 +647,11 @@ int check_testbed(Args& a) {
   }
 
   const auto sizes = pktgen::sweep_sizes(c);
+  const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
+  if (const int rc = check_memory(a, top, hosts); rc != kGoOn) return rc;
   if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify
     // a.mode; refuse sweeps that would not fit rather than swap or die.
-    const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
     uint64_t total = 0;
     const pktgen::Schedule big = pktgen::make_schedule(
         {*pktgen::pattern_from_string(c.pattern), c.ranks, top, c.channels, c.chunk_bytes, c.root,

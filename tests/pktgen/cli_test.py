@@ -57,6 +57,8 @@ BAD = [
     (["--background", "0-0"], "--background"),
     (["--plot"], "--plot"),
     (["--mode", "warp"], "--mode"),
+    (["--max-memory", "lots"], "--max-memory"),
+    (["--max-memory", "0"], "--max-memory"),
     (["--no-such-option"], "no-such-option"),
     (["--ranks", "1024", "-b", "4M", "-e", "4M", "--verify"], "--verify"),  # 8 GiB of buffers
 ]
@@ -245,6 +247,39 @@ r = run(["--pattern", "tree", "--ranks", "8", "-b", "1M", "-e", "1M", "-n", "1",
          "--chunk", "256K", "--verify", "--json", "-", "-q"])
 check(r.returncode == 0 and json.loads(r.stdout)["results"][0]["chunk_bytes"] == 262144
       and json.loads(r.stdout)["results"][0]["wrong"] == 0, "tree: --chunk overrides, verified")
+
+# ---- Runs that cannot fit in memory are refused before they start ----------
+# The estimate is a floor: a run given exactly its own peak resident set
+# as --max-memory runs, and one given a quarter of it is refused (the
+# floor is within 4x of the truth), on the two shapes that fill memory:
+# all-to-all (a QP pair per rank pair) and the ring (millions of transfers).
+
+
+def peak_kib(args):
+    """Runs droce-pktgen; its exit status and peak resident set (KiB)."""
+    p = subprocess.Popen([EXE] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss
+
+
+FABRIC = ["--topology", "leaf_spine", "--hosts-per-leaf", "16", "--spines", "4", "--cc", "dcqcn",
+          "-n", "1", "-w", "0", "-q"]
+for shape in (["--pattern", "all_to_all", "--ranks", "128", "-b", "64K", "-e", "64K"],
+              ["--pattern", "ring", "--ranks", "256", "-b", "1M", "-e", "1M"]):
+    rc, peak = peak_kib(shape + FABRIC)
+    check(rc == 0, f"{shape[1]}: runs (exit {rc}), peak {peak} KiB")
+    rc, _ = peak_kib(shape + FABRIC + ["--max-memory", f"{peak}K"])
+    check(rc == 0, f"{shape[1]}: --max-memory at its peak still runs (exit {rc})")
+    r = run(shape + FABRIC + ["--max-memory", f"{peak // 4}K"])
+    check(r.returncode == 2 and "--ranks" in r.stderr and "(--max-memory)" in r.stderr,
+          f"{shape[1]}: --max-memory at a quarter of its peak is refused: {r.stderr.strip()}")
+# Refused without building anything: 134 M transfers of the 8192-rank ring
+# would take more than any machine here has, and the message says what
+# runs such a ring instead.
+r = run(["--pattern", "ring", "--ranks", "8192", "-b", "1M", "-e", "1M"] + FABRIC
+        + ["--max-memory", "16G"])
+check(r.returncode == 2 and "134201344 transfers" in r.stderr and "droce-sim" in r.stderr,
+      f"ring at 8192 ranks refused up front: {r.stderr.strip()}")
 
 # ---- --mode dpdk hands over or says it is not built -------------------------
 r = run(["--mode", "dpdk", "--help"])

@@ -34,6 +34,18 @@ inline uint32_t launched_size() {
   return 1;
 }
 
+// How many of them run on this machine (they share its memory); 1 when
+// no launcher says.
+inline uint32_t launched_local_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
+    if (const char* v = std::getenv(var)) {
+      const long n = std::strtol(v, nullptr, 10);
+      if (n > 0) return static_cast<uint32_t>(n);
+    }
+  }
+  return 1;
+}
+
 // The point-to-point layer (Open MPI's PML) to ask for before MPI_Init,
 // or null to leave Open MPI's choice: "ob1" (shared memory, TCP) when Open
 // MPI started every process on this machine and nobody chose one
