@@ -169,6 +169,7 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   eo.verify = st.verify;
   eo.iters = c.iters;
   eo.warmup = c.warmup_iters;
+  eo.keep_transfer_latencies = !csv_dir.empty();  // for transfers.csv alone
   eo.trigger = st.receiver_trigger ? pktgen::Trigger::kReceiver : pktgen::Trigger::kSender;
   eo.comm = st.comm;
   if (st.comm) simr.enter_partition(*st.comm);
@@ -450,6 +451,10 @@ int check_run_options(Args& a) {
   if (!sim::parse_time_ns(a.delay, st.delay_ns)) return fail("--delay", "'" + a.delay + "' is not a time");
   if (!sim::parse_time_ns(a.interval, st.interval_ns) || st.interval_ns < 1000)
     return fail("--sample-interval", "'" + a.interval + "': a time of at least 1us");
+  // The time series feed the CSV files alone: without --csv nothing is
+  // sampled (every link and queue each interval: a fifth of a 512-rank
+  // ring's memory over five iterations).
+  if (a.csv_dir.empty()) st.interval_ns = 0;
   if (!parse_probability(a.loss_text, st.loss))
     return fail("--loss", "'" + a.loss_text + "': a probability in [0, 1) (0.01 or 1%)");
   qo.mtu = st.mtu;
@@ -591,7 +596,8 @@ int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
   const pktgen::Pattern pattern = *pktgen::pattern_from_string(c.pattern);
   const pktgen::ScheduleSize size = pktgen::schedule_size(
       {pattern, c.ranks, top_size, c.channels, c.chunk_bytes, c.root, c.seed});
-  const uint64_t need = pktgen::replay_memory_floor(size, c.channels, c.iters, hosts);
+  const uint32_t kept = a.csv_dir.empty() ? 0 : c.iters;  // transfers.csv's latencies
+  const uint64_t need = pktgen::replay_memory_floor(size, c.channels, kept, hosts);
   if (need <= limit) return kGoOn;
   const auto amount = [](uint64_t bytes) {
     return bytes >= (uint64_t{1} << 30)
@@ -604,9 +610,9 @@ int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
                                        : "this machine's";
   return fail("--ranks",
               fmt::format("{} over {} ranks at {} B is {} transfers between {} rank pairs: at "
-                          "least {} per process, where it may have {} ({}). Fewer ranks, --iters "
-                          "or --channels fit; droce-sim's [collective] runs ring and all-to-all "
-                          "at thousands of ranks without storing a schedule (docs/SIM.md)",
+                          "least {} per process, where it may have {} ({}). Fewer --ranks or "
+                          "--channels fit; droce-sim's [collective] runs ring and all-to-all at "
+                          "thousands of ranks without storing a schedule (docs/SIM.md)",
                           pktgen::to_string(pattern), c.ranks, top_size, size.transfers,
                           size.rank_pairs, amount(need), amount(limit), whose));
 }

@@ -8,10 +8,10 @@
 
 namespace droce::pktgen {
 
-uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t timed_iterations,
+uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t kept_iterations,
                              uint64_t hosts) {
   const uint64_t per_transfer =
-      kReplayBytesPerTransfer + uint64_t{timed_iterations} * kReplayBytesPerTransferIteration;
+      kReplayBytesPerTransfer + uint64_t{kept_iterations} * kReplayBytesPerKeptLatency;
   return size.transfers * per_transfer + size.rank_pairs * channels * kReplayBytesPerConnection +
          hosts * kReplayBytesPerHost;
 }

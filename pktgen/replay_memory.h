@@ -6,33 +6,37 @@
 // Where the memory goes, per process (each process of a split run builds
 // the whole schedule and every QP): every transfer's entry in the schedule
 // and the executor's state for it (what it waits for and releases, when it
-// was posted), its latency in every timed iteration, a QP pair per rank
-// pair and channel (the QPs, their rings' touched pages, their CC state),
-// and each host's endpoint, CQ and share of the fabric.
+// was posted; its latency in every timed iteration where those are kept,
+// for transfers.csv), a QP pair per rank pair and channel (the QPs, their
+// rings' touched pages, their CC state), and each host's endpoint, CQ and
+// share of the fabric.
 #pragma once
 
 #include <cstdint>
 
 #include "droce/pktgen/schedule.h"
+#include "sim_executor.h"
 
 namespace droce::pktgen {
 
 // Bytes per item, measured as droce-pktgen's peak resident set on
-// leaf-spines (16 hosts per leaf, 4 spines, DCQCN, 1 MiB) between two sizes
-// of one pattern, and rounded down, so that the sum is a floor:
-// ring all-reduce at 256 and 512 ranks (329 B a transfer), and at 512
-// ranks with 1 and 5 timed iterations (65 B a transfer and iteration);
-// all-to-all at 128 and 256 ranks (29 KiB a rank pair); permutation at
-// 256 and 512 ranks (70 KiB a host).
+// leaf-spines (16 hosts per leaf, 4 spines, DCQCN, 1 MiB, one timed
+// iteration) between two sizes of one pattern, and rounded down, so that
+// the sum is a floor: ring all-reduce at 256 and 512 ranks (315 B a
+// transfer), all-to-all at 128 and 256 ranks (30 KiB a rank pair),
+// permutation at 256 and 512 ranks (60 KiB a host). A kept latency
+// (SimExecutorOptions::keep_transfer_latencies) is its own size.
 inline constexpr uint64_t kReplayBytesPerTransfer = 256;
-inline constexpr uint64_t kReplayBytesPerTransferIteration = 48;
+inline constexpr uint64_t kReplayBytesPerKeptLatency =
+    sizeof(decltype(SizeRun::transfer_latencies)::value_type);
 inline constexpr uint64_t kReplayBytesPerConnection = 24 << 10;  // per rank pair and channel
 inline constexpr uint64_t kReplayBytesPerHost = 48 << 10;
 
 // At least the peak resident memory of one process replaying a schedule of
-// `size` over `channels` QPs per rank pair, `timed_iterations` timed, on a
-// fabric of `hosts` hosts (--verify's buffers not included).
-uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t timed_iterations,
+// `size` over `channels` QPs per rank pair on a fabric of `hosts` hosts,
+// keeping the latencies of `kept_iterations` timed iterations (0 unless
+// they are kept); --verify's buffers and the time series not included.
+uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t kept_iterations,
                              uint64_t hosts);
 
 // The memory one of `processes_here` processes on this machine may use:

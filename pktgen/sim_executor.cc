@@ -464,11 +464,12 @@ SizeRun SimExecutor::run(const Schedule& s) {
     }
     if (timed_) {
       result.stats.record_iteration(rec.jct_ns());
-      if (result.transfer_latencies.empty())  // the same count each iteration
+      const bool keep = opt_.keep_transfer_latencies;
+      if (keep && result.transfer_latencies.empty())  // the same count each iteration
         result.transfer_latencies.reserve(iteration_latencies_.size() * (iterations - it));
       for (const Latency& l : iteration_latencies_) {
         result.stats.record_transfer(l.step, l.ns);
-        result.transfer_latencies.emplace_back(l.step, l.ns);
+        if (keep) result.transfer_latencies.emplace_back(l.step, l.ns);
       }
     }
   }

@@ -105,6 +105,32 @@ TEST(SimExecutor, RingAllReduceVerifiesAndTimesIterations) {
   for (const auto& it : r.iterations) EXPECT_GE(it.jct_ns(), 2 * 3 * 16 * 1024 * 1000 / 12'500);
 }
 
+// Without kept latencies (droce-pktgen without --csv) the run is the same,
+// its histograms hold every timed transfer, and no per-transfer list grows.
+TEST(SimExecutor, LatenciesNotKeptLeaveTheRunAndItsHistogramsAlone) {
+  const Schedule sched = make_schedule({Pattern::kRingAllReduce, 4, 64 * 1024, 1, 0, 0, 1});
+  SizeRun runs[2];
+  for (bool keep : {true, false}) {
+    sim::Simulator s(star(4));
+    SimExecutorOptions o;
+    o.iters = 3;
+    o.warmup = 1;
+    o.keep_transfer_latencies = keep;
+    SimExecutor ex(s, {0, 1, 2, 3}, o);
+    runs[keep ? 0 : 1] = ex.run(sched);
+  }
+  const SizeRun& kept = runs[0];
+  const SizeRun& not_kept = runs[1];
+  EXPECT_EQ(kept.transfer_latencies.size(), 3 * sched.transfers.size());
+  EXPECT_TRUE(not_kept.transfer_latencies.empty());
+  EXPECT_EQ(not_kept.stats.transfers().count(), 3 * sched.transfers.size());
+  EXPECT_EQ(not_kept.stats.transfers().percentile(0.99), kept.stats.transfers().percentile(0.99));
+  EXPECT_EQ(not_kept.stats.worst_step_p99(), kept.stats.worst_step_p99());
+  ASSERT_EQ(not_kept.iterations.size(), kept.iterations.size());
+  for (size_t i = 0; i < kept.iterations.size(); ++i)
+    EXPECT_EQ(not_kept.iterations[i].end_ns, kept.iterations[i].end_ns) << i;
+}
+
 // A link that goes down stalls the iteration running then. That iteration
 // is counted, not timed: the finished ones keep their JCTs and busbw, and
 // a size with none finished prints N/A rather than busbw 0.00.
