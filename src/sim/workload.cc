@@ -257,6 +257,7 @@ void Simulator::Impl::poll_cq(uint32_t h) {
         if (self.on_completion_) self.on_completion_(h, wcs[i]);
       if (n < wcs.size()) break;
     }
+    host.wcq->rewind_if_empty();
   }
   for (;;) {
     const size_t n = host.cq->poll(wcs);
@@ -279,6 +280,7 @@ void Simulator::Impl::poll_cq(uint32_t h) {
     }
     if (n < wcs.size()) break;
   }
+  host.cq->rewind_if_empty();
 }
 
 uint64_t Simulator::Impl::flow_cc_rate_bps(size_t f) const {
