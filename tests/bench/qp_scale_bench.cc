@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -38,6 +37,7 @@
 
 #include "droce/cc/registry.h"
 #include "droce/endpoint/endpoint.h"
+#include "droce/memory/resident.h"
 #include "droce/transport/device.h"
 #include "droce/wire/psn.h"
 #include "write_stream.h"
@@ -55,15 +55,7 @@ uint64_t now_ns() {
           .count());
 }
 
-// Resident memory of this process (/proc/self/statm), bytes.
-uint64_t resident_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  unsigned long long size = 0, resident = 0;
-  if (!f) return 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
+using memory::resident_bytes;
 
 // The reference a frame's time at N QPs is held against: one read of a
 // random 64-byte line in a buffer as large as the N QP pairs' state, the

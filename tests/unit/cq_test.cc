@@ -1,9 +1,8 @@
 #include "droce/transport/cq.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include "droce/memory/resident.h"
 
 namespace droce::transport {
 namespace {
@@ -37,20 +36,10 @@ TEST(Cq, OverflowIsReportedNotSilent) {
   EXPECT_EQ(cq.size(), 2u);
 }
 
-// Resident memory of this process (/proc/self/statm), bytes.
-uint64_t resident_bytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  unsigned long long size = 0, resident = 0;
-  if (!f) return 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
-
 // Pushes and polls one completion at a time, `rounds` times: how much the
 // process's resident memory grew meanwhile.
 uint64_t growth_of_push_poll(CompletionQueue& cq, int rounds, bool rewind) {
-  const uint64_t before = resident_bytes();
+  const uint64_t before = memory::resident_bytes();
   WorkCompletion out[1];
   for (int i = 0; i < rounds; ++i) {
     WorkCompletion wc;
@@ -60,7 +49,7 @@ uint64_t growth_of_push_poll(CompletionQueue& cq, int rounds, bool rewind) {
     EXPECT_EQ(out[0].wr_id, static_cast<uint64_t>(i));
     if (rewind) cq.rewind_if_empty();
   }
-  return resident_bytes() - before;
+  return memory::resident_bytes() - before;
 }
 
 // A ring polled empty and rewound keeps using its first slots: a deep CQ

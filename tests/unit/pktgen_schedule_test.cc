@@ -12,14 +12,19 @@
 namespace droce::pktgen {
 namespace {
 
-Schedule make(Pattern p, uint32_t n, uint64_t bytes, uint32_t channels = 1, uint64_t chunk = 0) {
+ScheduleParams params_of(Pattern p, uint32_t n, uint64_t bytes, uint32_t channels = 1,
+                         uint64_t chunk = 0) {
   ScheduleParams params;
   params.pattern = p;
   params.ranks = n;
   params.bytes = bytes;
   params.channels = channels;
   params.chunk_bytes = chunk;
-  return make_schedule(params);
+  return params;
+}
+
+Schedule make(Pattern p, uint32_t n, uint64_t bytes, uint32_t channels = 1, uint64_t chunk = 0) {
+  return make_schedule(params_of(p, n, bytes, channels, chunk));
 }
 
 uint64_t mod(int64_t x, int64_t n) { return static_cast<uint64_t>(((x % n) + n) % n); }
@@ -570,12 +575,7 @@ TEST(PktgenSchedule, SizeCountsWhatMakeScheduleMakes) {
       for (uint32_t channels : {1u, 3u}) {
         for (uint64_t chunk : {uint64_t{0}, uint64_t{8}, uint64_t{1024}}) {
           for (uint64_t bytes : {uint64_t{4} * n, uint64_t{4} * n * 40, uint64_t{4} * n * 1024}) {
-            ScheduleParams params;
-            params.pattern = p;
-            params.ranks = n;
-            params.bytes = bytes;
-            params.channels = channels;
-            params.chunk_bytes = chunk;
+            ScheduleParams params = params_of(p, n, bytes, channels, chunk);
             params.root = n - 1;
             const Schedule s = make_schedule(params);
             std::set<std::pair<uint32_t, uint32_t>> pairs;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -22,10 +23,10 @@
 
 namespace droce::sim_mpi {
 
-// The number of processes the MPI launcher started (Open MPI's, MPICH's
-// or a PMIx launcher's environment); 1 when none did. Needs no MPI.
-inline uint32_t launched_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+// The first of the launchers' variables `vars` set to a positive count; 1
+// when none is.
+inline uint32_t launcher_count(std::initializer_list<const char*> vars) {
+  for (const char* var : vars) {
     if (const char* v = std::getenv(var)) {
       const long n = std::strtol(v, nullptr, 10);
       if (n > 0) return static_cast<uint32_t>(n);
@@ -34,16 +35,16 @@ inline uint32_t launched_size() {
   return 1;
 }
 
+// The number of processes the MPI launcher started (Open MPI's, MPICH's
+// or a PMIx launcher's environment); 1 when none did. Needs no MPI.
+inline uint32_t launched_size() {
+  return launcher_count({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"});
+}
+
 // How many of them run on this machine (they share its memory); 1 when
 // no launcher says.
 inline uint32_t launched_local_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
-    if (const char* v = std::getenv(var)) {
-      const long n = std::strtol(v, nullptr, 10);
-      if (n > 0) return static_cast<uint32_t>(n);
-    }
-  }
-  return 1;
+  return launcher_count({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"});
 }
 
 // The point-to-point layer (Open MPI's PML) to ask for before MPI_Init,
