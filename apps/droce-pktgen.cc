@@ -578,14 +578,15 @@ int check_stragglers_and_backgrounds(Args& a) {
 
 // A run whose schedule, executor state and QPs cannot fit in memory
 // (pktgen/replay_memory.h) is refused before any of it is made.
-int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
+int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, uint64_t hosts) {
   const pktgen::CollectiveConfig& c = a.cfg.collective;
+  const uint32_t here = sim_mpi::launched_local_size();
   uint64_t limit = 0;
   if (!a.max_memory.empty()) {
     if (!parse_size(a.max_memory, limit) || limit == 0)
       return fail("--max-memory", "'" + a.max_memory + "' is not a size");
   } else {
-    limit = pktgen::memory_for_this_process(sim_mpi::launched_local_size());
+    limit = pktgen::memory_for_this_process(here);
     // Every process must come to the same answer, or one would stop while
     // the others wait for it.
     if (a.st.comm) {
@@ -593,9 +594,6 @@ int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
       limit = *std::min_element(all.begin(), all.end());
     }
   }
-  const pktgen::Pattern pattern = *pktgen::pattern_from_string(c.pattern);
-  const pktgen::ScheduleSize size = pktgen::schedule_size(
-      {pattern, c.ranks, top_size, c.channels, c.chunk_bytes, c.root, c.seed});
   const uint32_t kept = a.csv_dir.empty() ? 0 : c.iters;  // transfers.csv's latencies
   const uint64_t need = pktgen::replay_memory_floor(size, c.channels, kept, hosts);
   if (need <= limit) return kGoOn;
@@ -604,7 +602,6 @@ int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
                ? fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30))
                : fmt::format("{} MiB", bytes >> 20);
   };
-  const uint32_t here = sim_mpi::launched_local_size();
   const std::string whose = !a.max_memory.empty() ? "--max-memory"
                             : here > 1 ? fmt::format("this machine's, shared by {} processes", here)
                                        : "this machine's";
@@ -613,8 +610,8 @@ int check_memory(Args& a, uint64_t top_size, uint64_t hosts) {
                           "least {} per process, where it may have {} ({}). Fewer --ranks or "
                           "--channels fit; droce-sim's [collective] runs ring and all-to-all at "
                           "thousands of ranks without storing a schedule (docs/SIM.md)",
-                          pktgen::to_string(pattern), c.ranks, top_size, size.transfers,
-                          size.rank_pairs, amount(need), amount(limit), whose));
+                          c.pattern, c.ranks, top_size, size.transfers, size.rank_pairs,
+                          amount(need), amount(limit), whose));
 }
 
 // The topology, built and checked once before anything runs, and the
@@ -654,15 +651,15 @@ int check_testbed(Args& a) {
 
   const auto sizes = pktgen::sweep_sizes(c);
   const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
-  if (const int rc = check_memory(a, top, hosts); rc != kGoOn) return rc;
+  // Counted, not made: the largest size's schedule is made when it runs.
+  const pktgen::ScheduleSize size = pktgen::schedule_size(
+      {*pktgen::pattern_from_string(c.pattern), c.ranks, top, c.channels, c.chunk_bytes, c.root,
+       c.seed});
+  if (const int rc = check_memory(a, size, top, hosts); rc != kGoOn) return rc;
   if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify
     // a.mode; refuse sweeps that would not fit rather than swap or die.
-    uint64_t total = 0;
-    const pktgen::Schedule big = pktgen::make_schedule(
-        {*pktgen::pattern_from_string(c.pattern), c.ranks, top, c.channels, c.chunk_bytes, c.root,
-         c.seed});
-    for (const auto& l : big.layout) total += l.total_bytes();
+    const uint64_t total = size.buffer_bytes;
     if (total > kMaxVerifyBytes)
       return fail("--verify", fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); "
                                           "use a smaller -e/--maxbytes or drop --verify",

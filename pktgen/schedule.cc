@@ -730,6 +730,7 @@ ScheduleSize schedule_size(const ScheduleParams& p) {
   Schedule s;
   lay_out(p, s);
   ScheduleSize size;
+  for (const BufferLayout& l : s.layout) size.buffer_bytes += l.total_bytes();
   Builder b(p, s.chunk_bytes, size);
   build_pattern(p, s, b);
   return size;

@@ -586,6 +586,9 @@ TEST(PktgenSchedule, SizeCountsWhatMakeScheduleMakes) {
                                                  to_string(p), n, channels, chunk, bytes);
             EXPECT_EQ(size.transfers, s.transfers.size()) << what;
             EXPECT_EQ(size.rank_pairs, pairs.size()) << what;
+            uint64_t buffers = 0;
+            for (const BufferLayout& l : s.layout) buffers += l.total_bytes();
+            EXPECT_EQ(size.buffer_bytes, buffers) << what;
           }
         }
       }

@@ -190,7 +190,8 @@ Schedule make_schedule(const ScheduleParams& params);
 // refused before it starts.
 struct ScheduleSize {
   uint64_t transfers = 0;
-  uint64_t rank_pairs = 0;  // distinct unordered {src, dst} among the transfers
+  uint64_t rank_pairs = 0;    // distinct unordered {src, dst} among the transfers
+  uint64_t buffer_bytes = 0;  // every rank's BufferLayout::total_bytes() together
 };
 // Throws as make_schedule does.
 ScheduleSize schedule_size(const ScheduleParams& params);
