@@ -25,6 +25,12 @@ constexpr uint32_t kTxRetries = 8;
 // again and their retries run out. Far above any backpressure a live peer
 // exerts, even one descheduled for a time slice or two.
 constexpr uint64_t kTxStuckNs = 200'000'000;
+// Until the link first comes up (a memif port whose peer process has not
+// connected yet), frames wait for it this long instead: the port reports
+// active once started (a NIC with its cable in), so a program may send
+// before its peer's port exists, and a datagram discarded then is lost for
+// good. Long enough for a peer started at the same time on a loaded CPU.
+constexpr uint64_t kFirstLinkUpWaitNs = 5'000'000'000;
 }  // namespace
 
 namespace {
@@ -130,7 +136,11 @@ void poll_link(Shard& s, uint64_t now) {
   if (up && (!s.link_known || !s.link_up)) s.ep->announce(now);
   s.link_known = true;
   s.link_up = up;
-  p.link_is_down.store(!up, std::memory_order_relaxed);
+  if (up) p.link_came_up.store(true, std::memory_order_relaxed);
+  // A link that has never been up is not yet plugged in: frames wait for
+  // it (flush_held) rather than being discarded.
+  p.link_is_down.store(!up && p.link_came_up.load(std::memory_order_relaxed),
+                       std::memory_order_relaxed);
 }
 
 constexpr int kDispatchConsumed = -1;
@@ -278,6 +288,7 @@ void send_burst(Shard& s, rte_mbuf** mbufs, size_t n, uint64_t now) {
     if (attempt > 0) ++s.counters.tx_retries;
     sent += hand_over(s, mbufs + sent, n - sent);
   }
+  if (sent > 0) s.last_tx_ns = now;
   if (sent == n) return;
   if (s.held_n == 0) s.held_since = now;
   s.counters.tx_held += n - sent;
@@ -292,7 +303,9 @@ bool flush_held(Shard& s, uint64_t now) {
     s.held_n = 0;
     return true;
   }
-  if (now - s.held_since > kTxStuckNs) {
+  const uint64_t stuck_after =
+      s.port->link_came_up.load(std::memory_order_relaxed) ? kTxStuckNs : kFirstLinkUpWaitNs;
+  if (now - s.held_since > stuck_after) {
     rte_pktmbuf_free_bulk(s.held.data(), static_cast<unsigned>(s.held_n));
     s.counters.tx_stuck += s.held_n;
     s.counters.tx_held_ns += now - s.held_since;
@@ -300,6 +313,7 @@ bool flush_held(Shard& s, uint64_t now) {
     return true;
   }
   const size_t sent = hand_over(s, s.held.data(), s.held_n);
+  if (sent > 0) s.last_tx_ns = now;
   std::copy(s.held.begin() + static_cast<ptrdiff_t>(sent),
             s.held.begin() + static_cast<ptrdiff_t>(s.held_n), s.held.begin());
   s.held_n -= sent;

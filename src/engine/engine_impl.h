@@ -163,6 +163,7 @@ struct Shard {
   std::vector<rte_mbuf*> held;
   size_t held_n = 0;
   uint64_t held_since = 0;  // when the oldest held frame began to wait
+  uint64_t last_tx_ns = 0;  // when the PMD last took frames from this shard
   std::vector<rte_mbuf*> rx;
   std::vector<std::span<const uint8_t>> rx_frames;  // this shard's, for receive_burst
   std::vector<std::span<uint8_t>> bufs;
@@ -207,6 +208,9 @@ struct PortState {
   // Every tx_burst is a system call (net_af_packet's sendto, net_tap's
   // write): worth joining an answer with the application's next frames.
   bool tx_burst_is_syscall = false;
+  // The peer reads sent frames from memory the close unmaps (net_memif):
+  // the port lingers before it closes (Engine::close_ports).
+  bool peer_reads_tx_in_place = false;
   rte_mempool* pool = nullptr;
   std::vector<std::unique_ptr<Shard>> shards;
   // Control thread only: QPN -> shard index (where create/modify/post go).
@@ -226,6 +230,9 @@ struct PortState {
   // The link is down now (shard 0 reads it; every shard that sends checks
   // it): frames sent then are discarded, as a NIC's MAC discards them.
   std::atomic<bool> link_is_down{false};
+  // The link has been up since the port started (shard 0 sets it): before
+  // that, frames wait for the link instead of being discarded.
+  std::atomic<bool> link_came_up{false};
   std::mutex capture_mu;  // shards transmit on several lcores
   std::unique_ptr<telemetry::PcapWriter> capture;  // --capture
   bool started = false;

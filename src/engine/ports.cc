@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "droce/options/device_args.h"
 #include "engine_impl.h"
@@ -43,6 +44,10 @@ namespace {
 bool is_point_to_point(std::string_view driver) {
   return driver == "net_memif" || driver == "net_ring";
 }
+
+// memif: a frame handed to the PMD waits in memory shared with the peer
+// until the peer reads it, and closing the port unmaps that memory.
+bool peer_reads_tx_in_place(std::string_view driver) { return driver == "net_memif"; }
 
 // af_packet and tap: each TX burst is a system call (sendto, write).
 bool tx_burst_is_syscall(std::string_view driver) {
@@ -167,6 +172,7 @@ void configure_device(PortState& port, const PortConfig& config, size_t nshards,
   const std::string_view driver = info.driver_name ? info.driver_name : "";
   const bool point_to_point = is_point_to_point(driver);
   p->tx_burst_is_syscall = tx_burst_is_syscall(driver);
+  p->peer_reads_tx_in_place = peer_reads_tx_in_place(driver);
   p->tx_queues = queues_for_shards(
       "TX", info.max_tx_queues, nshards, config.shard_tx == PortConfig::ShardTx::kQueues,
       config.shard_tx == PortConfig::ShardTx::kAuto && !point_to_point, p->name, driver);
@@ -469,6 +475,25 @@ void run_on_interrupt_thread(const std::function<void()>& fn) {
   cleanup();
 }
 
+// A frame sent is on the wire: a NIC's peer receives it even if the sender
+// closes right after (a ping-pong's last answer, then exit). On memif the
+// wire is the shared ring, which the close takes away from a peer that has
+// not read it yet (its worker asleep or descheduled). So a port whose last
+// frames went out less than this long ago stays open until then.
+constexpr uint64_t kLingerNs = 100'000'000;
+
+void linger_for_the_last_frames(const std::vector<std::unique_ptr<PortState>>& ports) {
+  uint64_t last = 0;
+  for (const auto& p : ports) {
+    if (!p->started || !p->peer_reads_tx_in_place || p->link_is_down.load()) continue;
+    for (const auto& sh : p->shards) last = std::max(last, sh->last_tx_ns);
+  }
+  if (last == 0) return;
+  const uint64_t now = now_ns();
+  if (now < last + kLingerNs)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(last + kLingerNs - now));
+}
+
 }  // namespace
 
 void Engine::close_ports() {
@@ -483,6 +508,7 @@ void Engine::close_ports() {
       sh->joining = 0;
     }
   stats_now();  // the final numbers, while the ports still answer
+  linger_for_the_last_frames(im.ports);
   for (auto& p : im.ports) {
     for (auto& sh : p->shards) {
       if (sh->stash_n)

@@ -3,9 +3,10 @@ under LD_PRELOAD: ibv_devices and ibv_devinfo -v see the droce device (an
 active Ethernet port with RoCE v2 GIDs); the RC (polling and with
 completion events, small and 64 KiB messages), UD and SRQ ping-pongs run
 between two processes over net_memif and both sides report their results;
-unsupported verbs are refused with EOPNOTSUPP (verbs_misuse); a bad
-configuration, an unknown device and a missing configuration fail with a
-message naming the key.
+the last answer of a UD ping-pong whose server exits at once reaches a
+client whose worker sleeps; unsupported verbs are refused with EOPNOTSUPP
+(verbs_misuse); a bad configuration, an unknown device and a missing
+configuration fail with a message naming the key.
 
 A program that exits without cleaning up (verbs_abandon) exits 0 with no
 complaint, and its peer's next write fails with "transport retry counter
@@ -14,12 +15,17 @@ exceeded", the QP in error, as with a NIC whose peer went away.
 droce-run runs a program the same way (the library found next to it,
 the configuration checked first: exit 2 naming the key).
 
-Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN VERBS_ABANDON"""
+A datagram sent before the sender's link is up (verbs_early_datagram, its
+memif peer stopped until then) waits for the link and arrives.
+
+Usage: ibverbs_utils_test.py LIBDROCE_VERBS VERBS_MISUSE DROCE_RUN VERBS_ABANDON
+                             VERBS_EARLY_DATAGRAM"""
 
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from verbs_common import (Checks, MemifPair, env_for, free_tcp_port, need_programs,  # noqa: E402
                           run_pair, show, write_config)
 
-LIB, MISUSE, DROCE_RUN, ABANDON = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+LIB, MISUSE, DROCE_RUN, ABANDON, EARLY = sys.argv[1:6]
 need_programs(["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong",
                "ibv_srq_pingpong"])
 c = Checks()
@@ -124,6 +130,21 @@ for step, iters in (("true", 500), ("false", 20)):
              f"callers_step = false: a round trip waits for the workers, {usec} us "
              "(over 5000)", show(cl))
 
+# ---- the last datagram of a ping-pong arrives although its sender exits at
+# once: the server answers and closes its port while the client's worker
+# sleeps (50 ms, not stepped by the program). On memif the frame waits in
+# the ring the close unmaps; the closing port lingers for it, as a frame on
+# a NIC's wire reaches its peer. UD has no retransmission: a lost answer
+# hangs the client.
+late = MemifPair(tmp, "late", client_extra="callers_step = false\n",
+                 client_idle_sleep_us=50000)
+for _ in range(2):
+    s, cl = run_pair(LIB, late, ["ibv_ud_pingpong", "-g", "1", "-n", "10"],
+                     ["ibv_ud_pingpong", "-g", "1", "-n", "10"], timeout=30)
+    c.ok(s[0] == 0 and cl[0] == 0 and re.search(r"\b10 iters", cl[1]),
+         "ibv_ud_pingpong with a sleeping client: the server's last answer arrives after "
+         "the server has exited", show(cl))
+
 # ---- telemetry of the preloaded engine: dpdk-telemetry.py on the program's
 # EAL file prefix while ibv_rc_pingpong's server waits for its client.
 if shutil.which("dpdk-telemetry.py"):
@@ -180,6 +201,48 @@ c.ok(stayer.returncode == 0 and "IBV_WC_RETRY_EXC_ERR, as from a NIC" in s_out
      and "0 failure(s)" in s_out,
      "the peer of an application gone without cleanup: retry exceeded, QP in error",
      show((stayer.returncode, s_out, s_err)))
+
+# ---- a datagram posted before the link is up: the receiver (the memif
+# server) is stopped before the sender starts, so the sender's memif
+# handshake cannot finish until it continues. The frame waits for the
+# link (tx_held), is not discarded as one sent into a link that went down.
+exchange = os.path.join(tmp, "early")
+os.mkdir(exchange)
+early = MemifPair(tmp, "early", extra="counters_at_exit = true\n")
+early.reset()
+receiver = subprocess.Popen([EARLY, "receiver", exchange], env=env_for(LIB, early.configs["s"]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+sender = None
+try:
+    deadline = time.time() + 60
+    while not os.path.exists(os.path.join(exchange, "receiver.ends")) and \
+            receiver.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    receiver.send_signal(signal.SIGSTOP)
+    sender = subprocess.Popen([EARLY, "sender", exchange], env=env_for(LIB, early.configs["c"]),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not os.path.exists(os.path.join(exchange, "posted")) and \
+            sender.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)  # the sender's link polls (every 10 ms) see it down
+    receiver.send_signal(signal.SIGCONT)
+    r_res = receiver.communicate(timeout=90)
+    s_res = sender.communicate(timeout=90)
+except subprocess.TimeoutExpired:
+    for p in (receiver, sender):
+        if p:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+    r_res, s_res = receiver.communicate(), sender.communicate() if sender else ("", "")
+r_res = (receiver.returncode, *r_res)
+s_res = (sender.returncode if sender else None, *s_res)
+c.ok(r_res[0] == 0 and "ok   the datagram sent before the sender's link was up arrived"
+     in r_res[1], "a datagram posted before the link was up arrives once it is", show(r_res))
+c.ok(s_res[0] == 0 and re.search(r"port_tx_held\s+[1-9]", s_res[2])
+     and "port_tx_link_down" not in s_res[2],
+     "the sender held it for the link (port_tx_held), discarded nothing (port_tx_link_down)",
+     show(s_res))
 
 # ---- bad use
 res = run(["ibv_rc_pingpong", "-d", "nosuch", "-g", "1"], null_cfg)

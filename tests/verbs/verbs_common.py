@@ -99,9 +99,11 @@ def write_config(path, eal, port, addresses=(), neighbours=None, extra="", idle_
 class MemifPair:
     """Two configurations on one net_memif link: `server` (the memif
     server, 10.0.0.1, lcore 0) and `client` (10.0.0.2, lcore 1), each
-    naming the other's MAC."""
+    naming the other's MAC. `client_extra` and `client_idle_sleep_us`
+    set the client apart where given."""
 
-    def __init__(self, tmp, tag, extra="", idle_sleep_us=20):
+    def __init__(self, tmp, tag, extra="", idle_sleep_us=20, client_extra=None,
+                 client_idle_sleep_us=None):
         sock = os.path.join(tmp, f"{tag}.sock")
         self.sock = sock
         pid = os.getpid()
@@ -116,11 +118,15 @@ class MemifPair:
             # A memif client that finds no socket when its port starts never
             # connects: the client's port waits for the server's.
             wait = f"wait_for = \"{sock}\"\n" if role == "client" else ""
+            own_extra, own_sleep = extra, idle_sleep_us
+            if role == "client":
+                own_extra = extra if client_extra is None else client_extra
+                own_sleep = idle_sleep_us if client_idle_sleep_us is None else client_idle_sleep_us
             self.configs[side] = write_config(
                 os.path.join(tmp, f"{tag}_{side}.toml"),
                 ["-l", str(lcore), f"--file-prefix=dv_{side}_{pid}_{tag}", vdev],
-                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + extra,
-                idle_sleep_us)
+                "net_memif0", [ips[side]], {ips[peer]: macs[peer]}, wait + own_extra,
+                own_sleep)
 
     server_host = "127.0.0.1"
 
