@@ -91,27 +91,13 @@ int main(int argc, char** argv) {
   enum { kLen = 4096 };
   static char buf[kLen];
 
-  int n = 0;
-  struct ibv_device** list = ibv_get_device_list(&n);
-  if (!check(list != NULL && n == 1, "one device")) return 1;
-  struct ibv_context* ctx = ibv_open_device(list[0]);
-  if (!check(ctx != NULL, "ibv_open_device")) return 1;
-  struct ibv_pd* pd = ibv_alloc_pd(ctx);
-  struct ibv_cq* cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
-  struct ibv_mr* mr =
-      cq ? ibv_reg_mr(pd, buf, kLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
-  if (!check(mr != NULL, "PD, CQ and MR")) return 1;
-  struct ibv_qp_init_attr ia;
-  memset(&ia, 0, sizeof ia);
-  ia.send_cq = cq;
-  ia.recv_cq = cq;
-  ia.cap.max_send_wr = 4;
-  ia.cap.max_recv_wr = 4;
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
-  ia.qp_type = IBV_QPT_RC;
-  struct ibv_qp* qp = ibv_create_qp(pd, &ia);
-  if (!check(qp != NULL, "ibv_create_qp RC")) return 1;
+  struct Setup st;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (!open_one_qp(buf, kLen, access, IBV_QPT_RC, 4, &st)) return 1;
+  struct ibv_context* ctx = st.ctx;
+  struct ibv_cq* cq = st.cq;
+  struct ibv_mr* mr = st.mr;
+  struct ibv_qp* qp = st.qp;
 
   struct Ends me, peer;
   memset(&me, 0, sizeof me);
@@ -162,10 +148,7 @@ int main(int argc, char** argv) {
   struct ibv_qp_init_attr qia;
   check(ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia) == 0 && qa.qp_state == IBV_QPS_ERR,
         "the QP is in the error state");
-  check(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0 && ibv_dereg_mr(mr) == 0 &&
-            ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0,
-        "the stayer cleans up");
-  ibv_free_device_list(list);
+  check(close_one_qp(&st), "the stayer cleans up");
   printf("%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -126,34 +126,14 @@ int main(int argc, char** argv) {
   }
   const int sender = strcmp(argv[1], "sender") == 0;
   static char buf[kGrh + kLen];
-  int n = 0;
-  struct ibv_device** list = ibv_get_device_list(&n);
-  if (!check(list != NULL && n == 1, "one device")) return 1;
-  struct ibv_context* ctx = ibv_open_device(list[0]);
-  if (!check(ctx != NULL, "ibv_open_device")) return 1;
-  struct ibv_pd* pd = ibv_alloc_pd(ctx);
-  struct ibv_cq* cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
-  struct ibv_mr* mr = cq ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : NULL;
-  if (!check(mr != NULL, "PD, CQ and MR")) return 1;
-  struct ibv_qp_init_attr ia;
-  memset(&ia, 0, sizeof ia);
-  ia.send_cq = cq;
-  ia.recv_cq = cq;
-  ia.cap.max_send_wr = 2;
-  ia.cap.max_recv_wr = 2;
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
-  ia.qp_type = IBV_QPT_UD;
-  struct ibv_qp* qp = ibv_create_qp(pd, &ia);
-  if (!check(qp != NULL && to_rts_ud(qp, sender), "a UD QP ready")) return 1;
+  struct Setup st;
+  if (!open_one_qp(buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE, IBV_QPT_UD, 2, &st)) return 1;
+  if (!check(to_rts_ud(st.qp, sender), "the UD QP ready to send and receive")) return 1;
   if (sender)
-    send_early(pd, qp, cq, mr, buf, argv[2]);
+    send_early(st.pd, st.qp, st.cq, st.mr, buf, argv[2]);
   else
-    receive(qp, cq, mr, buf, argv[2]);
-  check(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0 && ibv_dereg_mr(mr) == 0 &&
-            ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0,
-        "cleaned up");
-  ibv_free_device_list(list);
+    receive(st.qp, st.cq, st.mr, buf, argv[2]);
+  check(close_one_qp(&st), "cleaned up");
   printf("%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -1,6 +1,7 @@
-/* What the plain-C verbs test programs share: one line per check, and the
-   swap of each side's QP number, rkey, buffer address and GID through files
-   in a directory both processes see. */
+/* What the plain-C verbs test programs share: one line per check, the
+   device's one QP over one buffer, and the swap of each side's QP number,
+   rkey, buffer address and GID through files in a directory both processes
+   see. */
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -71,5 +72,50 @@ static int read_peer(const char* dir, const char* role, struct Ends* e) {
   }
   fclose(f);
   e->addr = addr;
+  return ok;
+}
+
+/* The one device, opened, with a PD, a CQ, `buf` registered and a QP of
+   `type` (`depth` WRs each way, one SGE) on that CQ. */
+struct Setup {
+  struct ibv_device** list;
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  struct ibv_mr* mr;
+  struct ibv_qp* qp;
+};
+
+static int open_one_qp(char* buf, size_t len, int access, enum ibv_qp_type type, uint32_t depth,
+                       struct Setup* s) {
+  memset(s, 0, sizeof *s);
+  int n = 0;
+  s->list = ibv_get_device_list(&n);
+  if (!check(s->list != NULL && n == 1, "one device")) return 0;
+  s->ctx = ibv_open_device(s->list[0]);
+  if (!check(s->ctx != NULL, "ibv_open_device")) return 0;
+  s->pd = ibv_alloc_pd(s->ctx);
+  s->cq = s->pd ? ibv_create_cq(s->ctx, (int)(2 * depth), NULL, NULL, 0) : NULL;
+  s->mr = s->cq ? ibv_reg_mr(s->pd, buf, len, access) : NULL;
+  if (!check(s->mr != NULL, "PD, CQ and MR")) return 0;
+  struct ibv_qp_init_attr ia;
+  memset(&ia, 0, sizeof ia);
+  ia.send_cq = s->cq;
+  ia.recv_cq = s->cq;
+  ia.cap.max_send_wr = depth;
+  ia.cap.max_recv_wr = depth;
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  ia.qp_type = type;
+  s->qp = ibv_create_qp(s->pd, &ia);
+  return check(s->qp != NULL, "ibv_create_qp");
+}
+
+/* Everything open_one_qp made, destroyed in order. */
+static int close_one_qp(struct Setup* s) {
+  const int ok = ibv_destroy_qp(s->qp) == 0 && ibv_destroy_cq(s->cq) == 0 &&
+                 ibv_dereg_mr(s->mr) == 0 && ibv_dealloc_pd(s->pd) == 0 &&
+                 ibv_close_device(s->ctx) == 0;
+  ibv_free_device_list(s->list);
   return ok;
 }
