@@ -227,8 +227,9 @@ struct PortState {
   std::atomic<uint32_t> pfc_gen{0};
   // Sharded ports: link-down events shard 0 saw (pfc_gen moves with it).
   std::atomic<uint32_t> link_downs{0};
-  // The link is down now (shard 0 reads it; every shard that sends checks
-  // it): frames sent then are discarded, as a NIC's MAC discards them.
+  // The link is down now, having been up (shard 0 reads it; every shard
+  // that sends checks it): frames sent then are discarded, as a NIC's MAC
+  // discards them.
   std::atomic<bool> link_is_down{false};
   // The link has been up since the port started (shard 0 sets it): before
   // that, frames wait for the link instead of being discarded.
