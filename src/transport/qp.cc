@@ -66,11 +66,6 @@ bool transition_allowed(QpState from, QpState to) {
   return false;
 }
 
-namespace {
-// A work queue ring of at least `depth` slots: a power of two.
-size_t ring_size(uint32_t depth) { return std::bit_ceil(size_t{std::max<uint32_t>(depth, 1)}); }
-}  // namespace
-
 QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
     : device_(device),
       qpn_(qpn),
@@ -80,14 +75,9 @@ QueuePair::QueuePair(Device& device, uint32_t qpn, const QpInitAttr& init)
       recv_cq_(init.recv_cq),
       srq_(init.srq),
       caps_(init.caps),
-      sq_sig_all_(init.sq_sig_all),
-      sq_(ring_size(init.caps.max_send_wr)),
-      sq_mask_(sq_.size() - 1),
-      sge_more_(init.caps.max_send_sge > 1 ? sq_.size() * init.caps.max_send_sge : 0),
-      ud_dest_(init.type == QpType::kUd ? sq_.size() : 0),
-      inline_(sq_.size() * init.caps.max_inline_data),
-      rq_(init.srq ? 0 : ring_size(init.caps.max_recv_wr)),
-      rq_mask_(rq_.empty() ? 0 : rq_.size() - 1) {}
+      sq_sig_all_(init.sq_sig_all) {
+  make_queues();
+}
 
 int QueuePair::modify(QpState target, const QpAttr& a) {
   if (!transition_allowed(state_, target)) return EINVAL;
@@ -445,22 +435,6 @@ void QueuePair::set_cc_hooks(const CcHooks* hooks, void* ctx) {
   cc_ctx_ = ctx;
 }
 
-uint32_t QueuePair::send_queue_depth() const {
-  return static_cast<uint32_t>(sq_posted_.load(std::memory_order_acquire) -
-                               sq_retired_.load(std::memory_order_acquire));
-}
-
-uint32_t QueuePair::recv_queue_depth() const {
-  return srq_ ? 0
-              : static_cast<uint32_t>(rq_posted_.load(std::memory_order_acquire) -
-                                      rq_retired_.load(std::memory_order_acquire));
-}
-
-size_t QueuePair::queue_bytes() const {
-  return sq_.size() * sizeof(SendWqe) + sge_more_.size() * sizeof(Sge) +
-         ud_dest_.size() * sizeof(UdDest) + inline_.size() + rq_.size() * sizeof(RecvWqe);
-}
-
 int QueuePair::post_send(const SendWr& wr) { return post_send(std::span(&wr, 1), nullptr); }
 
 int QueuePair::post_recv(const RecvWr& wr) { return post_recv(std::span(&wr, 1), nullptr); }
@@ -483,13 +457,6 @@ union SgeCopy {
 // retired index on every call, and reading it on every post would bring
 // its line over from the data path's core each time. (After RESET the
 // copy is ahead of the tail: the difference wraps, and it is refreshed.)
-bool QueuePair::ring_has_room(uint64_t tail, uint64_t& seen,
-                              const std::atomic<uint64_t>& retired, uint32_t depth) {
-  if (tail - seen < depth) return true;
-  seen = retired.load(std::memory_order_acquire);
-  return tail - seen < depth;
-}
-
 int QueuePair::post_send(std::span<const SendWr> wrs, size_t* posted) {
   const QpState state = posted_state();
   uint64_t tail = sq_posted_.load(std::memory_order_relaxed);

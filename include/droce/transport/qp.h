@@ -110,6 +110,10 @@ class QueuePair : public memory::InHugePages {
   void take_posted();
   // Device::destroy_qp: every outstanding WR completes with IBV_WC_WR_FLUSH_ERR.
   void destroy();
+  // Both work queues' depths anew (Modify QP may change them, IBA 11.2.4.2;
+  // the receive depth is ignored with an SRQ): EINVAL for 0, EBUSY unless
+  // every WR posted has completed. By the data path's thread (the simulator).
+  int resize_queues(uint32_t max_send_wr, uint32_t max_recv_wr);
   // The state as a poster sees it (any thread).
   QpState posted_state() const { return shared_state_.load(std::memory_order_acquire); }
   const QpCaps& caps() const { return caps_; }
@@ -168,9 +172,9 @@ class QueuePair : public memory::InHugePages {
   uint32_t send_queue_depth() const;
   uint32_t recv_queue_depth() const;
   uint32_t responses_queued() const { return resp_count_; }
-  // Bytes of the work queues the QP was created with (send slots with
-  // their extra SGEs, UD destinations and inline room; receive slots):
-  // what its capabilities cost, apart from the QP's own state.
+  // Bytes of the work queues (send slots with their extra SGEs, UD
+  // destinations and inline room; receive slots): what the capabilities
+  // cost, apart from the QP's own state.
   size_t queue_bytes() const;
   uint32_t mtu() const { return mtu_; }
   // One line of requester/responder state for logs and test failures.
@@ -188,8 +192,6 @@ class QueuePair : public memory::InHugePages {
   void enter_error();
   // post_send's per-WR part: checks `wr`, writes slot `tail` unpublished.
   int write_send_wqe(const SendWr& wr, uint64_t tail);
-  static bool ring_has_room(uint64_t tail, uint64_t& seen, const std::atomic<uint64_t>& retired,
-                            uint32_t depth);
   // A completion did not fit its CQ: the QP goes to ERR at the end of the
   // call that made it (IBA 11.6.2: CQ overflow is an affiliated error of
   // the QPs feeding it).
@@ -237,6 +239,12 @@ class QueuePair : public memory::InHugePages {
                                     uint64_t* off) const;
   size_t build_templated(const SendWqe& w, const wire::TxRequest& r, uint64_t off,
                          uint32_t len, std::span<uint8_t> buf, bool* ok, uint64_t now);
+
+  // ---- qp_rings.cc
+  // The work queues' rings, empty, as caps_ says.
+  void make_queues();
+  static bool ring_has_room(uint64_t tail, uint64_t& seen, const std::atomic<uint64_t>& retired,
+                            uint32_t depth);
 
   // ---- requester_run.cc
   bool run_may_start() const;
@@ -415,7 +423,7 @@ class QueuePair : public memory::InHugePages {
   CompletionQueue* send_cq_;
   CompletionQueue* recv_cq_;
   SharedReceiveQueue* srq_;
-  const QpCaps caps_;
+  QpCaps caps_;  // its depths change only by resize_queues
   const bool sq_sig_all_;
   QpState state_ = QpState::kReset;
   std::atomic<QpState> shared_state_{QpState::kReset};
