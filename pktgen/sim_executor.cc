@@ -44,17 +44,14 @@ SimExecutor::SimExecutor(sim::Simulator& sim, std::vector<uint32_t> rank_host,
 
 SimExecutor::~SimExecutor() { sim_.set_completion_handler(nullptr); }
 
-SimExecutor::QpSide& SimExecutor::side_for(uint32_t src, uint32_t dst, uint32_t channel) {
+// The connection of a rank pair and channel, made (without its QPs) on
+// first use.
+SimExecutor::Conn& SimExecutor::conn_for(uint32_t src, uint32_t dst, uint32_t channel) {
   const uint32_t lo = std::min(src, dst), hi = std::max(src, dst);
-  auto key = std::make_tuple(lo, hi, channel);
-  auto it = qps_.find(key);
-  if (it == qps_.end()) {
-    const sim::QpPairRef p = sim_.connect(rank_host_[lo], rank_host_[hi], opt_.qp);
-    it = qps_.emplace(key, Conn{}).first;
-    Conn& c = it->second;
-    c.side[0].qp = p.a;
+  auto [it, made] = qps_.try_emplace(std::make_tuple(lo, hi, channel));
+  Conn& c = it->second;
+  if (made) {
     c.side[0].host = rank_host_[lo];
-    c.side[1].qp = p.b;
     c.side[1].host = rank_host_[hi];
     c.side[0].peer = &c.side[1];
     c.side[1].peer = &c.side[0];
@@ -62,8 +59,49 @@ SimExecutor::QpSide& SimExecutor::side_for(uint32_t src, uint32_t dst, uint32_t 
       side.index = static_cast<uint32_t>(sides_.size());
       sides_.push_back(&side);
     }
+    conns_.push_back(&c);
   }
-  return it->second.side[src == lo ? 0 : 1];
+  return c;
+}
+
+// Queues as deep as the schedule can fill them, up to the configured
+// depth. In one iteration a side's send queue holds at most the WRITEs it
+// sends and the credits for those it receives, and its receive queue the
+// immediates and credits that arrive: together never more than the
+// connection's transfers. So no post is refused that the configured depth
+// would take, and the run is the same; but an all-to-all's connections,
+// a transfer or two each, do not keep two 256-slot rings apiece (their
+// first pages, 16 KiB a rank pair). QPs are made in the order their
+// connections were first used, as in every partition; a later size of a
+// sweep that needs more grows the rings of the QPs it reuses.
+void SimExecutor::size_queues() {
+  for (Conn* c : conns_) {
+    const uint32_t need = opt_.size_queues ? std::max<uint32_t>(c->transfers, 1) : UINT32_MAX;
+    const uint32_t send = std::min(opt_.qp.max_send_wr, need);
+    const uint32_t recv = std::min(opt_.qp.max_recv_wr, need);
+    if (!c->side[0].qp) {
+      sim::QpOptions o = opt_.qp;
+      o.max_send_wr = send;
+      o.max_recv_wr = recv;
+      const sim::QpPairRef p = sim_.connect(c->side[0].host, c->side[1].host, o);
+      c->side[0].qp = p.a;
+      c->side[1].qp = p.b;
+      continue;
+    }
+    for (QpSide& side : c->side) {
+      const transport::QpCaps& caps = side.qp->caps();
+      if (caps.max_send_wr >= send && caps.max_recv_wr >= recv) continue;
+      // Refused only while WRs are queued, after a stalled size (the sweep
+      // stops there): the rings stay, and posts wait in the backlog.
+      side.qp->resize_queues(std::max(caps.max_send_wr, send), std::max(caps.max_recv_wr, recv));
+    }
+  }
+}
+
+size_t SimExecutor::queue_bytes() const {
+  size_t bytes = 0;
+  for (const QpSide* side : sides_) bytes += side->qp ? side->qp->queue_bytes() : 0;
+  return bytes;
 }
 
 bool SimExecutor::try_post(QpSide& side, uint32_t entry) {
@@ -131,7 +169,7 @@ void SimExecutor::drain(QpSide& side) {
 // Receive WRs for what still comes this iteration, up to the QP's depth.
 void SimExecutor::top_up_recvs(QpSide& side) {
   while (side.recv_posted < side.recv_expected &&
-         side.recv_posted - side.recv_done < opt_.qp.max_recv_wr) {
+         side.recv_posted - side.recv_done < side.qp->caps().max_recv_wr) {
     transport::RecvWr rwr;
     rwr.wr_id = kRecvTag | side.index;
     if (sim_.post_recv(side.host, *side.qp, rwr) != 0) {
@@ -407,7 +445,13 @@ SizeRun SimExecutor::run(const Schedule& s) {
   // every partition) and who releases it.
   const size_t total = s.transfers.size();
   side_of_.assign(total, nullptr);
-  for (const Transfer& t : s.transfers) side_of_[t.id] = &side_for(t.src, t.dst, t.channel);
+  for (Conn* c : conns_) c->transfers = 0;
+  for (const Transfer& t : s.transfers) {
+    Conn& c = conn_for(t.src, t.dst, t.channel);
+    ++c.transfers;
+    side_of_[t.id] = &c.side[t.src <= t.dst ? 0 : 1];
+  }
+  size_queues();
   remaining_at_start_.assign(total, 0);
   if (receiver()) {
     plan_receiver_trigger(s);

@@ -76,6 +76,10 @@ struct SimExecutorOptions {
   // SizeRun::stats hold them: 16 bytes per transfer and timed iteration
   // less, 0.7 GB for a 1024-rank ring's 20 iterations.
   bool keep_transfer_latencies = true;
+  // Each connection's queues as deep as the schedule can fill them, up to
+  // qp's depths (the run is the same; see size_queues). false: every QP at
+  // qp's depths.
+  bool size_queues = true;
   // An iteration that has not finished after this much virtual time is
   // abandoned (stalled: a QP went to the error state, or a bug).
   uint64_t iteration_timeout_ns = 10'000'000'000ull;
@@ -127,6 +131,8 @@ class SimExecutor {
 
   // QPs created so far (rank pairs x channels, two QPs each).
   size_t num_qp_pairs() const { return qps_.size(); }
+  // Bytes of their work queues (transport::QueuePair::queue_bytes).
+  size_t queue_bytes() const;
 
  private:
   struct QpSide {
@@ -142,11 +148,13 @@ class SimExecutor {
     uint32_t recv_expected = 0, recv_posted = 0, recv_done = 0;
   };
   struct Conn {
-    QpSide side[2];  // [0]: the lower rank's QP
+    QpSide side[2];          // [0]: the lower rank's QP
+    uint32_t transfers = 0;  // the schedule's, both ways (size_queues)
   };
   bool receiver() const { return opt_.trigger == Trigger::kReceiver; }
   bool local(uint32_t rank) const { return sim_.runs_host(rank_host_[rank]); }
-  QpSide& side_for(uint32_t src, uint32_t dst, uint32_t channel);
+  Conn& conn_for(uint32_t src, uint32_t dst, uint32_t channel);
+  void size_queues();
   void register_buffers(const Schedule& s, uint64_t max_bytes);
   void plan_receiver_trigger(const Schedule& s);
   void start_iteration();
@@ -171,6 +179,7 @@ class SimExecutor {
   SimExecutorOptions opt_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Conn> qps_;
   std::vector<QpSide*> sides_;
+  std::vector<Conn*> conns_;  // in the order made
 
   // Per run() / iteration.
   const Schedule* s_ = nullptr;

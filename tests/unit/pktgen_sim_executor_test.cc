@@ -225,6 +225,56 @@ TEST(SimExecutor, ReceiverTriggerCreditsWhatTheDestinationMustDoFirst) {
   EXPECT_EQ(credits(Pattern::kAllToAll), 0u);
 }
 
+// Queues sized to the schedule (SimExecutorOptions::size_queues) change
+// nothing but their memory: every pattern under both triggers, over a
+// sweep whose second size (chunked) needs deeper queues than the first
+// made, runs exactly as with every QP at the configured depth.
+TEST(SimExecutor, QueuesSizedToTheScheduleRunAsAtTheConfiguredDepth) {
+  for (Trigger trigger : {Trigger::kSender, Trigger::kReceiver}) {
+    for (Pattern p : kAllPatterns) {
+      SCOPED_TRACE(fmt::format("{}, trigger {}", to_string(p),
+                               trigger == Trigger::kSender ? "sender" : "receiver"));
+      const Schedule sweep[2] = {make_schedule({p, 6, 6 * 4096, 1, 0, 0, 1}),
+                                 make_schedule({p, 6, 6 * 64 * 1024, 1, 4096, 0, 1})};
+      SizeRun runs[2][2];
+      size_t bytes[2][2];
+      for (bool sized : {false, true}) {
+        sim::Simulator s(star(6));
+        SimExecutorOptions o;
+        o.iters = 2;
+        o.warmup = 1;
+        o.trigger = trigger;
+        o.size_queues = sized;
+        SimExecutor ex(s, {0, 1, 2, 3, 4, 5}, o);
+        for (int i = 0; i < 2; ++i) {
+          runs[sized][i] = ex.run(sweep[i]);
+          bytes[sized][i] = ex.queue_bytes();
+        }
+      }
+      for (int i = 0; i < 2; ++i) {
+        const SizeRun& want = runs[0][i];
+        const SizeRun& got = runs[1][i];
+        EXPECT_FALSE(got.stalled);
+        EXPECT_EQ(got.failed_wrs, 0u);
+        EXPECT_EQ(got.imm_bad, 0u);
+        EXPECT_EQ(got.imm_received, want.imm_received);
+        EXPECT_EQ(got.credits, want.credits);
+        EXPECT_EQ(got.stats.transfers().percentile(0.99), want.stats.transfers().percentile(0.99));
+        ASSERT_EQ(got.iterations.size(), want.iterations.size());
+        for (size_t k = 0; k < got.iterations.size(); ++k) {
+          EXPECT_EQ(got.iterations[k].start_ns, want.iterations[k].start_ns) << i << " " << k;
+          EXPECT_EQ(got.iterations[k].end_ns, want.iterations[k].end_ns) << i << " " << k;
+        }
+      }
+      // Expect: the first size's queues far smaller than 256 slots each,
+      // grown by the second.
+      EXPECT_LT(bytes[1][0] * 8, bytes[0][0]);
+      EXPECT_GT(bytes[1][1], bytes[1][0]);
+      EXPECT_LE(bytes[1][1], bytes[0][1]);
+    }
+  }
+}
+
 // A dependency that neither rank of a transfer could observe is refused
 // by the receiver trigger, by name, before anything is posted.
 TEST(SimExecutor, ReceiverTriggerRefusesWhatNoRankOfTheTransferSees) {
