@@ -143,10 +143,11 @@ uint64_t Simulator::Impl::apply_inbound(std::span<const uint8_t> in, uint64_t ea
       CrossingFrame h;
       std::memcpy(&h, p, sizeof h);
       p += sizeof h;
-      // Elided when its payload is unheld, as when it was sent.
+      // Elided when its payload is unheld, and in a buffer of its size
+      // class, as when it was sent.
       const wire::UnheldPayload unheld{h.unheld_len, h.unheld_gap};
       const auto [first, last] = wire::unheld_range(h.len, unheld);
-      fabric::Packet pk = first != last ? take_held() : take();
+      fabric::Packet pk = first != last || h.len <= kHeldBytes ? take_held() : take();
       pk.bytes.resize(h.len - (last - first));
       std::memcpy(pk.bytes.data(), p, pk.bytes.size());
       p += pk.bytes.size();

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -368,7 +369,8 @@ struct Simulator::Impl {
     pool.pop_back();
     return p;
   }
-  // A packet for an elided frame; elide() sizes and fills it.
+  // A packet for an elided frame, or a whole one of at most kHeldBytes (an
+  // ACK, a CNP); elide() or the caller sizes and fills it.
   fabric::Packet take_held() {
     fabric::Packet p;
     if (held_pool.empty()) {
@@ -398,6 +400,16 @@ struct Simulator::Impl {
     if (first != last) {
       fabric::Packet p = take_held();
       fabric::elide(frame, unheld, p);
+      return p;
+    }
+    if (frame.size() <= kHeldBytes) {
+      // Copied, the staging buffer kept: a fabric with thousands of
+      // connections has as many ACKs in flight, each of which held a
+      // whole 4.5 KiB buffer.
+      fabric::Packet p = take_held();
+      p.bytes.resize(frame.size());
+      std::memcpy(p.bytes.data(), frame.data(), frame.size());
+      p.unheld = unheld;
       return p;
     }
     fabric::Packet p = std::move(staging[i]);
