@@ -337,6 +337,29 @@ TEST(SimRunner, SamplesAreProgrammaticallyReadable) {
   EXPECT_GT(util_max, 0.97);
 }
 
+// A frame of at most 320 bytes (an ACK here) travels in a small buffer,
+// not in the 4.5 KiB one a whole data frame needs: a fabric with
+// thousands of connections has as many ACKs in flight.
+TEST(SimRunner, SmallFramesTravelInSmallBuffers) {
+  Simulator s(parse_scenario(incast(2, false, "64KiB")));
+  size_t small = 0, large = 0;
+  for (uint64_t t = 2'000; t <= 60'000; t += 100) {
+    s.run_until(t);
+    for (size_t l = 0; l < s.num_links(); ++l) {
+      const fabric::Packet* p = s.link_at(l).next_arrival();
+      if (!p) continue;
+      if (p->size() > 320) {
+        ++large;
+        continue;
+      }
+      ++small;
+      EXPECT_LT(p->bytes.capacity(), 4096u) << "a " << p->size() << "-byte frame at " << t;
+    }
+  }
+  EXPECT_GT(small, 10u);
+  EXPECT_GT(large, 10u);
+}
+
 // The rows visited one at a time (what the CSV files are written from)
 // are the rows the vectors hold, whether or not the vectors were rebuilt
 // part way through the run.
