@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -392,24 +391,19 @@ struct Simulator::Impl {
     }  // else e.g. a switch's PFC frame
   }
   // Frame i of a transmit burst (staging), as it goes on the wire: elided
-  // when its payload is unheld, the staging buffer then kept for the next
-  // burst; else in the staging buffer itself, replaced by a pooled one.
+  // when its payload is unheld, or copied when small, the staging buffer
+  // then kept for the next burst; else in the staging buffer itself,
+  // replaced by a pooled one.
   fabric::Packet sent_frame(size_t i, wire::UnheldPayload unheld) {
     const std::span<const uint8_t> frame(spans[i].data(), lens[i]);
     const auto [first, last] = wire::unheld_range(frame.size(), unheld);
-    if (first != last) {
+    // A frame of at most kHeldBytes (an ACK, a CNP) is copied whole into a
+    // held buffer too (elide copies what has no unheld payload whole): a
+    // fabric with thousands of connections has as many ACKs in flight,
+    // each of which held a whole 4.5 KiB buffer.
+    if (first != last || frame.size() <= kHeldBytes) {
       fabric::Packet p = take_held();
       fabric::elide(frame, unheld, p);
-      return p;
-    }
-    if (frame.size() <= kHeldBytes) {
-      // Copied, the staging buffer kept: a fabric with thousands of
-      // connections has as many ACKs in flight, each of which held a
-      // whole 4.5 KiB buffer.
-      fabric::Packet p = take_held();
-      p.bytes.resize(frame.size());
-      std::memcpy(p.bytes.data(), frame.data(), frame.size());
-      p.unheld = unheld;
       return p;
     }
     fabric::Packet p = std::move(staging[i]);
