@@ -15,12 +15,12 @@
 
 #include "droce/engine/engine.h"
 #include "droce/pktgen/busbw.h"
+#include "droce/pktgen/index_lists.h"
 #include "droce/options/values.h"
 #include "droce/oob/fields.h"
 #include "droce/oob/rank_group.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/verify.h"
-#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -261,14 +261,14 @@ uint64_t Runner::run_iteration(const Schedule& s, VerifyBuffers& vb, IterationSt
   pending_deps_.assign(nt, 0);
   to_learn_ = 0;
   for (const Transfer& t : s.transfers) {
-    pending_deps_[t.id] = static_cast<uint32_t>(t.depends_on.size());
+    pending_deps_[t.id] = static_cast<uint32_t>(s.depends_on[t.id].size());
     bool mine = t.src == r_ || t.dst == r_;
     for (uint32_t rk : needers_[t.id]) mine |= rk == r_;
     if (mine) ++to_learn_;
   }
   const uint64_t t0 = engine::now_ns();
   for (const Transfer& t : s.transfers)
-    if (t.src == r_ && t.depends_on.empty()) post_transfer(t);
+    if (t.src == r_ && s.depends_on[t.id].empty()) post_transfer(t);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(c_.timeout_s);
   uint64_t t_end = t0;
   while (to_learn_ > 0 || sends_out_ > 0) {
@@ -351,11 +351,11 @@ int Runner::run() {
     dependents_ = IndexLists::build(s.transfers.size(), [&](auto&& emit) {
       for (const Transfer& t : s.transfers)
         if (t.src == r_)
-          for (uint32_t d : t.depends_on) emit(d, t.id);
+          for (uint32_t d : s.depends_on[t.id]) emit(d, t.id);
     });
     needers_.assign(s.transfers.size(), {});
     for (const Transfer& t : s.transfers)
-      for (uint32_t d : t.depends_on) {
+      for (uint32_t d : s.depends_on[t.id]) {
         auto& nd = needers_[d];
         if (std::find(nd.begin(), nd.end(), t.src) == nd.end()) nd.push_back(t.src);
       }
@@ -408,7 +408,7 @@ std::string check_ring_topology(const Schedule& s) {
       return fmt::format("pattern {} sends from rank {} to rank {}: --mode dpdk runs on a ring of "
                          "links (rank r to r+1); use ring, all_gather or reduce_scatter",
                          to_string(s.params.pattern), t.src, t.dst);
-    for (uint32_t d : t.depends_on) {
+    for (uint32_t d : s.depends_on[t.id]) {
       const Transfer& u = s.transfers[d];
       if (t.src != u.src && t.src != u.dst && t.src != prev_of(u.src, n))
         return fmt::format("transfer {} on rank {} depends on transfer {} ({} to {}), which that "

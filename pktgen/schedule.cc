@@ -7,9 +7,9 @@
 #include <memory_resource>
 #include <span>
 #include <stdexcept>
+#include <utility>
 
 #include "droce/pktgen/rng.h"
-#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -122,9 +122,11 @@ class RankDependencies {
  public:
   explicit RankDependencies(uint64_t end) : end_(end) { segments_.emplace(0, Segment{}); }
 
-  // Appends to deps (unsorted, repeats possible) what t's ranges on `rank`
-  // wait for, then records t as their reader or writer.
-  void add(const Transfer& t, uint32_t rank, std::vector<uint32_t>& deps) {
+  // Calls depend(d) for each transfer d that t's ranges on `rank` wait for
+  // (in no order, repeats possible), then records t as their reader or
+  // writer.
+  template <typename Depend>
+  void add(const Transfer& t, uint32_t rank, Depend&& depend) {
     struct Range {
       uint64_t lo, hi;
       bool write;
@@ -140,8 +142,9 @@ class RankDependencies {
     const std::span<const Range> mine(ranges, n);
     for (const auto& r : mine) {
       for_each(r.lo, r.hi, [&](Segment& s) {
-        if (s.writer != kNoTransfer) deps.push_back(s.writer);
-        if (r.write) deps.insert(deps.end(), s.readers.begin(), s.readers.end());
+        if (s.writer != kNoTransfer) depend(s.writer);
+        if (r.write)
+          for (uint32_t reader : s.readers) depend(reader);
       });
     }
     for (const auto& r : mine) {
@@ -194,29 +197,31 @@ class RankDependencies {
   uint64_t end_;
 };
 
-// Fills every transfer's depends_on (sorted, unique, without itself).
+// Fills the schedule's depends_on (sorted, unique, without itself).
 void derive_dependencies(Schedule& s) {
   const uint32_t ranks = static_cast<uint32_t>(s.layout.size());
   // The transfers touching each rank, in id order.
-  const IndexLists touching = IndexLists::build(ranks, [&](auto&& emit) {
+  IndexLists touching = IndexLists::build(ranks, [&](auto&& emit) {
     for (const auto& t : s.transfers) {
       emit(t.src, t.id);
       if (t.dst != t.src) emit(t.dst, t.id);
     }
   });
+  // (transfer, what it waits for) as the ranks find them; one derivation,
+  // then sorted into lists.
+  std::vector<std::pair<uint32_t, uint32_t>> found;
+  found.reserve(2 * s.transfers.size());  // a ring's transfers find two each
   for (uint32_t r = 0; r < ranks; ++r) {
     RankDependencies rank(s.layout[r].total_bytes());
-    for (uint32_t id : touching[r]) {
-      Transfer& t = s.transfers[id];
-      rank.add(t, r, t.depends_on);
-    }
+    for (uint32_t id : touching[r])
+      rank.add(s.transfers[id], r, [&](uint32_t d) { found.emplace_back(id, d); });
   }
-  for (auto& t : s.transfers) {
-    auto& deps = t.depends_on;
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    std::erase(deps, t.id);
-  }
+  touching = {};
+  s.depends_on = IndexLists::build(s.transfers.size(), [&](auto&& emit) {
+    for (const auto& [id, d] : found) emit(id, d);
+  });
+  found = {};
+  s.depends_on.sort_unique_each([](size_t id, uint32_t d) { return d == id; });
 }
 
 uint32_t floor_pow2(uint32_t n) {
@@ -719,6 +724,9 @@ Schedule make_schedule(const ScheduleParams& p) {
   if (auto err = check_params(p); !err.empty()) throw std::invalid_argument(err);
   Schedule s;
   lay_out(p, s);
+  // As many as it will hold: growing would copy them, and for a moment
+  // hold them twice.
+  s.transfers.reserve(schedule_size(p).transfers);
   Builder b(p, s.chunk_bytes, s.transfers);
   build_pattern(p, s, b);
   derive_dependencies(s);
@@ -734,6 +742,13 @@ ScheduleSize schedule_size(const ScheduleParams& p) {
   Builder b(p, s.chunk_bytes, size);
   build_pattern(p, s, b);
   return size;
+}
+
+IndexLists dependents_of(const Schedule& s) {
+  return IndexLists::build(s.transfers.size(), [&](auto&& emit) {
+    for (const Transfer& t : s.transfers)
+      for (uint32_t d : s.depends_on[t.id]) emit(d, t.id);
+  });
 }
 
 std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s) {

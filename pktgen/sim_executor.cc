@@ -152,7 +152,7 @@ void SimExecutor::enqueue(QpSide& side, uint32_t entry) {
 
 void SimExecutor::post(uint32_t id) {
   posted_at_[id] = sim_.now();
-  enqueue(*side_of_[id], id);
+  enqueue(side_of(id), id);
 }
 
 // Room in this QP's send queue: post what was waiting.
@@ -186,7 +186,7 @@ void SimExecutor::release(uint32_t id) {
 
 // At the transfer's destination: one more thing it waited for is done.
 void SimExecutor::credit_step(uint32_t id) {
-  if (--credit_left_[id] == 0) enqueue(*side_of_[id]->peer, id | kCreditBit);
+  if (--credit_left_[id] == 0) enqueue(*side_of(id).peer, id | kCreditBit);
 }
 
 void SimExecutor::on_completion(const transport::WorkCompletion& wc) {
@@ -196,7 +196,7 @@ void SimExecutor::on_completion(const transport::WorkCompletion& wc) {
     if (wc.wr_id & kCreditTag) {
       const uint64_t id = wc.wr_id & ~kCreditTag;
       if (wc.status != IBV_WC_SUCCESS) ++run_->failed_wrs;
-      if (id < side_of_.size()) drain(*side_of_[id]->peer);
+      if (id < side_index_.size()) drain(*side_of(id).peer);
       return;
     }
   } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM || wc.opcode == IBV_WC_RECV) {
@@ -224,8 +224,8 @@ void SimExecutor::on_receive(const transport::WorkCompletion& wc) {
   ++(credit ? run_->credits : run_->imm_received);
   const uint32_t id = wc.imm_data;
   // Only what this side can receive: a transfer to it, a credit for one from it.
-  if (!(wc.wc_flags & IBV_WC_WITH_IMM) || id >= side_of_.size() ||
-      side_of_[id] != (credit ? &side : side.peer)) {
+  if (!(wc.wc_flags & IBV_WC_WITH_IMM) || id >= side_index_.size() ||
+      &side_of(id) != (credit ? &side : side.peer)) {
     ++run_->imm_bad;
     return;
   }
@@ -251,7 +251,7 @@ void SimExecutor::on_sent(const transport::WorkCompletion& wc) {
   if (timed_) iteration_latencies_.push_back({now, id, t.step, now - posted_at_[id]});
   ++completed_;
   last_completion_ns_ = now;
-  drain(*side_of_[id]);
+  drain(side_of(id));
   for (uint32_t e : dependents_[id]) (e & kCreditBit) ? credit_step(e & ~kCreditBit) : release(e);
   // Split, the partitions' work count stops the run instead (set_work).
   if (completed_ == local_total_ && !opt_.comm) sim_.pause();
@@ -323,18 +323,18 @@ void SimExecutor::plan_receiver_trigger(const Schedule& s) {
   for (QpSide* side : sides_) side->recv_expected = 0;
   for (const Transfer& t : s.transfers) {
     uint32_t here = 0, there = 0;
-    for (uint32_t d : t.depends_on) ++(where(t, d) <= kArrivedHere ? here : there);
+    for (uint32_t d : s.depends_on[t.id]) ++(where(t, d) <= kArrivedHere ? here : there);
     credits_at_start_[t.id] = there;
     remaining_at_start_[t.id] = here + (there > 0);
-    ++side_of_[t.id]->peer->recv_expected;
-    if (there > 0) ++side_of_[t.id]->recv_expected;
+    ++side_of(t.id).peer->recv_expected;
+    if (there > 0) ++side_of(t.id).recv_expected;
   }
   // What d's completion at its sender (`on_sent`), or else its arrival,
   // releases.
   const auto lists = [&](bool on_sent) {
     return IndexLists::build(total, [&](auto&& emit) {
       for (const Transfer& t : s.transfers)
-        for (uint32_t d : t.depends_on) {
+        for (uint32_t d : s.depends_on[t.id]) {
           const Where w = where(t, d);
           if ((w == kSentHere || w == kSentThere) != on_sent) continue;
           emit(d, w == kSentHere || w == kArrivedHere ? t.id : t.id | kCreditBit);
@@ -444,12 +444,12 @@ SizeRun SimExecutor::run(const Schedule& s) {
   // Each transfer's QP (connecting on first use, in the same order in
   // every partition) and who releases it.
   const size_t total = s.transfers.size();
-  side_of_.assign(total, nullptr);
+  side_index_.assign(total, 0);
   for (Conn* c : conns_) c->transfers = 0;
   for (const Transfer& t : s.transfers) {
     Conn& c = conn_for(t.src, t.dst, t.channel);
     ++c.transfers;
-    side_of_[t.id] = &c.side[t.src <= t.dst ? 0 : 1];
+    side_index_[t.id] = c.side[t.src <= t.dst ? 0 : 1].index;
   }
   size_queues();
   remaining_at_start_.assign(total, 0);
@@ -459,7 +459,7 @@ SizeRun SimExecutor::run(const Schedule& s) {
     dependents_ = dependents_of(s);
     after_arrival_ = {};
     for (const Transfer& t : s.transfers)
-      remaining_at_start_[t.id] = static_cast<uint32_t>(t.depends_on.size());
+      remaining_at_start_[t.id] = static_cast<uint32_t>(s.depends_on[t.id].size());
   }
   local_total_ = 0;
   for (const Transfer& t : s.transfers) local_total_ += local(t.src);

@@ -41,12 +41,12 @@
 #include <tuple>
 #include <vector>
 
+#include "droce/pktgen/index_lists.h"
 #include "droce/pktgen/report.h"
 #include "droce/pktgen/schedule.h"
 #include "droce/pktgen/verify.h"
 #include "droce/sim/simulator.h"
 #include "droce/transport/zeroed_array.h"
-#include "index_lists.h"
 
 namespace droce::pktgen {
 
@@ -201,7 +201,10 @@ class SimExecutor {
   std::vector<uint32_t> credit_left_, credits_at_start_;  // receiver trigger
   uint64_t local_total_ = 0;  // transfers this partition posts (all, unsplit)
   std::vector<uint64_t> posted_at_;
-  std::vector<QpSide*> side_of_;
+  // Each transfer's sending side, as its index in sides_ (half a pointer:
+  // an 8192-rank ring has 134 M transfers).
+  std::vector<uint32_t> side_index_;
+  QpSide& side_of(uint32_t id) const { return *sides_[side_index_[id]]; }
   uint64_t completed_ = 0;
   uint32_t iteration_ = 0;
   bool timed_ = false;

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "droce/pktgen/rng.h"
-#include "index_lists.h"
 
 namespace droce::pktgen {
 namespace {
@@ -147,7 +146,8 @@ ReferenceResult run_reference(const Schedule& s, VerifyBuffers& buffers,
                               const ReferenceOptions& options) {
   const size_t n = s.transfers.size();
   std::vector<uint32_t> missing(n);
-  for (const auto& t : s.transfers) missing[t.id] = static_cast<uint32_t>(t.depends_on.size());
+  for (uint32_t id = 0; id < n; ++id)
+    missing[id] = static_cast<uint32_t>(s.depends_on[id].size());
   const IndexLists dependents = dependents_of(s);
   std::vector<uint32_t> ready;
   for (const auto& t : s.transfers) {

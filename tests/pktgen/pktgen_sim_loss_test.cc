@@ -110,7 +110,7 @@ TEST(PktgenSimLoss, NoTransferIsPostedBeforeItsDependenciesCompleted) {
     const auto key = std::make_pair(e.iteration, e.transfer);
     if (e.kind == SimTraceEvent::Kind::kPost) {
       ASSERT_FALSE(posted_at.count(key)) << "posted twice";
-      for (uint32_t d : sched.transfers[e.transfer].depends_on) {
+      for (uint32_t d : sched.depends_on[e.transfer]) {
         ASSERT_TRUE(completed_at.count({e.iteration, d}))
             << "transfer " << e.transfer << " posted before its dependency " << d;
         ++with_deps;
@@ -125,9 +125,9 @@ TEST(PktgenSimLoss, NoTransferIsPostedBeforeItsDependenciesCompleted) {
   // A transfer becomes ready exactly when its last dependency completes:
   // posted at that instant (no idle gap the schedule does not ask for).
   for (const Transfer& t : sched.transfers) {
-    if (t.depends_on.empty()) continue;
+    if (sched.depends_on[t.id].empty()) continue;
     uint64_t ready = 0;
-    for (uint32_t d : t.depends_on) ready = std::max(ready, completed_at[{1, d}]);
+    for (uint32_t d : sched.depends_on[t.id]) ready = std::max(ready, completed_at[{1, d}]);
     const uint64_t posted = posted_at[{1, t.id}];
     EXPECT_EQ(posted, ready) << "transfer " << t.id;
   }

@@ -4,7 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "index_lists.h"
+#include "droce/pktgen/index_lists.h"
+#include "droce/pktgen/schedule.h"
 
 namespace droce::pktgen {
 namespace {
@@ -35,6 +36,25 @@ TEST(IndexLists, EmptyAndDefault) {
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(l[i].empty());
 }
 
+TEST(IndexLists, SortUniqueEachCompactsTheLists) {
+  const std::vector<std::pair<uint32_t, uint32_t>> pairs = {{0, 5}, {0, 2}, {0, 5}, {1, 1}, {2, 9},
+                                                            {2, 2}, {2, 7}, {2, 9}, {2, 2}, {3, 3}};
+  IndexLists l = IndexLists::build(4, [&](auto&& emit) {
+    for (const auto& [i, v] : pairs) emit(i, v);
+  });
+  // Without a list's own index, as a schedule's dependencies are.
+  l.sort_unique_each([](size_t i, uint32_t v) { return v == i; });
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_EQ(list(l, 0), (std::vector<uint32_t>{2, 5}));
+  EXPECT_TRUE(l[1].empty());
+  EXPECT_EQ(list(l, 2), (std::vector<uint32_t>{7, 9}));
+  EXPECT_TRUE(l[3].empty());
+  EXPECT_EQ(l.total(), 4u);
+  IndexLists none;
+  none.sort_unique_each([](size_t, uint32_t) { return false; });
+  EXPECT_EQ(none.size(), 0u);
+}
+
 // What a transfer's completion releases, as the schedule's depends_on says.
 TEST(IndexLists, DependentsOfASchedule) {
   ScheduleParams p;
@@ -47,7 +67,7 @@ TEST(IndexLists, DependentsOfASchedule) {
   ASSERT_EQ(deps.size(), s.transfers.size());
   std::vector<std::vector<uint32_t>> want(s.transfers.size());
   for (const Transfer& t : s.transfers)
-    for (uint32_t d : t.depends_on) want[d].push_back(t.id);
+    for (uint32_t d : s.depends_on[t.id]) want[d].push_back(t.id);
   size_t released = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(list(deps, i), want[i]) << "transfer " << i;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -280,7 +281,7 @@ TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
         if (t.phase == Phase::kReduceScatter && t.src == 2 * i + 1 && t.step == 0) first = &t;
       }
       ASSERT_NE(first, nullptr);
-      for (uint32_t d : first->depends_on) {
+      for (uint32_t d : sch.depends_on[first->id]) {
         const Transfer& u = sch.transfers[d];
         if (u.phase != Phase::kPreReduce || u.dst != 2 * i + 1) continue;
         // Only the fold of the bytes it sends, never the kept half.
@@ -307,7 +308,7 @@ TEST(PktgenSchedule, HalvingDoublingFoldOverlapsTheExchanges) {
         if (t.phase == Phase::kPostCopy && t.src == 2 * i + 1 && !out) out = &t;
       }
       ASSERT_NE(out, nullptr);
-      for (uint32_t d : out->depends_on) {
+      for (uint32_t d : sch.depends_on[out->id]) {
         EXPECT_NE(sch.transfers[d].phase, Phase::kAllGather) << "n=" << n << " i=" << i;
       }
     }
@@ -400,7 +401,7 @@ TEST(PktgenSchedule, TreeIsChunkedByDefaultWithASlotRingPerChild) {
   ASSERT_EQ(sch.transfers.size(), size_t{2} * 2 * 7 * 20);
   for (const auto& t : sch.transfers) {
     EXPECT_EQ(t.bytes, kTreeChunkBytes);
-    for (uint32_t d : t.depends_on) {
+    for (uint32_t d : sch.depends_on[t.id]) {
       const Transfer& u = sch.transfers[d];
       const bool same_chunk = u.src_offset == t.src_offset;
       // The only other wait: the slot ring at the parent.
@@ -468,7 +469,7 @@ TEST(PktgenSchedule, IncastAndPermutation) {
   for (const auto& t : inc.transfers) {
     EXPECT_EQ(t.dst, 2u);
     EXPECT_EQ(t.bytes, 64u);
-    EXPECT_TRUE(t.depends_on.empty());
+    EXPECT_TRUE(inc.depends_on[t.id].empty());
     slots.emplace_back(t.dst_offset - inc.layout[2].recv_offset,
                        t.dst_offset - inc.layout[2].recv_offset + t.bytes);
   }
@@ -523,8 +524,13 @@ TEST(PktgenSchedule, DependenciesOrderEveryConflictAndNothingElse) {
       const Schedule s = make(p, n, 4 * n * 6, 2, 8);
       const size_t t = s.transfers.size();
       std::vector<std::vector<bool>> before(t, std::vector<bool>(t, false));  // before[j][i]: i ->* j
+      ASSERT_EQ(s.depends_on.size(), t);
       for (const auto& x : s.transfers) {
-        for (uint32_t d : x.depends_on) {
+        const auto deps = s.depends_on[x.id];
+        EXPECT_TRUE(std::adjacent_find(deps.begin(), deps.end(), std::greater_equal<>()) ==
+                    deps.end())
+            << "not sorted and unique: " << to_string(p) << " n=" << n << " " << x.id;
+        for (uint32_t d : deps) {
           ASSERT_LT(d, x.id);
           EXPECT_TRUE(conflict(x, s.transfers[d])) << to_string(p) << " n=" << n;
           before[x.id][d] = true;
@@ -551,13 +557,14 @@ TEST(PktgenSchedule, RingChunksPipeline) {
   const Schedule s = make(Pattern::kRingAllReduce, 4, 4 * 4 * 8, 1, 8);  // 4 chunks per step
   for (const auto& t : s.transfers) {
     if (t.step == 0) {
-      EXPECT_TRUE(t.depends_on.empty());
+      EXPECT_TRUE(s.depends_on[t.id].empty());
       continue;
     }
-    ASSERT_FALSE(t.depends_on.empty());
-    for (uint32_t d : t.depends_on) EXPECT_LE(s.transfers[d].bytes, 8u);
+    const auto deps = s.depends_on[t.id];
+    ASSERT_FALSE(deps.empty());
+    for (uint32_t d : deps) EXPECT_LE(s.transfers[d].bytes, 8u);
     // The RAW dependency: the same bytes arriving at this sender one step earlier.
-    const bool has_prev = std::any_of(t.depends_on.begin(), t.depends_on.end(), [&](uint32_t d) {
+    const bool has_prev = std::any_of(deps.begin(), deps.end(), [&](uint32_t d) {
       const Transfer& u = s.transfers[d];
       return u.dst == t.src && u.step + 1 == t.step &&
              (u.action == Action::kReduce ? u.reduce_offset : u.dst_offset) == t.src_offset;

@@ -200,7 +200,7 @@ TEST(SimExecutor, ReceiverTriggerVerifiesEveryPattern) {
     uint64_t credited = 0;
     for (const Transfer& t : sched.transfers) {
       bool waits_there = false;
-      for (uint32_t d : t.depends_on) {
+      for (uint32_t d : sched.depends_on[t.id]) {
         const Transfer& w = sched.transfers[d];
         waits_there = waits_there || (w.src != t.src && w.dst != t.src);
       }
@@ -288,7 +288,9 @@ TEST(SimExecutor, ReceiverTriggerRefusesWhatNoRankOfTheTransferSees) {
   while (later < sched.transfers.size() && !disjoint(sched.transfers[0], sched.transfers[later]))
     ++later;
   ASSERT_LT(later, sched.transfers.size());
-  sched.transfers[later].depends_on = {0};
+  ASSERT_EQ(sched.depends_on.total(), 0u);
+  sched.depends_on =
+      IndexLists::build(sched.transfers.size(), [&](auto&& emit) { emit(uint32_t(later), 0); });
   sim::Simulator s(star(4));
   SimExecutorOptions o;
   o.trigger = Trigger::kReceiver;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "droce/pktgen/index_lists.h"
+
 namespace droce::pktgen {
 
 enum class Pattern : uint8_t {
@@ -57,26 +59,25 @@ inline constexpr uint32_t kNoTransfer = UINT32_MAX;
 inline constexpr uint32_t kMaxRanks = 8192;
 inline constexpr uint32_t kMaxChannels = 256;  // the immediate carries 8 bits of channel
 
+// 64 bytes: a replay of 8192 ranks holds 134 M of them.
 struct Transfer {
   uint32_t id = 0;  // index in Schedule::transfers
   uint32_t src = 0;
   uint32_t dst = 0;
   uint32_t channel = 0;  // QP per peer pair carrying it
   uint32_t step = 0;     // algorithm step, 0..Schedule::num_steps-1
+  // The last chunk of a (step, src, dst, channel) message carries an
+  // immediate: imm = step << 8 | (channel & 0xFF).
+  uint32_t imm = 0;
+  bool with_imm = false;
   Phase phase = Phase::kExchange;
   Action action = Action::kCopy;
   uint64_t src_offset = 0;     // in src's registered buffer
   uint64_t dst_offset = 0;     // where the WRITE lands in dst's registered buffer
   uint64_t reduce_offset = 0;  // kReduce only: accumulator offset in dst's data region
   uint64_t bytes = 0;          // a multiple of 4 (float32), never 0
-  // The last chunk of a (step, src, dst, channel) message carries an
-  // immediate: imm = step << 8 | (channel & 0xFF).
-  bool with_imm = false;
-  uint32_t imm = 0;
-  // Transfers that must have completed (landed and been applied) before
-  // this one may be posted. Sorted, unique, all with smaller ids.
-  std::vector<uint32_t> depends_on;
 };
+static_assert(sizeof(Transfer) == 64);
 
 // A copy inside one rank's registered buffer, no network: nccl-tests'
 // alltoall sends every rank's own block to itself too (ncclSend/ncclRecv
@@ -122,6 +123,11 @@ struct Schedule {
   uint32_t num_steps = 0;
   uint64_t chunk_bytes = 0;  // the unit used: effective_chunk_bytes(params); 0 = whole step
   std::vector<Transfer> transfers;
+  // depends_on[id]: the transfers that must have completed (landed and been
+  // applied) before transfer id may be posted. Sorted, unique, all with
+  // smaller ids. One array for all: a vector per transfer took 24 bytes and
+  // a heap block of 32 for its one or two entries.
+  IndexLists depends_on;
   std::vector<LocalCopy> local_copies;  // kAllToAll: each rank's own block
   // Pattern-specific structure, exposed for tests and reports.
   std::vector<uint32_t> permutation;         // kPermutation: rank -> destination
@@ -195,6 +201,10 @@ struct ScheduleSize {
 };
 // Throws as make_schedule does.
 ScheduleSize schedule_size(const ScheduleParams& params);
+
+// What each transfer's completion releases: the transfers that depend on
+// it, in id order.
+IndexLists dependents_of(const Schedule& s);
 
 // Transfers grouped by source rank in posting order (ascending id), for
 // executors that run one ordered op list per rank.
