@@ -22,12 +22,14 @@ namespace droce::pktgen {
 // Bytes per item, measured as droce-pktgen's peak resident set on
 // leaf-spines (16 hosts per leaf, 4 spines, DCQCN, 1 MiB, one timed
 // iteration) between two sizes of one pattern, and rounded down, so that
-// the sum is a floor: ring all-reduce at 512 and 1024 ranks (174 B a
-// transfer, the hosts and steps that come with the ranks included),
-// all-to-all at 128 and 256 ranks (8.4 KiB a rank pair), permutation at 256
-// and 512 ranks (53 KiB a host and its rank pair). A kept latency
+// the sum is a floor: all-to-all at 128 and 256 ranks (8.4 KiB a rank
+// pair), permutation at 256 and 512 ranks (53 KiB a host and its rank
+// pair). A transfer: the ring all-reduce at 8192 ranks peaks at 137 B a
+// transfer once its hosts and rank pairs are taken out at the rates here
+// (between 512 and 1024 ranks it is 174 B, because the hosts and steps
+// that come with the ranks weigh more there). A kept latency
 // (SimExecutorOptions::keep_transfer_latencies) is its own size.
-inline constexpr uint64_t kReplayBytesPerTransfer = 144;
+inline constexpr uint64_t kReplayBytesPerTransfer = 128;
 inline constexpr uint64_t kReplayBytesPerKeptLatency =
     sizeof(decltype(SizeRun::transfer_latencies)::value_type);
 inline constexpr uint64_t kReplayBytesPerConnection = 6 << 10;  // per rank pair and channel

@@ -21,7 +21,7 @@ and with --collectives, at every size (hours at 8192: see docs/PERFORMANCE.md):
 
   sim ring N  droce-sim's own [collective] ring all-reduce of 1 MiB, whose
               steps are posted as their inputs complete (no schedule is
-              stored, so 8192 ranks fit)
+              stored)
   sim a2a N   droce-sim's [collective] all-to-all of 1 MiB with a window of
               16 transfers per rank, each over a connection of its own
 
