@@ -744,6 +744,17 @@ ScheduleSize schedule_size(const ScheduleParams& p) {
   return size;
 }
 
+void check_dependencies(const Schedule& s) {
+  if (s.depends_on.size() != s.transfers.size())
+    throw std::invalid_argument(fmt::format("the schedule has {} transfers and {} dependency lists",
+                                            s.transfers.size(), s.depends_on.size()));
+  for (uint32_t id = 0; id < s.transfers.size(); ++id)
+    for (uint32_t d : s.depends_on[id])
+      if (d >= id)
+        throw std::invalid_argument(
+            fmt::format("transfer {} depends on transfer {}, which is not before it", id, d));
+}
+
 IndexLists dependents_of(const Schedule& s) {
   return IndexLists::build(s.transfers.size(), [&](auto&& emit) {
     for (const Transfer& t : s.transfers)

@@ -436,6 +436,7 @@ SizeRun SimExecutor::run(const Schedule& s) {
   if (n > rank_host_.size())
     throw std::invalid_argument("schedule has " + std::to_string(n) + " ranks, the topology " +
                                 std::to_string(rank_host_.size()) + " hosts");
+  check_dependencies(s);
   uint64_t max_bytes = 0;
   for (const Transfer& t : s.transfers) max_bytes = std::max(max_bytes, t.bytes);
   if (max_bytes > transport::kMaxMessageBytes)

@@ -125,8 +125,9 @@ class SimExecutor {
 
   // Runs warm-up + timed iterations of the schedule, back to back.
   // Throws std::invalid_argument when the schedule needs more ranks than
-  // rank_host has, a transfer is larger than an RC message may be, or
-  // (receiver trigger) a transfer waits for one between two other ranks.
+  // rank_host has, its dependencies are missing or out of order
+  // (check_dependencies), a transfer is larger than an RC message may be,
+  // or (receiver trigger) a transfer waits for one between two other ranks.
   SizeRun run(const Schedule& schedule);
 
   // QPs created so far (rank pairs x channels, two QPs each).

@@ -144,6 +144,7 @@ uint64_t VerifyBuffers::wrong_total() const {
 
 ReferenceResult run_reference(const Schedule& s, VerifyBuffers& buffers,
                               const ReferenceOptions& options) {
+  check_dependencies(s);
   const size_t n = s.transfers.size();
   std::vector<uint32_t> missing(n);
   for (uint32_t id = 0; id < n; ++id)

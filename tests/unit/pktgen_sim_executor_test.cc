@@ -308,5 +308,26 @@ TEST(SimExecutor, ReceiverTriggerRefusesWhatNoRankOfTheTransferSees) {
   EXPECT_FALSE(sx.run(sched).stalled);
 }
 
+// A schedule put together by hand without its dependency lists, or with
+// one naming a later transfer (which would wait forever), is refused with
+// a reason, before anything is posted.
+TEST(SimExecutor, RefusesASchedulesMissingOrLaterDependencies) {
+  Schedule sched = make_schedule({Pattern::kAllToAll, 4, 4 * 4096, 1, 0, 0, 1});
+  const auto refused = [&](const std::string& reason) {
+    sim::Simulator s(star(4));
+    SimExecutor ex(s, {0, 1, 2, 3}, {});
+    try {
+      ex.run(sched);
+      ADD_FAILURE() << "run() accepted a schedule whose dependencies are wrong: " << reason;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  };
+  sched.depends_on = {};
+  refused("dependency lists");
+  sched.depends_on = IndexLists::build(sched.transfers.size(), [](auto&& emit) { emit(0, 1); });
+  refused("not before it");
+}
+
 }  // namespace
 }  // namespace droce::pktgen

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <stdexcept>
 
 namespace droce::pktgen {
 namespace {
@@ -201,6 +202,15 @@ TEST(PktgenVerify, DroppedDependenciesAreCaught) {
   o.seed = 3;
   const ReferenceResult r = run_reference(s, b, o);
   EXPECT_GT(b.wrong_total() + r.hazards, 0u);
+}
+
+// Without its dependency lists (a schedule put together by hand) the
+// reference refuses to run rather than reading past them.
+TEST(PktgenVerify, ReferenceRefusesAScheduleWithoutDependencyLists) {
+  Schedule s = make(Pattern::kRingAllReduce, 4, 4 * 4 * 4, 1, 0);
+  VerifyBuffers b(s);
+  s.depends_on = {};
+  EXPECT_THROW(run_reference(s, b), std::invalid_argument);
 }
 
 }  // namespace

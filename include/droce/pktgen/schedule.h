@@ -206,6 +206,11 @@ ScheduleSize schedule_size(const ScheduleParams& params);
 // it, in id order.
 IndexLists dependents_of(const Schedule& s);
 
+// Throws std::invalid_argument unless depends_on has a list for every
+// transfer (a schedule put together without make_schedule may lack them)
+// and each names only transfers before it.
+void check_dependencies(const Schedule& s);
+
 // Transfers grouped by source rank in posting order (ascending id), for
 // executors that run one ordered op list per rank.
 std::vector<std::vector<uint32_t>> transfers_by_src(const Schedule& s);

@@ -79,7 +79,8 @@ struct ReferenceResult {
   bool stalled = false;  // some transfer never became ready
 };
 
-// Runs the schedule without a network, honouring depends_on.
+// Runs the schedule without a network, honouring depends_on. Throws as
+// check_dependencies does.
 ReferenceResult run_reference(const Schedule& s, VerifyBuffers& buffers,
                               const ReferenceOptions& options = {});
 
