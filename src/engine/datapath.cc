@@ -13,27 +13,13 @@
 #include "droce/wire/int.h"
 #include "droce/wire/packet.h"
 #include "engine_impl.h"
+#include "tx_watchdog.h"
 
 namespace droce::engine {
 
 namespace {
-constexpr uint32_t kTxRetries = 8;
-// A TX queue that takes nothing for this long is stuck, not busy (a link
-// down that the PMD does not report: af_packet on a downed interface
-// refuses every frame and keeps saying "up"). Its frames are discarded then,
-// as a NIC's TX watchdog gives up on a hung queue, so that the QPs send
-// again and their retries run out. Far above any backpressure a live peer
-// exerts, even one descheduled for a time slice or two.
-constexpr uint64_t kTxStuckNs = 200'000'000;
-// Until the link first comes up (a memif port whose peer process has not
-// connected yet), frames wait for it this long instead: the port reports
-// active once started (a NIC with its cable in), so a program may send
-// before its peer's port exists, and a datagram discarded then is lost for
-// good. Long enough for a peer started at the same time on a loaded CPU.
-constexpr uint64_t kFirstLinkUpWaitNs = 5'000'000'000;
-}  // namespace
 
-namespace {
+constexpr uint32_t kTxRetries = 8;
 
 void capture(Shard& s, const uint8_t* data, uint32_t len) {
   PortState& p = *s.port;
@@ -133,13 +119,14 @@ void poll_link(Shard& s, uint64_t now) {
   // The port is up: announce its addresses (a gratuitous ARP, an
   // unsolicited neighbour advertisement), as a host does when its link
   // comes up, so that peers and switches learn where it is.
-  if (up && (!s.link_known || !s.link_up)) s.ep->announce(now);
+  const bool came_up = up && (!s.link_known || !s.link_up);
+  if (came_up) s.ep->announce(now);
   s.link_known = true;
   s.link_up = up;
-  if (up) p.link_came_up.store(true, std::memory_order_relaxed);
+  if (came_up) p.link_up_ns.store(std::max<uint64_t>(now, 1), std::memory_order_relaxed);
   // A link that has never been up is not yet plugged in: frames wait for
   // it (flush_held) rather than being discarded.
-  p.link_is_down.store(!up && p.link_came_up.load(std::memory_order_relaxed),
+  p.link_is_down.store(!up && p.link_up_ns.load(std::memory_order_relaxed) != 0,
                        std::memory_order_relaxed);
 }
 
@@ -295,7 +282,8 @@ void send_burst(Shard& s, rte_mbuf** mbufs, size_t n, uint64_t now) {
   for (size_t i = sent; i < n; ++i) s.held[s.held_n++] = mbufs[i];
 }
 
-// Sends the held frames first; true once none is left.
+// Sends the held frames first; true once none is left. The PMD is offered
+// them before the watchdog looks: a queue that takes them now is not stuck.
 bool flush_held(Shard& s, uint64_t now) {
   if (s.held_n == 0) return true;
   if (discard_if_link_down(s, s.held.data(), s.held_n)) {
@@ -303,22 +291,24 @@ bool flush_held(Shard& s, uint64_t now) {
     s.held_n = 0;
     return true;
   }
-  const uint64_t stuck_after =
-      s.port->link_came_up.load(std::memory_order_relaxed) ? kTxStuckNs : kFirstLinkUpWaitNs;
-  if (now - s.held_since > stuck_after) {
-    rte_pktmbuf_free_bulk(s.held.data(), static_cast<unsigned>(s.held_n));
-    s.counters.tx_stuck += s.held_n;
+  const size_t sent = hand_over(s, s.held.data(), s.held_n);
+  if (sent > 0) {
+    s.last_tx_ns = now;
+    std::copy(s.held.begin() + static_cast<ptrdiff_t>(sent),
+              s.held.begin() + static_cast<ptrdiff_t>(s.held_n), s.held.begin());
+    s.held_n -= sent;
+  }
+  if (s.held_n == 0) {
     s.counters.tx_held_ns += now - s.held_since;
-    s.held_n = 0;
     return true;
   }
-  const size_t sent = hand_over(s, s.held.data(), s.held_n);
-  if (sent > 0) s.last_tx_ns = now;
-  std::copy(s.held.begin() + static_cast<ptrdiff_t>(sent),
-            s.held.begin() + static_cast<ptrdiff_t>(s.held_n), s.held.begin());
-  s.held_n -= sent;
-  if (s.held_n > 0) return false;
+  if (!tx_held_too_long(s.held_since, s.last_tx_ns,
+                        s.port->link_up_ns.load(std::memory_order_relaxed), now))
+    return false;
+  rte_pktmbuf_free_bulk(s.held.data(), static_cast<unsigned>(s.held_n));
+  s.counters.tx_stuck += s.held_n;
   s.counters.tx_held_ns += now - s.held_since;
+  s.held_n = 0;
   return true;
 }
 

@@ -231,9 +231,10 @@ struct PortState {
   // that sends checks it): frames sent then are discarded, as a NIC's MAC
   // discards them.
   std::atomic<bool> link_is_down{false};
-  // The link has been up since the port started (shard 0 sets it): before
-  // that, frames wait for the link instead of being discarded.
-  std::atomic<bool> link_came_up{false};
+  // When shard 0 last saw the link come up (now_ns), 0 until it first has:
+  // before that, frames wait for the link instead of being discarded, and
+  // a held frame's stuck time counts from it (flush_held).
+  std::atomic<uint64_t> link_up_ns{0};
   std::mutex capture_mu;  // shards transmit on several lcores
   std::unique_ptr<telemetry::PcapWriter> capture;  // --capture
   bool started = false;
