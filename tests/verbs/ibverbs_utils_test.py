@@ -227,8 +227,12 @@ try:
         time.sleep(0.02)
     time.sleep(0.5)  # the sender's link polls (every 10 ms) see it down
     receiver.send_signal(signal.SIGCONT)
-    r_res = receiver.communicate(timeout=90)
+    # One after the other: the receiver stays, idle, until the sender has
+    # gone (verbs_early_datagram.cc says why).
     s_res = sender.communicate(timeout=90)
+    with open(os.path.join(exchange, "sender.gone"), "w"):
+        pass
+    r_res = receiver.communicate(timeout=90)
 except subprocess.TimeoutExpired:
     for p in (receiver, sender):
         if p:
