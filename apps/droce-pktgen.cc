@@ -178,9 +178,10 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   const auto pattern = *pktgen::pattern_from_string(c.pattern);
   const pktgen::Collective coll = pktgen::collective_of(pattern);
   const auto wall0 = std::chrono::steady_clock::now();
-  out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}\n",
+  out << fmt::format("# droce-pktgen --mode sim: {} ({}), {} ranks, {} channel(s), chunk {}{}\n",
                      pktgen::to_string(pattern), pktgen::to_string(coll), c.ranks, c.channels,
-                     pktgen::chunk_label(pattern, c.chunk_bytes));
+                     pktgen::chunk_label(pattern, c.chunk_bytes),
+                     c.window ? fmt::format(", window {}", c.window) : std::string());
   out << fmt::format("# testbed: {}, links {} {}ns{}, cc {}, recovery {}, mtu {}, pfc {}, int {}, "
                      "acks {}, {}{}{} background flow(s)\n",
                      st.topology, fmt_rate(st.link_bps), st.delay_ns,
@@ -198,14 +199,7 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
   out.flush();
 
   for (uint64_t bytes : pktgen::sweep_sizes(c)) {
-    pktgen::ScheduleParams sp;
-    sp.pattern = pattern;
-    sp.ranks = c.ranks;
-    sp.bytes = bytes;
-    sp.channels = c.channels;
-    sp.chunk_bytes = c.chunk_bytes;
-    sp.root = c.root;
-    sp.seed = c.seed;
+    const pktgen::ScheduleParams sp = pktgen::schedule_params(c, bytes);
     const auto t0 = std::chrono::steady_clock::now();
     pktgen::Schedule sched = pktgen::make_schedule(sp);
     pktgen::SizeRun run = ex.run(sched);
@@ -221,6 +215,10 @@ CcRun run_cc(const Setup& st, const std::string& cc, const std::string& csv_dir,
                        {"credits", run.credits},
                        {"stalled", run.stalled},
                        {"transfers", sched.transfers.size()}});
+    if (c.window) {
+      r.extra.back()["connections"] = run.connections;
+      r.extra.back()["connections_open_max"] = run.connections_open_max;
+    }
     if (!st.quiet)
       std::cerr << fmt::format(
           "droce-pktgen: {} B: {} iterations in {:.3f} ms virtual, {:.2f} s wall, busbw {:.2f} GB/s{}\n",
@@ -282,14 +280,7 @@ void print_comparison(const std::vector<CcRun>& runs, std::ostream& out) {
 
 nlohmann::json run_json(const Setup& st, const CcRun& r) {
   const pktgen::CollectiveConfig& c = st.c;
-  pktgen::ScheduleParams p0;
-  p0.pattern = *pktgen::pattern_from_string(c.pattern);
-  p0.ranks = c.ranks;
-  p0.channels = c.channels;
-  p0.chunk_bytes = c.chunk_bytes;
-  p0.root = c.root;
-  p0.seed = c.seed;
-  nlohmann::json j = pktgen::results_json(p0, c.iters, c.warmup_iters, r.rows);
+  nlohmann::json j = pktgen::results_json(pktgen::schedule_params(c, 0), c.iters, c.warmup_iters, r.rows);
   j["mode"] = "sim";
   j["verify"] = st.verify;
   j["testbed"] = {{"topology", st.topology}, {"link_rate_bps", st.link_bps},
@@ -375,6 +366,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--chunk", a.chunk, "pipelining a.chunk per channel (0: one per step)");
   app.add_option("--root", c.root, "incast root rank");
   app.add_option("--seed", c.seed, "permutation seed");
+  app.add_option("--window", c.window,
+                 "all_to_all: messages each rank keeps in flight, each over a connection of its "
+                 "own made for it (0: all at once over kept connections)");
   app.add_flag("--verify", st.verify, "real float32 data; #wrong checked on the last iteration of each size");
   app.add_option("--link-rate", a.link_rate, "host link rate (100G)");
   app.add_option("--delay", a.delay, "propagation a.delay per link (500ns)");
@@ -433,6 +427,10 @@ int check_run_options(Args& a) {
     return fail("--trigger", fmt::format("a replay split over processes (started by an MPI "
                                          "launcher, {} processes) needs --trigger receiver",
                                          st.comm->count()));
+  if (c.window && (st.comm || st.receiver_trigger))
+    return fail("--window", st.comm ? "its connections are made as the run goes, which processes "
+                                      "of a split replay cannot agree on: run it in one process"
+                                    : "needs --trigger sender");
   if (!parse_size(a.minb, c.min_bytes)) return fail("-b/--minbytes", "'" + a.minb + "' is not a size");
   if (!parse_size(a.maxb, c.max_bytes)) return fail("-e/--maxbytes", "'" + a.maxb + "' is not a size");
   if (!parse_size(a.stepb, c.step_bytes)) return fail("-i/--stepbytes", "'" + a.stepb + "' is not a size");
@@ -595,7 +593,8 @@ int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, u
     }
   }
   const uint32_t kept = a.csv_dir.empty() ? 0 : c.iters;  // transfers.csv's latencies
-  const uint64_t need = pktgen::replay_memory_floor(size, c.channels, kept, hosts);
+  const uint64_t need = pktgen::replay_memory_floor(
+      size, pktgen::replay_connections(pktgen::schedule_params(c, top_size), size), kept, hosts);
   if (need <= limit) return kGoOn;
   const auto amount = [](uint64_t bytes) {
     return bytes >= (uint64_t{1} << 30)
@@ -608,10 +607,14 @@ int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, u
   return fail("--ranks",
               fmt::format("{} over {} ranks at {} B is {} transfers between {} rank pairs: at "
                           "least {} per process, where it may have {} ({}). Fewer --ranks or "
-                          "--channels fit; droce-sim's [collective] runs ring and all-to-all at "
+                          "--channels fit{}; droce-sim's [collective] runs ring and all-to-all at "
                           "thousands of ranks without storing a schedule (docs/SIM.md)",
                           c.pattern, c.ranks, top_size, size.transfers, size.rank_pairs,
-                          amount(need), amount(limit), whose));
+                          amount(need), amount(limit), whose,
+                          c.pattern == "all_to_all" && c.window == 0
+                              ? ", or a --window (a QP pair per message in flight, not per rank "
+                                "pair)"
+                              : ""));
 }
 
 // The topology, built and checked once before anything runs, and the
@@ -652,9 +655,7 @@ int check_testbed(Args& a) {
   const auto sizes = pktgen::sweep_sizes(c);
   const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
   // Counted, not made: the largest size's schedule is made when it runs.
-  const pktgen::ScheduleSize size = pktgen::schedule_size(
-      {*pktgen::pattern_from_string(c.pattern), c.ranks, top, c.channels, c.chunk_bytes, c.root,
-       c.seed});
+  const pktgen::ScheduleSize size = pktgen::schedule_size(pktgen::schedule_params(c, top));
   if (const int rc = check_memory(a, size, top, hosts); rc != kGoOn) return rc;
   if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify

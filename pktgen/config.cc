@@ -41,6 +41,11 @@ void check_collective(const CollectiveConfig& c, std::vector<ValidationError>& e
     if (*pattern == Pattern::kIncast && c.root >= c.ranks) {
       add("--root", fmt::format("{} is not a rank (0..{})", c.root, c.ranks - 1));
     }
+    if (c.window != 0 && *pattern != Pattern::kAllToAll) {
+      add("--window", fmt::format("only for --pattern all_to_all (got {})", c.pattern));
+    } else if (c.window >= c.ranks) {
+      add("--window", fmt::format("must be 0..{} (below --ranks; got {})", c.ranks - 1, c.window));
+    }
   }
   if (c.iters == 0) add("-n/--iters", "must be at least 1");
   if (c.channels < 1 || c.channels > kMaxChannels) {
@@ -142,6 +147,19 @@ std::vector<ValidationError> validate(const PktgenConfig& config) {
     check_stream_config(config.stream, errors);
   }
   return errors;
+}
+
+ScheduleParams schedule_params(const CollectiveConfig& c, uint64_t bytes) {
+  ScheduleParams p;
+  p.pattern = pattern_from_string(c.pattern).value();
+  p.ranks = c.ranks;
+  p.bytes = bytes;
+  p.channels = c.channels;
+  p.chunk_bytes = c.chunk_bytes;
+  p.root = c.root;
+  p.seed = c.seed;
+  p.window = c.window;
+  return p;
 }
 
 std::vector<uint64_t> sweep_sizes(const CollectiveConfig& c) {

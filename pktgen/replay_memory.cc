@@ -8,11 +8,17 @@
 
 namespace droce::pktgen {
 
-uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t kept_iterations,
-                             uint64_t hosts) {
+uint64_t replay_connections(const ScheduleParams& params, const ScheduleSize& size) {
+  const uint64_t kept = size.rank_pairs * params.channels;
+  if (params.window == 0) return kept;
+  return std::min(kept, uint64_t{params.ranks} * params.window * params.channels);
+}
+
+uint64_t replay_memory_floor(const ScheduleSize& size, uint64_t connections,
+                             uint32_t kept_iterations, uint64_t hosts) {
   const uint64_t per_transfer =
       kReplayBytesPerTransfer + uint64_t{kept_iterations} * kReplayBytesPerKeptLatency;
-  return size.transfers * per_transfer + size.rank_pairs * channels * kReplayBytesPerConnection +
+  return size.transfers * per_transfer + connections * kReplayBytesPerConnection +
          hosts * kReplayBytesPerHost;
 }
 

@@ -32,15 +32,21 @@ namespace droce::pktgen {
 inline constexpr uint64_t kReplayBytesPerTransfer = 128;
 inline constexpr uint64_t kReplayBytesPerKeptLatency =
     sizeof(decltype(SizeRun::transfer_latencies)::value_type);
-inline constexpr uint64_t kReplayBytesPerConnection = 6 << 10;  // per rank pair and channel
+inline constexpr uint64_t kReplayBytesPerConnection = 6 << 10;  // a QP pair
 inline constexpr uint64_t kReplayBytesPerHost = 40 << 10;
 
+// The QP pairs a replay of `size` holds at once: one per rank pair and
+// channel, kept; with a window, at most ranks x window x channels (one per
+// transfer in flight, a message being at least one transfer a channel).
+uint64_t replay_connections(const ScheduleParams& params, const ScheduleSize& size);
+
 // At least the peak resident memory of one process replaying a schedule of
-// `size` over `channels` QPs per rank pair on a fabric of `hosts` hosts,
-// keeping the latencies of `kept_iterations` timed iterations (0 unless
-// they are kept); --verify's buffers and the time series not included.
-uint64_t replay_memory_floor(const ScheduleSize& size, uint32_t channels, uint32_t kept_iterations,
-                             uint64_t hosts);
+// `size` over `connections` QP pairs (replay_connections) on a fabric of
+// `hosts` hosts, keeping the latencies of `kept_iterations` timed
+// iterations (0 unless they are kept); --verify's buffers and the time
+// series not included.
+uint64_t replay_memory_floor(const ScheduleSize& size, uint64_t connections,
+                             uint32_t kept_iterations, uint64_t hosts);
 
 // The memory one of `processes_here` processes on this machine may use:
 // the machine's physical memory, or its control group's limit where that is

@@ -168,6 +168,7 @@ nlohmann::json results_json(const ScheduleParams& p, uint32_t iterations, uint32
   j["bus_factor"] = bus_factor(collective_of(p.pattern), p.ranks);
   if (p.pattern == Pattern::kIncast) j["root"] = p.root;
   if (p.pattern == Pattern::kPermutation) j["seed"] = p.seed;
+  if (p.window) j["window"] = p.window;
   j["iterations"] = iterations;
   j["warmup_iterations"] = warmup;
   j["results"] = nlohmann::json::array();

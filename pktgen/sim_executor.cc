@@ -152,7 +152,39 @@ void SimExecutor::enqueue(QpSide& side, uint32_t entry) {
 
 void SimExecutor::post(uint32_t id) {
   posted_at_[id] = sim_.now();
+  if (windowed()) open_connection(id);
   enqueue(side_of(id), id);
+}
+
+// A connection for transfer `id` alone: a WRITE and its immediate's
+// receive, so rings of a few slots rather than the configured depth (tens
+// of thousands are made and closed per rank).
+void SimExecutor::open_connection(uint32_t id) {
+  const Transfer& t = s_->transfers[id];
+  auto c = std::make_unique<Conn>();
+  c->side[0].host = rank_host_[t.src];
+  c->side[1].host = rank_host_[t.dst];
+  c->side[0].peer = &c->side[1];
+  c->side[1].peer = &c->side[0];
+  c->side[0].index = c->side[1].index = UINT32_MAX;  // not in sides_
+  sim::QpOptions o = opt_.qp;
+  o.max_send_wr = o.max_recv_wr = 4;
+  const sim::QpPairRef p = sim_.connect(c->side[0].host, c->side[1].host, o);
+  c->side[0].qp = p.a;
+  c->side[1].qp = p.b;
+  open_.emplace(id, std::move(c));
+  ++run_->connections;
+  run_->connections_open_max = std::max<uint64_t>(run_->connections_open_max, open_.size());
+}
+
+// Its QPs destroyed (anything outstanding flushed), their counters kept in
+// the simulator's summary.
+void SimExecutor::close_connection(uint32_t id) {
+  const auto it = open_.find(id);
+  if (it == open_.end()) return;
+  const Conn& c = *it->second;
+  sim_.disconnect(c.side[0].host, c.side[1].host, sim::QpPairRef{c.side[0].qp, c.side[1].qp});
+  open_.erase(it);
 }
 
 // Room in this QP's send queue: post what was waiting.
@@ -251,7 +283,10 @@ void SimExecutor::on_sent(const transport::WorkCompletion& wc) {
   if (timed_) iteration_latencies_.push_back({now, id, t.step, now - posted_at_[id]});
   ++completed_;
   last_completion_ns_ = now;
-  drain(side_of(id));
+  if (windowed())
+    close_connection(id);
+  else
+    drain(side_of(id));
   for (uint32_t e : dependents_[id]) (e & kCreditBit) ? credit_step(e & ~kCreditBit) : release(e);
   // Split, the partitions' work count stops the run instead (set_work).
   if (completed_ == local_total_ && !opt_.comm) sim_.pause();
@@ -437,20 +472,29 @@ SizeRun SimExecutor::run(const Schedule& s) {
     throw std::invalid_argument("schedule has " + std::to_string(n) + " ranks, the topology " +
                                 std::to_string(rank_host_.size()) + " hosts");
   check_dependencies(s);
+  // A window's connections are made as the run goes: split processes could
+  // not agree on them, and the receiver trigger's receive WRs and credits
+  // live on kept connections.
+  if (s.params.window > 0 && (opt_.comm || receiver()))
+    throw std::invalid_argument(
+        "an all-to-all with a window runs in one process with the sender trigger");
   uint64_t max_bytes = 0;
   for (const Transfer& t : s.transfers) max_bytes = std::max(max_bytes, t.bytes);
   if (max_bytes > transport::kMaxMessageBytes)
     throw std::invalid_argument("a transfer of " + std::to_string(max_bytes) +
                                 " bytes is larger than an RC message (2^31)");
   // Each transfer's QP (connecting on first use, in the same order in
-  // every partition) and who releases it.
+  // every partition; with a window, as it is posted) and who releases it.
   const size_t total = s.transfers.size();
-  side_index_.assign(total, 0);
+  const bool kept = s.params.window == 0;
+  side_index_.assign(kept ? total : 0, 0);
   for (Conn* c : conns_) c->transfers = 0;
-  for (const Transfer& t : s.transfers) {
-    Conn& c = conn_for(t.src, t.dst, t.channel);
-    ++c.transfers;
-    side_index_[t.id] = c.side[t.src <= t.dst ? 0 : 1].index;
+  if (kept) {
+    for (const Transfer& t : s.transfers) {
+      Conn& c = conn_for(t.src, t.dst, t.channel);
+      ++c.transfers;
+      side_index_[t.id] = c.side[t.src <= t.dst ? 0 : 1].index;
+    }
   }
   size_queues();
   remaining_at_start_.assign(total, 0);
@@ -527,6 +571,8 @@ SizeRun SimExecutor::run(const Schedule& s) {
     side->backlog.clear();
     side->backlog_head = 0;
   }
+  // A stalled iteration's connections.
+  while (!open_.empty()) close_connection(open_.begin()->first);
   s_ = nullptr;
   run_ = nullptr;
   return result;

@@ -32,6 +32,14 @@
 // Channels: C QPs per rank pair (one RC QP pair per unordered pair and
 // channel, used in both directions), created on first use and kept across
 // sizes, as a communicator keeps its connections (and their CC state).
+//
+// An all-to-all with a window (ScheduleParams::window) keeps no
+// connections: each transfer goes over a QP pair of its own, made when it
+// is posted and closed when it completes, as with a dynamically connected
+// transport, so at most ranks x window x a message's transfers are open
+// and a run of thousands of ranks does not hold a QP pair per rank pair.
+// Each starts with fresh congestion-control state. One process, the
+// sender trigger.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "droce/pktgen/index_lists.h"
@@ -110,6 +119,9 @@ struct SizeRun {
   uint64_t imm_received = 0;  // WRITE-with-immediate receive completions
   uint64_t imm_bad = 0;       // ... whose immediate matched no expected one
   uint64_t credits = 0;       // receiver trigger: credits received
+  // With a window: the connections made (one per transfer and iteration)
+  // and the most open at once.
+  uint64_t connections = 0, connections_open_max = 0;
   bool stalled = false;
   uint64_t start_ns = 0, end_ns = 0;
 };
@@ -127,7 +139,8 @@ class SimExecutor {
   // Throws std::invalid_argument when the schedule needs more ranks than
   // rank_host has, its dependencies are missing or out of order
   // (check_dependencies), a transfer is larger than an RC message may be,
-  // or (receiver trigger) a transfer waits for one between two other ranks.
+  // (receiver trigger) a transfer waits for one between two other ranks,
+  // or it has a window and the run is split or has the receiver trigger.
   SizeRun run(const Schedule& schedule);
 
   // QPs created so far (rank pairs x channels, two QPs each).
@@ -153,6 +166,9 @@ class SimExecutor {
     uint32_t transfers = 0;  // the schedule's, both ways (size_queues)
   };
   bool receiver() const { return opt_.trigger == Trigger::kReceiver; }
+  bool windowed() const { return s_ && s_->params.window > 0; }
+  void open_connection(uint32_t id);
+  void close_connection(uint32_t id);
   bool local(uint32_t rank) const { return sim_.runs_host(rank_host_[rank]); }
   Conn& conn_for(uint32_t src, uint32_t dst, uint32_t channel);
   void size_queues();
@@ -205,7 +221,12 @@ class SimExecutor {
   // Each transfer's sending side, as its index in sides_ (half a pointer:
   // an 8192-rank ring has 134 M transfers).
   std::vector<uint32_t> side_index_;
-  QpSide& side_of(uint32_t id) const { return *sides_[side_index_[id]]; }
+  // With a window: each posted transfer's own connection, side[0] its
+  // sender's, until it completes.
+  std::unordered_map<uint32_t, std::unique_ptr<Conn>> open_;
+  QpSide& side_of(uint32_t id) const {
+    return windowed() ? open_.at(id)->side[0] : *sides_[side_index_[id]];
+  }
   uint64_t completed_ = 0;
   uint32_t iteration_ = 0;
   bool timed_ = false;

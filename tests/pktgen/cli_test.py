@@ -5,6 +5,7 @@ table matches the arithmetic, the same command twice gives identical JSON.
 Usage: cli_test.py path/to/droce-pktgen"""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,10 @@ BAD = [
     (["--max-memory", "0"], "--max-memory"),
     (["--no-such-option"], "no-such-option"),
     (["--ranks", "1024", "-b", "4M", "-e", "4M", "--verify"], "--verify"),  # 8 GiB of buffers
+    (["--ranks", "4", "--window", "1"], "--window"),  # a ring has no window
+    (["--pattern", "all_to_all", "--ranks", "4", "--window", "4"], "--window"),  # not below ranks
+    (["--pattern", "all_to_all", "--ranks", "4", "--window", "1", "--trigger", "receiver"],
+     "--window"),
 ]
 for args, option in BAD:
     # Defaults for a tiny valid run, overridden by the case's own options.
@@ -133,6 +138,20 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in ("iterations.csv", "transfers.csv", "throughput.csv", "queues.csv"):
         p = os.path.join(csv, name)
         check(os.path.exists(p) and os.path.getsize(p) > 0, f"--csv wrote {name}")
+
+# ---- An all-to-all with a window: a connection per transfer, verified -------
+r = run(["--pattern", "all_to_all", "--ranks", "8", "-b", "64K", "-e", "64K", "-n", "2", "-w",
+         "1", "--window", "2", "--channels", "2", "--verify", "--cc", "dcqcn", "--json", "-", "-q"])
+check(r.returncode == 0, f"windowed all-to-all exits 0 (got {r.returncode}: {r.stderr[-300:]})")
+if r.returncode == 0:
+    j = json.loads(r.stdout)
+    run0 = j["runs"][0]
+    # 8 x 7 messages of 2 channels, 3 iterations; at most 8 ranks x 2 messages x 2 channels open.
+    check(j["window"] == 2 and j["results"][0]["wrong"] == 0, "window in the JSON, #wrong 0")
+    check(run0["connections"] == 3 * 8 * 7 * 2,
+          f"a connection per transfer and iteration (got {run0['connections']})")
+    check(0 < run0["connections_open_max"] <= 8 * 2 * 2,
+          f"at most ranks x window x channels open (got {run0['connections_open_max']})")
 
 # ---- Several congestion controls: one run each, then a table side by side ---
 with tempfile.TemporaryDirectory() as d:
@@ -265,6 +284,8 @@ def peak_kib(args):
 FABRIC = ["--topology", "leaf_spine", "--hosts-per-leaf", "16", "--spines", "4", "--cc", "dcqcn",
           "-n", "1", "-w", "0", "-q"]
 for shape in (["--pattern", "all_to_all", "--ranks", "128", "-b", "64K", "-e", "64K"],
+              ["--pattern", "all_to_all", "--ranks", "256", "-b", "64K", "-e", "64K",
+               "--window", "8"],
               ["--pattern", "ring", "--ranks", "256", "-b", "1M", "-e", "1M"]):
     rc, peak = peak_kib(shape + FABRIC)
     check(rc == 0, f"{shape[1]}: runs (exit {rc}), peak {peak} KiB")
@@ -280,6 +301,16 @@ r = run(["--pattern", "ring", "--ranks", "8192", "-b", "1M", "-e", "1M"] + FABRI
         + ["--max-memory", "8G"])
 check(r.returncode == 2 and "134201344 transfers" in r.stderr and "droce-sim" in r.stderr,
       f"ring at 8192 ranks refused up front: {r.stderr.strip()}")
+# An all-to-all refused for its rank pairs' connections says a window
+# would hold fewer; with one, the estimate counts the window's.
+a2a = ["--pattern", "all_to_all", "--ranks", "4096", "-b", "1M", "-e", "1M"] + FABRIC
+r = run(a2a + ["--max-memory", "8G"])
+check(r.returncode == 2 and "--window" in r.stderr,
+      f"all-to-all at 4096 ranks refused, naming --window: {r.stderr.strip()}")
+r = run(a2a + ["--window", "16", "--max-memory", "1M"])
+need = re.search(r"at least ([0-9.]+) GiB", r.stderr)
+check(r.returncode == 2 and need and 1 < float(need.group(1)) < 8 and "--window" not in r.stderr,
+      f"with --window 16 its estimate is the window's connections: {r.stderr.strip()}")
 
 # ---- --mode dpdk hands over or says it is not built -------------------------
 r = run(["--mode", "dpdk", "--help"])

@@ -72,6 +72,37 @@ TEST(PktgenConfig, CollectiveMessagesNameOptionAndAcceptedValues) {
   EXPECT_NE(message_for(e, "--channels"), "");
   EXPECT_NE(message_for(e, "--chunk"), "");
   EXPECT_EQ(message_for(e, "--root"), "--root: 5 is not a rank (0..1)");
+
+  c = {};
+  c.collective.window = 1;
+  EXPECT_EQ(message_for(validate(c), "--window"),
+            "--window: only for --pattern all_to_all (got ring)");
+  c.collective.pattern = "all_to_all";
+  c.collective.ranks = 4;
+  c.collective.min_bytes = c.collective.max_bytes = 4096;
+  EXPECT_TRUE(validate(c).empty());
+  c.collective.window = 4;
+  EXPECT_EQ(message_for(validate(c), "--window"), "--window: must be 0..3 (below --ranks; got 4)");
+}
+
+TEST(PktgenConfig, ScheduleParamsCarryEveryCollectiveOption) {
+  CollectiveConfig c;
+  c.pattern = "all_to_all";
+  c.ranks = 12;
+  c.channels = 3;
+  c.chunk_bytes = 256;
+  c.root = 2;
+  c.seed = 9;
+  c.window = 5;
+  const ScheduleParams p = schedule_params(c, 1 << 20);
+  EXPECT_EQ(p.pattern, Pattern::kAllToAll);
+  EXPECT_EQ(p.ranks, 12u);
+  EXPECT_EQ(p.bytes, uint64_t{1} << 20);
+  EXPECT_EQ(p.channels, 3u);
+  EXPECT_EQ(p.chunk_bytes, 256u);
+  EXPECT_EQ(p.root, 2u);
+  EXPECT_EQ(p.seed, 9u);
+  EXPECT_EQ(p.window, 5u);
 }
 
 TEST(PktgenConfig, StreamMessages) {

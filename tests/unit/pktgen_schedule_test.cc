@@ -457,6 +457,29 @@ TEST(PktgenSchedule, AllToAllCoversEveryOrderedPairOnceStaggered) {
   }
 }
 
+// With a window of W, rank r's message of step k waits for all of its own
+// message of step k - W (every channel and chunk) and nothing else; the
+// first W steps wait for nothing, as without the window.
+TEST(PktgenSchedule, AllToAllWindowWaitsForTheRanksMessageWindowStepsBefore) {
+  for (uint32_t w : {1u, 3u, 6u}) {
+    ScheduleParams p = params_of(Pattern::kAllToAll, 7, 7 * 4 * 64, 2, 64);
+    p.window = w;
+    const Schedule sch = make_schedule(p);
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<uint32_t>> message;  // (src, step)
+    for (const auto& t : sch.transfers) message[{t.src, t.step}].push_back(t.id);
+    for (const auto& t : sch.transfers) {
+      const auto deps = sch.depends_on[t.id];
+      const std::vector<uint32_t> got(deps.begin(), deps.end());
+      if (t.step < w) {
+        EXPECT_TRUE(got.empty()) << "window " << w << " transfer " << t.id;
+      } else {
+        EXPECT_EQ(got, (message[{t.src, t.step - w}])) << "window " << w << " transfer " << t.id;
+      }
+    }
+    EXPECT_EQ(message.begin()->second.size(), 4u);  // 2 channels x 2 chunks
+  }
+}
+
 TEST(PktgenSchedule, IncastAndPermutation) {
   ScheduleParams p;
   p.pattern = Pattern::kIncast;
@@ -632,6 +655,14 @@ TEST(PktgenSchedule, RefusesBadParams) {
   p.pattern = Pattern::kIncast;
   p.root = 3;
   EXPECT_NE(check_params(p).find("root"), std::string::npos);
+  p.root = 0;
+  p.bytes = 48;
+  p.window = 1;
+  EXPECT_EQ(check_params(p), "a window is for all_to_all only");
+  p.pattern = Pattern::kAllToAll;
+  EXPECT_EQ(check_params(p), "");
+  p.window = 3;
+  EXPECT_EQ(check_params(p), "window 3 is not below the ranks (3)");
 }
 
 }  // namespace

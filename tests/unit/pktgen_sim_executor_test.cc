@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "droce/sim/simulator.h"
+#include "replay_memory.h"
 #include "sim_executor.h"
 
 namespace droce::pktgen {
@@ -25,6 +26,16 @@ sim::Scenario star(uint32_t hosts, double loss = 0, const std::string& down_from
   for (uint32_t h = 0; h < hosts; ++h) t += fmt::format("[[links]]\na = \"h{}\"\nb = \"s0\"\n", h);
   if (!down_from.empty()) t += fmt::format("down = [{{ from = \"{}\" }}]\n", down_from);
   return sim::parse_scenario(t, "star");
+}
+
+// run() refuses the schedule, saying `reason`.
+void expect_refused(SimExecutor& ex, const Schedule& sched, const std::string& reason) {
+  try {
+    ex.run(sched);
+    ADD_FAILURE() << "run() accepted the schedule; expected a refusal naming: " << reason;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
 }
 
 TEST(SimWorkload, WriteWithImmediateLandsAndCompletesOnBothSides) {
@@ -295,13 +306,7 @@ TEST(SimExecutor, ReceiverTriggerRefusesWhatNoRankOfTheTransferSees) {
   SimExecutorOptions o;
   o.trigger = Trigger::kReceiver;
   SimExecutor ex(s, {0, 1, 2, 3}, o);
-  try {
-    ex.run(sched);
-    ADD_FAILURE() << "run() accepted a dependency no rank of the transfer sees";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("between two other ranks"), std::string::npos)
-        << e.what();
-  }
+  expect_refused(ex, sched, "between two other ranks");
   // The sender trigger (every completion known everywhere) runs it.
   SimExecutorOptions so;
   SimExecutor sx(s, {0, 1, 2, 3}, so);
@@ -316,17 +321,81 @@ TEST(SimExecutor, RefusesASchedulesMissingOrLaterDependencies) {
   const auto refused = [&](const std::string& reason) {
     sim::Simulator s(star(4));
     SimExecutor ex(s, {0, 1, 2, 3}, {});
-    try {
-      ex.run(sched);
-      ADD_FAILURE() << "run() accepted a schedule whose dependencies are wrong: " << reason;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
-    }
+    expect_refused(ex, sched, reason);
   };
   sched.depends_on = {};
   refused("dependency lists");
   sched.depends_on = IndexLists::build(sched.transfers.size(), [](auto&& emit) { emit(0, 1); });
   refused("not before it");
+}
+
+// An all-to-all with a window keeps no connections: each transfer has a QP
+// pair of its own from its post to its completion, at most window messages
+// of a rank are in flight, the bytes land as without the window, and the
+// connections are counted.
+TEST(SimExecutor, WindowedAllToAllConnectsPerTransferAndKeepsTheWindow) {
+  constexpr uint32_t kRanks = 6, kWindow = 2;
+  ScheduleParams p{Pattern::kAllToAll, kRanks, kRanks * 16 * 1024, 2, 4096, 0, 1};
+  p.window = kWindow;
+  const Schedule sched = make_schedule(p);
+  sim::Simulator s(star(kRanks));
+  SimExecutorOptions o;
+  o.verify = true;
+  o.iters = 2;
+  o.warmup = 1;
+  // In flight per rank: messages (src, step) posted and not all completed.
+  std::vector<std::vector<uint32_t>> open(kRanks, std::vector<uint32_t>(kRanks));
+  uint32_t most = 0;
+  o.trace = [&](const SimTraceEvent& e) {
+    const Transfer& t = sched.transfers[e.transfer];
+    uint32_t& n = open[t.src][t.step];
+    n += e.kind == SimTraceEvent::Kind::kPost ? 1 : -1;
+    uint32_t messages = 0;
+    for (uint32_t step = 0; step < kRanks; ++step) messages += open[t.src][step] > 0;
+    most = std::max(most, messages);
+  };
+  std::vector<uint32_t> hosts(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) hosts[r] = r;
+  SimExecutor ex(s, hosts, o);
+  const SizeRun r = ex.run(sched);
+  EXPECT_FALSE(r.stalled);
+  EXPECT_EQ(r.wrong, 0);
+  EXPECT_EQ(r.failed_wrs, 0u);
+  EXPECT_EQ(most, kWindow);
+  EXPECT_EQ(ex.num_qp_pairs(), 0u);  // nothing kept
+  EXPECT_EQ(r.connections, 3 * sched.transfers.size());
+  // A message is 2 channels x 2 chunks of 4 KiB: 4 transfers, 4 connections.
+  EXPECT_GT(r.connections_open_max, 4u);
+  EXPECT_LE(r.connections_open_max, uint64_t{kRanks} * kWindow * 4);
+  EXPECT_EQ(r.imm_bad, 0u);
+}
+
+// The memory check counts the QP pairs a replay holds at once: every rank
+// pair's, kept; with a window, no more than the messages in flight.
+TEST(ReplayMemory, AWindowHoldsAConnectionPerMessageInFlight) {
+  ScheduleParams p{Pattern::kAllToAll, 64, 64 * 4096, 2, 0, 0, 1};
+  const ScheduleSize size = schedule_size(p);
+  EXPECT_EQ(replay_connections(p, size), size.rank_pairs * 2);
+  p.window = 4;
+  EXPECT_EQ(replay_connections(p, size), 64u * 4 * 2);
+  p.window = 63;  // more than the rank pairs: never above them
+  EXPECT_EQ(replay_connections(p, size), size.rank_pairs * 2);
+  EXPECT_EQ(replay_memory_floor(size, 10, 0, 0),
+            size.transfers * kReplayBytesPerTransfer + 10 * kReplayBytesPerConnection);
+}
+
+// The window's connections are made as the run goes: a split run could
+// not agree on them, and the receiver trigger keeps its receive WRs and
+// credits on kept connections.
+TEST(SimExecutor, WindowedAllToAllNeedsTheSenderTrigger) {
+  ScheduleParams p{Pattern::kAllToAll, 4, 4 * 4096, 1, 0, 0, 1};
+  p.window = 1;
+  const Schedule sched = make_schedule(p);
+  sim::Simulator s(star(4));
+  SimExecutorOptions o;
+  o.trigger = Trigger::kReceiver;
+  SimExecutor ex(s, {0, 1, 2, 3}, o);
+  expect_refused(ex, sched, "sender trigger");
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct CollectiveConfig {
   uint64_t chunk_bytes = 0;       // --chunk (0: one chunk per step)
   uint32_t root = 0;              // --root (incast)
   uint64_t seed = 1;              // --seed (permutation)
+  uint32_t window = 0;            // --window (all_to_all; 0: every message at once)
 };
 
 struct StreamConfig {
@@ -68,6 +69,10 @@ std::vector<ValidationError> validate(const PktgenConfig& config);
 
 // The sizes a valid collective config sweeps (validate() first).
 std::vector<uint64_t> sweep_sizes(const CollectiveConfig& c);
+
+// The schedule a valid collective config asks for at `bytes` (validate()
+// first).
+ScheduleParams schedule_params(const CollectiveConfig& c, uint64_t bytes);
 
 // A size as nccl-tests spells it: plain bytes, or K/M/G (powers of 1024,
 // either case), or KiB/MiB/GiB. False for anything else, or on overflow.

@@ -101,6 +101,9 @@ struct ScheduleParams {
   uint64_t chunk_bytes = 0;
   uint32_t root = 0;         // incast destination
   uint64_t seed = 1;         // permutation
+  // all_to_all: messages each rank keeps in flight, 0..ranks-1 (0: all at
+  // once). A rank's message to r+k waits for its message to r+k-window.
+  uint32_t window = 0;
 };
 
 // Each rank registers one buffer laid out as [data | staging | recv]:
