@@ -204,7 +204,7 @@ int check_qp_mask(int mask) {
   constexpr int kUnsupported = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
                                IBV_QP_EN_SQD_ASYNC_NOTIFY | IBV_QP_RATE_LIMIT;
   constexpr int kKnown = (IBV_QP_RATE_LIMIT << 1) - 1;
-  if (mask & ~kKnown) return EINVAL;
+  if ((mask & ~kKnown) || (mask & IBV_QP_CAP)) return EINVAL;
   return (mask & kUnsupported) ? EOPNOTSUPP : 0;
 }
 

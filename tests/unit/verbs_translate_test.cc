@@ -114,7 +114,9 @@ TEST(VerbsQp, TypesAndStates) {
 }
 
 TEST(VerbsQp, MasksDroceDoesNotImplementAreRefused) {
-  EXPECT_EQ(check_qp_mask(IBV_QP_STATE | IBV_QP_AV | IBV_QP_CUR_STATE | IBV_QP_CAP), 0);
+  EXPECT_EQ(check_qp_mask(IBV_QP_STATE | IBV_QP_AV | IBV_QP_CUR_STATE), 0);
+  // Not silently ignored: the queues keep their size, and the caller is told.
+  EXPECT_EQ(check_qp_mask(IBV_QP_STATE | IBV_QP_CAP), EINVAL);
   EXPECT_EQ(check_qp_mask(IBV_QP_STATE | IBV_QP_ALT_PATH), EOPNOTSUPP);
   EXPECT_EQ(check_qp_mask(IBV_QP_PATH_MIG_STATE), EOPNOTSUPP);
   EXPECT_EQ(check_qp_mask(IBV_QP_RATE_LIMIT), EOPNOTSUPP);

@@ -80,6 +80,11 @@ int main(void) {
         "RESET->INIT without the P_Key index: EINVAL");
   check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_ALT_PATH) == EOPNOTSUPP,
         "alternate paths: EOPNOTSUPP");
+  a.cap.max_send_wr = 1024;
+  check(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS |
+                          IBV_QP_CAP) == EINVAL,
+        "resizing the queues (IBV_QP_CAP): EINVAL, as from a kernel provider");
   check(ibv_modify_qp(qp, &a,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
         "RESET->INIT");

@@ -76,7 +76,11 @@ ibv_qp_state to_ibv_state(transport::QpState s);
 
 // The attribute mask bits droce does not implement (alternate paths,
 // migration, SQD notification, rate limits): EOPNOTSUPP when any is set.
-// IBV_QP_CUR_STATE and IBV_QP_CAP are accepted and ignored.
+// IBV_QP_CAP is EINVAL, as from a kernel provider: resizing a QP's queues
+// is an optional feature (IBV_DEVICE_RESIZE_MAX_WR) droce does not offer,
+// and Linux's table of the attributes each transition allows
+// (ib_modify_qp_is_ok) has the queue sizes in none. IBV_QP_CUR_STATE is
+// accepted and ignored.
 int check_qp_mask(int mask);
 // The attributes IBA 11.2.4.2 (Table 94 of ibv_modify_qp) requires for a
 // transition: EINVAL when one is missing. Transitions to RESET or ERR
