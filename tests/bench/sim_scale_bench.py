@@ -24,6 +24,8 @@ and with --collectives, at every size (hours at 8192: see docs/PERFORMANCE.md):
               stored)
   sim a2a N   droce-sim's [collective] all-to-all of 1 MiB with a window of
               16 transfers per rank, each over a connection of its own
+  a2a N       droce-pktgen's all-to-all of 1 MiB with --window 16, the same
+              connections from a stored schedule
 
 and with --mpi, at every size, droce-sim's wall time on a scenario of flows
 (each host writes 1 MiB to another, a seeded random permutation) in one
@@ -213,6 +215,10 @@ def main():
                 if "STALLED" in out or "iterations 1/1" not in out:
                     raise RuntimeError(f"{name} at {n} ranks did not finish:\n{out[-400:]}")
                 rows.append((name, n, int(SIM_LINE.search(out).group(1)), cpu, rss))
+            out, rss, cpu = run_measured([pktgen, "--pattern", "all_to_all", "--window",
+                                          str(min(16, n - 1))] + common)
+            rows.append(("a2a 1 MiB, window 16", n, int(PKTGEN_LINE.search(out).group(2)), cpu,
+                         rss))
     print("simulator scale: packet events per CPU second against the 16-to-1 incast, "
           "same command")
     print(f"{'run':<28} {'hosts':>6} {'events':>12} {'CPU s':>8} {'M ev/s':>8} "
