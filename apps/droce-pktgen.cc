@@ -280,7 +280,8 @@ void print_comparison(const std::vector<CcRun>& runs, std::ostream& out) {
 
 nlohmann::json run_json(const Setup& st, const CcRun& r) {
   const pktgen::CollectiveConfig& c = st.c;
-  nlohmann::json j = pktgen::results_json(pktgen::schedule_params(c, 0), c.iters, c.warmup_iters, r.rows);
+  nlohmann::json j =
+      pktgen::results_json(pktgen::schedule_params(c, 0), c.iters, c.warmup_iters, r.rows);
   j["mode"] = "sim";
   j["verify"] = st.verify;
   j["testbed"] = {{"topology", st.topology}, {"link_rate_bps", st.link_bps},
