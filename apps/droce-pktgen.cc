@@ -594,8 +594,8 @@ int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, u
     }
   }
   const uint32_t kept = a.csv_dir.empty() ? 0 : c.iters;  // transfers.csv's latencies
-  const uint64_t need = pktgen::replay_memory_floor(
-      size, pktgen::replay_connections(pktgen::schedule_params(c, top_size), size), kept, hosts);
+  const uint64_t need =
+      pktgen::replay_memory_floor(pktgen::schedule_params(c, top_size), size, kept, hosts);
   if (need <= limit) return kGoOn;
   const auto amount = [](uint64_t bytes) {
     return bytes >= (uint64_t{1} << 30)

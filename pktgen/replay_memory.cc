@@ -14,11 +14,13 @@ uint64_t replay_connections(const ScheduleParams& params, const ScheduleSize& si
   return std::min(kept, uint64_t{params.ranks} * params.window * params.channels);
 }
 
-uint64_t replay_memory_floor(const ScheduleSize& size, uint64_t connections,
+uint64_t replay_memory_floor(const ScheduleParams& params, const ScheduleSize& size,
                              uint32_t kept_iterations, uint64_t hosts) {
   const uint64_t per_transfer =
       kReplayBytesPerTransfer + uint64_t{kept_iterations} * kReplayBytesPerKeptLatency;
-  return size.transfers * per_transfer + connections * kReplayBytesPerConnection +
+  const uint64_t per_connection =
+      params.window ? kReplayBytesPerWindowConnection : kReplayBytesPerConnection;
+  return size.transfers * per_transfer + replay_connections(params, size) * per_connection +
          hosts * kReplayBytesPerHost;
 }
 

@@ -32,8 +32,14 @@ namespace droce::pktgen {
 inline constexpr uint64_t kReplayBytesPerTransfer = 128;
 inline constexpr uint64_t kReplayBytesPerKeptLatency =
     sizeof(decltype(SizeRun::transfer_latencies)::value_type);
-inline constexpr uint64_t kReplayBytesPerConnection = 6 << 10;  // a QP pair
+inline constexpr uint64_t kReplayBytesPerConnection = 6 << 10;  // a QP pair kept
 inline constexpr uint64_t kReplayBytesPerHost = 40 << 10;
+// A QP pair made for one transfer of a windowed all-to-all (rings of 4
+// slots): between 2048 and 4096 ranks with a window of 16 the peak grew by
+// 2-3 KiB per QP pair open at once beside the transfers and hosts at the
+// rates above. At 8192 ranks 6 KiB made the estimate (9.06 GiB) pass the
+// peak (8.99 GiB).
+inline constexpr uint64_t kReplayBytesPerWindowConnection = 2 << 10;
 
 // The QP pairs a replay of `size` holds at once: one per rank pair and
 // channel, kept; with a window, at most ranks x window x channels (one per
@@ -41,11 +47,11 @@ inline constexpr uint64_t kReplayBytesPerHost = 40 << 10;
 uint64_t replay_connections(const ScheduleParams& params, const ScheduleSize& size);
 
 // At least the peak resident memory of one process replaying a schedule of
-// `size` over `connections` QP pairs (replay_connections) on a fabric of
+// `params` and `size` (its QP pairs: replay_connections) on a fabric of
 // `hosts` hosts, keeping the latencies of `kept_iterations` timed
 // iterations (0 unless they are kept); --verify's buffers and the time
 // series not included.
-uint64_t replay_memory_floor(const ScheduleSize& size, uint64_t connections,
+uint64_t replay_memory_floor(const ScheduleParams& params, const ScheduleSize& size,
                              uint32_t kept_iterations, uint64_t hosts);
 
 // The memory one of `processes_here` processes on this machine may use:

@@ -284,7 +284,7 @@ def peak_kib(args):
 FABRIC = ["--topology", "leaf_spine", "--hosts-per-leaf", "16", "--spines", "4", "--cc", "dcqcn",
           "-n", "1", "-w", "0", "-q"]
 for shape in (["--pattern", "all_to_all", "--ranks", "128", "-b", "64K", "-e", "64K"],
-              ["--pattern", "all_to_all", "--ranks", "256", "-b", "64K", "-e", "64K",
+              ["--pattern", "all_to_all", "--ranks", "512", "-b", "64K", "-e", "64K",
                "--window", "8"],
               ["--pattern", "ring", "--ranks", "256", "-b", "1M", "-e", "1M"]):
     rc, peak = peak_kib(shape + FABRIC)

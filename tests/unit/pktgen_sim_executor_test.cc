@@ -380,8 +380,14 @@ TEST(ReplayMemory, AWindowHoldsAConnectionPerMessageInFlight) {
   EXPECT_EQ(replay_connections(p, size), 64u * 4 * 2);
   p.window = 63;  // more than the rank pairs: never above them
   EXPECT_EQ(replay_connections(p, size), size.rank_pairs * 2);
-  EXPECT_EQ(replay_memory_floor(size, 10, 0, 0),
-            size.transfers * kReplayBytesPerTransfer + 10 * kReplayBytesPerConnection);
+  p.window = 0;
+  EXPECT_EQ(replay_memory_floor(p, size, 0, 0),
+            size.transfers * kReplayBytesPerTransfer +
+                size.rank_pairs * 2 * kReplayBytesPerConnection);
+  p.window = 4;  // a windowed transfer's QP pair has small rings
+  EXPECT_EQ(replay_memory_floor(p, size, 2, 10),
+            size.transfers * (kReplayBytesPerTransfer + 2 * kReplayBytesPerKeptLatency) +
+                64 * 4 * 2 * kReplayBytesPerWindowConnection + 10 * kReplayBytesPerHost);
 }
 
 // The window's connections are made as the run goes: a split run could
