@@ -51,10 +51,7 @@ SimExecutor::Conn& SimExecutor::conn_for(uint32_t src, uint32_t dst, uint32_t ch
   auto [it, made] = qps_.try_emplace(std::make_tuple(lo, hi, channel));
   Conn& c = it->second;
   if (made) {
-    c.side[0].host = rank_host_[lo];
-    c.side[1].host = rank_host_[hi];
-    c.side[0].peer = &c.side[1];
-    c.side[1].peer = &c.side[0];
+    c.join(rank_host_[lo], rank_host_[hi]);
     for (QpSide& side : c.side) {
       side.index = static_cast<uint32_t>(sides_.size());
       sides_.push_back(&side);
@@ -162,10 +159,7 @@ void SimExecutor::post(uint32_t id) {
 void SimExecutor::open_connection(uint32_t id) {
   const Transfer& t = s_->transfers[id];
   auto c = std::make_unique<Conn>();
-  c->side[0].host = rank_host_[t.src];
-  c->side[1].host = rank_host_[t.dst];
-  c->side[0].peer = &c->side[1];
-  c->side[1].peer = &c->side[0];
+  c->join(rank_host_[t.src], rank_host_[t.dst]);
   c->side[0].index = c->side[1].index = UINT32_MAX;  // not in sides_
   sim::QpOptions o = opt_.qp;
   o.max_send_wr = o.max_recv_wr = 4;

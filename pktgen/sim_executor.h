@@ -162,8 +162,15 @@ class SimExecutor {
     uint32_t recv_expected = 0, recv_posted = 0, recv_done = 0;
   };
   struct Conn {
-    QpSide side[2];          // [0]: the lower rank's QP
+    QpSide side[2];          // [0]: the lower rank's QP (a window's: the sender's)
     uint32_t transfers = 0;  // the schedule's, both ways (size_queues)
+    // The two sides on their hosts, each the other's peer (QPs not made).
+    void join(uint32_t host0, uint32_t host1) {
+      side[0].host = host0;
+      side[1].host = host1;
+      side[0].peer = &side[1];
+      side[1].peer = &side[0];
+    }
   };
   bool receiver() const { return opt_.trigger == Trigger::kReceiver; }
   bool windowed() const { return s_ && s_->params.window > 0; }
