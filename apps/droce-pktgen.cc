@@ -577,7 +577,8 @@ int check_stragglers_and_backgrounds(Args& a) {
 
 // A run whose schedule, executor state and QPs cannot fit in memory
 // (pktgen/replay_memory.h) is refused before any of it is made.
-int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, uint64_t hosts) {
+int check_memory(Args& a, const pktgen::ScheduleParams& top, const pktgen::ScheduleSize& size,
+                 uint64_t hosts) {
   const pktgen::CollectiveConfig& c = a.cfg.collective;
   const uint32_t here = sim_mpi::launched_local_size();
   uint64_t limit = 0;
@@ -594,8 +595,7 @@ int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, u
     }
   }
   const uint32_t kept = a.csv_dir.empty() ? 0 : c.iters;  // transfers.csv's latencies
-  const uint64_t need =
-      pktgen::replay_memory_floor(pktgen::schedule_params(c, top_size), size, kept, hosts);
+  const uint64_t need = pktgen::replay_memory_floor(top, size, kept, hosts);
   if (need <= limit) return kGoOn;
   const auto amount = [](uint64_t bytes) {
     return bytes >= (uint64_t{1} << 30)
@@ -610,7 +610,7 @@ int check_memory(Args& a, const pktgen::ScheduleSize& size, uint64_t top_size, u
                           "least {} per process, where it may have {} ({}). Fewer --ranks or "
                           "--channels fit{}; droce-sim's [collective] runs ring and all-to-all at "
                           "thousands of ranks without storing a schedule (docs/SIM.md)",
-                          c.pattern, c.ranks, top_size, size.transfers, size.rank_pairs,
+                          c.pattern, c.ranks, top.bytes, size.transfers, size.rank_pairs,
                           amount(need), amount(limit), whose,
                           c.pattern == "all_to_all" && c.window == 0
                               ? ", or a --window (a QP pair per message in flight, not per rank "
@@ -654,10 +654,11 @@ int check_testbed(Args& a) {
   }
 
   const auto sizes = pktgen::sweep_sizes(c);
-  const uint64_t top = *std::max_element(sizes.begin(), sizes.end());
+  const pktgen::ScheduleParams top =
+      pktgen::schedule_params(c, *std::max_element(sizes.begin(), sizes.end()));
   // Counted, not made: the largest size's schedule is made when it runs.
-  const pktgen::ScheduleSize size = pktgen::schedule_size(pktgen::schedule_params(c, top));
-  if (const int rc = check_memory(a, size, top, hosts); rc != kGoOn) return rc;
+  const pktgen::ScheduleSize size = pktgen::schedule_size(top);
+  if (const int rc = check_memory(a, top, size, hosts); rc != kGoOn) return rc;
   if (st.verify) {
     // Every rank holds its whole buffer ([data | staging | recv]) in verify
     // a.mode; refuse sweeps that would not fit rather than swap or die.
@@ -665,7 +666,7 @@ int check_testbed(Args& a) {
     if (total > kMaxVerifyBytes)
       return fail("--verify", fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); "
                                           "use a smaller -e/--maxbytes or drop --verify",
-                                          c.ranks, top, static_cast<double>(total) / (1 << 30),
+                                          c.ranks, top.bytes, static_cast<double>(total) / (1 << 30),
                                           kMaxVerifyBytes >> 30));
   }
   return kGoOn;
