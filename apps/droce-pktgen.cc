@@ -664,10 +664,11 @@ int check_testbed(Args& a) {
     // a.mode; refuse sweeps that would not fit rather than swap or die.
     const uint64_t total = size.buffer_bytes;
     if (total > kMaxVerifyBytes)
-      return fail("--verify", fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); "
-                                          "use a smaller -e/--maxbytes or drop --verify",
-                                          c.ranks, top.bytes, static_cast<double>(total) / (1 << 30),
-                                          kMaxVerifyBytes >> 30));
+      return fail("--verify",
+                  fmt::format("{} ranks at {} B need {:.1f} GiB of buffers (limit {} GiB); use a "
+                              "smaller -e/--maxbytes or drop --verify",
+                              c.ranks, top.bytes, static_cast<double>(total) / (1 << 30),
+                              kMaxVerifyBytes >> 30));
   }
   return kGoOn;
 }
